@@ -1,0 +1,187 @@
+//! I/O scheduler policies behind one trait modelled on the kernel's elevator operations.
+//!
+//! A policy owns the requests it has been given until it dispatches them. It has no clock, does no I/O and draws no
+//! random numbers: the caller passes the time in. The same code is meant to drive the simulator and, later, a
+//! userspace io_uring runtime, so nothing here may depend on simulator types.
+
+pub mod none;
+
+/// Sector size the kernel's block layer counts in.
+pub const SECTOR_BYTES: u64 = 512;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Read,
+    Write,
+    Discard,
+    Flush,
+}
+
+/// I/O priority class as `ioprio_set(2)` defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IoprioClass {
+    None = 0,
+    RealTime = 1,
+    BestEffort = 2,
+    Idle = 3,
+}
+
+impl IoprioClass {
+    pub fn from_fio(prioclass: u32) -> Option<Self> {
+        match prioclass {
+            0 => Some(Self::None),
+            1 => Some(Self::RealTime),
+            2 => Some(Self::BestEffort),
+            3 => Some(Self::Idle),
+            _ => None,
+        }
+    }
+}
+
+/// A block request as a scheduler sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Caller's handle; returned unchanged on dispatch.
+    pub id: u32,
+    pub op: Op,
+    pub sector: u64,
+    pub nr_sectors: u32,
+    /// CPU the request was submitted on, and the hardware queue that CPU maps to.
+    pub cpu: u32,
+    pub hctx: u32,
+    pub ioprio_class: IoprioClass,
+    pub ioprio_level: u8,
+    /// Submitting process (BFQ keeps one queue per process) and its cgroup (0 = root).
+    pub process: u32,
+    pub cgroup: u32,
+    pub cgroup_weight: u32,
+    /// Synchronous (the submitter waits for it): direct reads and writes from fio are.
+    pub sync: bool,
+    /// When the request was allocated (Kyber's "total latency" starts here).
+    pub start_ns: u64,
+}
+
+impl Request {
+    pub fn end_sector(&self) -> u64 {
+        self.sector + self.nr_sectors as u64
+    }
+    pub fn bytes(&self) -> u64 {
+        self.nr_sectors as u64 * SECTOR_BYTES
+    }
+}
+
+/// Which locks protect a policy's state in the kernel: the simulator charges hold time and spinning on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locking {
+    /// No lock shared between CPUs (none: per-CPU and per-hctx state only, uncontended by construction).
+    None,
+    /// One lock per hardware queue (Kyber's hctx lock).
+    PerHctx,
+    /// One lock for the whole device (mq-deadline's dd->lock, BFQ's bfqd->lock, K2).
+    Device,
+}
+
+/// What the caller should do after a completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterCompletion {
+    /// Re-run the hardware queue the request completed on (blk-mq's default restart).
+    RunQueue,
+    /// Re-run every hardware queue of the device (e.g. a device-wide bound was released).
+    RunAllQueues,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TunableError {
+    Unknown { name: String, known: Vec<&'static str> },
+    OutOfRange { name: String, value: i64, expected: String },
+}
+
+impl std::fmt::Display for TunableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TunableError::Unknown { name, known } if known.is_empty() => {
+                write!(f, "unknown tunable {name:?}: this scheduler has no tunables")
+            }
+            TunableError::Unknown { name, known } => {
+                write!(f, "unknown tunable {name:?}: expected one of {}", known.join(", "))
+            }
+            TunableError::OutOfRange { name, value, expected } => {
+                write!(f, "tunable {name}={value}: expected {expected}")
+            }
+        }
+    }
+}
+
+/// The elevator interface. Calls mirror the kernel's `elevator_mq_ops`.
+pub trait Elevator: Send {
+    fn name(&self) -> &'static str;
+    fn locking(&self) -> Locking;
+
+    /// Try to merge a new bio into a request the policy holds (back or front merge of contiguous sectors, same
+    /// operation, within `max_sectors`). On success the held request grows and its id is returned.
+    fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32>;
+
+    fn insert(&mut self, rq: Request, now_ns: u64);
+
+    /// Pick the next request for hardware queue `hctx`, or None.
+    fn dispatch(&mut self, hctx: u32, now_ns: u64) -> Option<Request>;
+
+    fn has_work(&self, hctx: u32) -> bool;
+
+    /// A dispatched request finished. `issue_ns` is when it went to the device.
+    fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion;
+
+    /// When the policy next wants `timer` called, if ever.
+    fn next_timer_ns(&self) -> Option<u64> {
+        None
+    }
+    fn timer(&mut self, _now_ns: u64) {}
+
+    /// Current tunables by sysfs name and unit.
+    fn tunables(&self) -> Vec<(&'static str, i64)>;
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError>;
+
+    /// Internal state worth recording over time (e.g. Kyber's domain depths), by name.
+    fn introspect(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+}
+
+/// Names of the policies this crate provides.
+pub const SCHEDULERS: &[&str] = &["none"];
+
+/// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
+pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
+    match name {
+        "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
+        other => Err(format!("unknown scheduler {other:?}: expected one of {}", SCHEDULERS.join(", "))),
+    }
+}
+
+/// Back or front merge test shared by policies: same op, contiguous, within the size limit.
+pub fn mergeable(held: &Request, bio: &Request, max_sectors: u32) -> Option<MergeSide> {
+    if held.op != bio.op || held.op == Op::Flush || held.nr_sectors + bio.nr_sectors > max_sectors {
+        return None;
+    }
+    if held.end_sector() == bio.sector {
+        Some(MergeSide::Back)
+    } else if bio.end_sector() == held.sector {
+        Some(MergeSide::Front)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeSide {
+    Back,
+    Front,
+}
+
+/// Apply a merge decided by [`mergeable`].
+pub fn apply_merge(held: &mut Request, bio: &Request, side: MergeSide) {
+    if side == MergeSide::Front {
+        held.sector = bio.sector;
+    }
+    held.nr_sectors += bio.nr_sectors;
+}

@@ -1,0 +1,120 @@
+//! `none`: blk-mq without an elevator. Requests are issued in arrival order per hardware queue; nothing is shared
+//! between hardware queues, so there is no lock to contend on.
+//!
+//! In the kernel a request normally goes straight to the driver; it only waits (on the hctx dispatch list) when the
+//! driver is out of tags, and only then can a later bio merge into it (against the software queue). The FIFO per
+//! hardware queue here plays both roles.
+
+use std::collections::VecDeque;
+
+use crate::{apply_merge, mergeable, AfterCompletion, Elevator, Locking, Request, TunableError};
+
+pub struct NoneScheduler {
+    queues: Vec<VecDeque<Request>>,
+}
+
+impl NoneScheduler {
+    pub fn new(nr_hw_queues: u32) -> Self {
+        Self { queues: (0..nr_hw_queues.max(1)).map(|_| VecDeque::new()).collect() }
+    }
+}
+
+impl Elevator for NoneScheduler {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn locking(&self) -> Locking {
+        Locking::None
+    }
+
+    fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
+        // Like blk_mq_attempt_bio_merge: only the most recently queued requests of this CPU's queue are tried.
+        let queue = &mut self.queues[bio.hctx as usize];
+        for held in queue.iter_mut().rev().take(8) {
+            if let Some(side) = mergeable(held, bio, max_sectors) {
+                apply_merge(held, bio, side);
+                return Some(held.id);
+            }
+        }
+        None
+    }
+
+    fn insert(&mut self, rq: Request, _now_ns: u64) {
+        self.queues[rq.hctx as usize].push_back(rq);
+    }
+
+    fn dispatch(&mut self, hctx: u32, _now_ns: u64) -> Option<Request> {
+        self.queues[hctx as usize].pop_front()
+    }
+
+    fn has_work(&self, hctx: u32) -> bool {
+        !self.queues[hctx as usize].is_empty()
+    }
+
+    fn completed(&mut self, _rq: &Request, _issue_ns: u64, _now_ns: u64) -> AfterCompletion {
+        AfterCompletion::RunQueue
+    }
+
+    fn tunables(&self) -> Vec<(&'static str, i64)> {
+        Vec::new()
+    }
+
+    fn set_tunable(&mut self, name: &str, _value: i64) -> Result<(), TunableError> {
+        Err(TunableError::Unknown { name: name.to_string(), known: Vec::new() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{IoprioClass, Op};
+
+    fn rq(id: u32, hctx: u32, sector: u64, nr_sectors: u32) -> Request {
+        Request {
+            id,
+            op: Op::Read,
+            sector,
+            nr_sectors,
+            cpu: hctx,
+            hctx,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            process: 0,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync: true,
+            start_ns: 0,
+        }
+    }
+
+    #[test]
+    fn dispatches_in_arrival_order_per_hardware_queue() {
+        let mut none = NoneScheduler::new(2);
+        none.insert(rq(1, 0, 100, 8), 0);
+        none.insert(rq(2, 1, 0, 8), 0);
+        none.insert(rq(3, 0, 0, 8), 0);
+        assert_eq!(none.dispatch(0, 0).map(|r| r.id), Some(1));
+        assert_eq!(none.dispatch(0, 0).map(|r| r.id), Some(3));
+        assert!(!none.has_work(0));
+        assert_eq!(none.dispatch(1, 0).map(|r| r.id), Some(2));
+    }
+
+    #[test]
+    fn merges_contiguous_bios_into_a_waiting_request_up_to_the_limit() {
+        let mut none = NoneScheduler::new(1);
+        none.insert(rq(1, 0, 0, 8), 0);
+        assert_eq!(none.bio_merge(&rq(2, 0, 8, 8), 16), Some(1), "back merge");
+        assert_eq!(none.bio_merge(&rq(3, 0, 16, 8), 16), None, "would exceed max_sectors");
+        assert_eq!(none.bio_merge(&rq(4, 0, 64, 8), 256), None, "not contiguous");
+        let merged = none.dispatch(0, 0).unwrap();
+        assert_eq!((merged.sector, merged.nr_sectors), (0, 16));
+    }
+
+    #[test]
+    fn has_no_tunables() {
+        let mut none = NoneScheduler::new(1);
+        assert!(none.tunables().is_empty());
+        assert!(none.set_tunable("fifo_batch", 1).is_err());
+    }
+}

@@ -1,0 +1,50 @@
+//! PyO3 glue: JSON in, JSON out. All validation and presentation lives in Python; all simulation in iosched-sim.
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+
+/// Run one simulation. `config_json` is a serialised `SimConfig`; returns a serialised `SimResult`.
+/// `progress`, if given, is called with the fraction of simulated time done (0.0..=1.0) from time to time.
+/// The GIL is released while simulating; Ctrl-C raises KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (config_json, progress=None))]
+fn simulate(py: Python<'_>, config_json: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let config: iosched_sim::SimConfig =
+        serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("simulator config: {e}")))?;
+    let mut interrupted = false;
+    let outcome = {
+        let mut on_progress = |fraction: f64| -> bool {
+            // Re-acquire the GIL briefly: report progress and check for Ctrl-C.
+            Python::attach(|py| {
+                if let Some(cb) = &progress {
+                    if let Err(e) = cb.call1(py, (fraction,)) {
+                        e.restore(py);
+                    }
+                }
+                if py.check_signals().is_err() {
+                    interrupted = true;
+                }
+            });
+            !interrupted
+        };
+        py.detach(|| iosched_sim::simulate(&config, &mut on_progress))
+    };
+    if interrupted {
+        return Err(PyKeyboardInterrupt::new_err("simulation interrupted"));
+    }
+    let result = outcome.map_err(PyValueError::new_err)?;
+    serde_json::to_string(&result).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The simulator's version (part of every run id).
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,16 @@
+//! Run a SimConfig JSON file and print a one-line speed summary (for profiling the simulator without Python).
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: run_config CONFIG.json");
+    let text = std::fs::read_to_string(&path).expect("readable config");
+    let config: iosched_sim::SimConfig = serde_json::from_str(&text).expect("valid config");
+    let started = std::time::Instant::now();
+    let result = iosched_sim::simulate(&config, &mut |_| true).expect("simulation runs");
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "{} I/Os, {} events, {:.3} s wall, {:.2} M I/Os per wall second",
+        result.ios_completed,
+        result.events,
+        wall,
+        result.ios_completed as f64 / wall / 1e6
+    );
+}

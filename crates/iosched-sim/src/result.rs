@@ -1,0 +1,95 @@
+//! What one simulated run returns (serialised to JSON for Python).
+
+use serde::{Deserialize, Serialize};
+
+/// fio's default completion-latency percentiles.
+pub const FIO_PERCENTILES: [f64; 17] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirectionResult {
+    pub ios: u64,
+    pub bytes: u64,
+    /// Completion latency (submission to the process seeing the completion), nanoseconds.
+    pub clat_min_ns: u64,
+    pub clat_max_ns: u64,
+    pub clat_mean_ns: f64,
+    pub clat_stddev_ns: f64,
+    /// (percentile, latency ns) for fio's default percentile list.
+    pub percentiles: Vec<(f64, u64)>,
+    /// Histogram as (latency ns, count) for every non-empty bucket (fio json+ "bins").
+    pub bins: Vec<(u64, u64)>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessResult {
+    pub clone: u32,
+    pub core_affinity: Vec<u32>,
+    pub read: DirectionResult,
+    pub write: DirectionResult,
+    pub usr_ns: u64,
+    pub sys_ns: u64,
+    pub context_switches: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobResult {
+    pub name: String,
+    /// The measured window (after ramp) in nanoseconds; IOPS = ios / (window_ns / 1e9).
+    pub window_ns: u64,
+    /// All clones merged (fio's group_reporting).
+    pub read: DirectionResult,
+    pub write: DirectionResult,
+    pub usr_ns: u64,
+    pub sys_ns: u64,
+    pub context_switches: u64,
+    pub processes: Vec<ProcessResult>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CoreResult {
+    /// Time the core spent running anything (I/O paths, scheduler work, spinning on locks) inside the window.
+    pub busy_ns: u64,
+    /// Part of busy_ns spent spinning on or holding a contended lock.
+    pub lock_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeviceResult {
+    pub name: String,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    /// Program units written by the host and by garbage collection (write amplification = total / host).
+    pub host_program_units: u64,
+    pub gc_program_units: u64,
+    pub erases: u64,
+    /// Time the front-end stalled because the write buffer was full.
+    pub buffer_full_stall_ns: u64,
+}
+
+/// One time-series sample: a named metric at the end of an interval.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    pub t_ns: u64,
+    /// e.g. "job", "device", "scheduler"
+    pub source: String,
+    /// job name, device name, or scheduler instance
+    pub subject: String,
+    pub metric: String,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SimResult {
+    /// Simulated time at the end of the run.
+    pub sim_time_ns: u64,
+    pub events: u64,
+    pub ios_completed: u64,
+    /// Start and length of the window in which core and lock statistics were counted (the longest job window).
+    pub window_start_ns: u64,
+    pub window_ns: u64,
+    pub jobs: Vec<JobResult>,
+    pub cores: Vec<CoreResult>,
+    pub devices: Vec<DeviceResult>,
+    pub timeseries: Vec<Sample>,
+}

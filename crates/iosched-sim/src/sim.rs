@@ -1,0 +1,727 @@
+//! One simulated run: processes issue I/O on host cores, through blk-mq and an elevator, to SSDs.
+//!
+//! The life of one I/O:
+//! 1. `Issue`: the process books its submission path on its core (engine submit cost per I/O). A batch of
+//!    `iodepth_batch_submit` I/Os shares one plug, in which contiguous bios merge.
+//! 2. `BlockSubmit` (when the submission path reaches blk-mq): the scheduler's insert and dispatch cost is booked on
+//!    the core, under the scheduler's lock if it has one (spinning while another CPU holds it), then `BlockInsert`:
+//!    merge into a queued request, or take a request tag (or wait for one), insert into the elevator, run the
+//!    hardware queue: dispatch while driver tags last, onto the device's submission queue.
+//! 3. The device (`ControllerDone`, `UnitDone`) and `DeviceComplete`.
+//! 4. On the submitting core: the scheduler's completion cost, then each bio's completion path (plus the
+//!    sleep/wake path when the core had gone idle), then the process issues its next I/O.
+
+use iosched_policy::{AfterCompletion, IoprioClass, Op, Request, SECTOR_BYTES};
+
+use crate::blk::BlockQueue;
+use crate::config::{IoEngine, Rw, SimConfig};
+use crate::device::{Command, Device};
+use crate::engine::{Event, EventQueue};
+use crate::host::{CpuAccount, Host, PathCost};
+use crate::metrics::LatencyStats;
+use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
+use crate::workload::{process_rng, Generator};
+
+const NO_IO: u32 = u32::MAX;
+
+#[derive(Clone)]
+struct IoSlot {
+    process: u32,
+    write: bool,
+    device: u32,
+    offset_bytes: u64,
+    /// This bio's own size, and (on a request's head bio) the whole request's size after plug merges.
+    bytes: u32,
+    request_bytes: u32,
+    issue_ns: u64,
+    core: u32,
+    hctx: u32,
+    dispatch_hctx: u32,
+    dispatch_ns: u64,
+    /// Next bio merged into the same request (a singly linked chain from the request's head bio).
+    next_merged: u32,
+    tail: u32,
+    request: Option<Request>,
+}
+
+struct Process {
+    job: u32,
+    clone: u32,
+    generator: Generator,
+    allowed_cores: Vec<u32>,
+    core: u32,
+    devices: Vec<u32>,
+    iodepth: u32,
+    batch: u32,
+    inflight: u32,
+    issued: u64,
+    bytes_issued: u64,
+    size_limit_bytes: u64,
+    time_based: bool,
+    start_ns: u64,
+    stats_start_ns: u64,
+    end_ns: u64,
+    rate_period_ns: u64,
+    thinktime_ns: u64,
+    issue_pending: bool,
+    stopped: bool,
+    finished_ns: Option<u64>,
+    cost: PathCost,
+    ioprio_class: IoprioClass,
+    ioprio_level: u8,
+    cgroup: u32,
+    cgroup_weight: u32,
+    read: LatencyStats,
+    write: LatencyStats,
+    cpu: CpuAccount,
+    usr_fraction: f64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct SchedulerCosts {
+    insert_dispatch_ns: u64,
+    complete_ns: u64,
+}
+
+pub struct Simulation<'c> {
+    config: &'c SimConfig,
+    events: EventQueue,
+    host: Host,
+    processes: Vec<Process>,
+    queues: Vec<BlockQueue>,
+    devices: Vec<Device>,
+    slots: Vec<IoSlot>,
+    free_slots: Vec<u32>,
+    costs: SchedulerCosts,
+    active_processes: usize,
+    ios_completed: u64,
+    end_ns: u64,
+    window_start_ns: u64,
+    interval_ios: Vec<[u64; 2]>,
+    timeseries: Vec<Sample>,
+}
+
+fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message())
+    }
+}
+
+/// Structural checks the Python side should already have made; here so that no input can make the simulator panic.
+fn validate(config: &SimConfig) -> Result<(), String> {
+    check(config.host.cores >= 1, || "host.cores: expected at least 1".into())?;
+    check(!config.devices.is_empty(), || "devices: expected at least one device".into())?;
+    check(!config.jobs.is_empty(), || "jobs: expected at least one job".into())?;
+    check(config.sample_interval_ns > 0, || "sample_interval_ns: expected > 0".into())?;
+    for d in &config.devices {
+        let at = |key: &str| format!("device {}: {key}", d.name);
+        check(d.max_hw_queues >= 1 && d.queue_depth >= 1, || at("max_hw_queues and queue_depth must be >= 1"))?;
+        check(d.link_bytes_per_s > 0 && d.channel_bytes_per_s > 0, || at("bandwidths must be > 0"))?;
+        check(d.channels >= 1 && d.units_per_channel >= 1, || at("channels and units_per_channel must be >= 1"))?;
+        check(!d.read_ns_by_page_type.is_empty(), || at("read_ns_by_page_type must not be empty"))?;
+        check(d.flash_page_bytes > 0 && d.program_unit_bytes > 0, || at("page and program unit sizes must be > 0"))?;
+        check(d.block_program_units >= 1, || at("block_program_units must be >= 1"))?;
+        check(d.write_buffer_bytes >= d.program_unit_bytes as u64, || {
+            at("write_buffer_bytes must hold at least one program unit")
+        })?;
+        check((0.0..=1.0).contains(&d.trimmed_fraction), || at("trimmed_fraction must be within 0..1"))?;
+        check(d.logical_block_bytes >= 512, || at("logical_block_bytes must be >= 512"))?;
+    }
+    for job in &config.jobs {
+        let at = |key: &str| format!("job {}: {key}", job.name);
+        check(job.iodepth >= 1, || at("iodepth must be >= 1"))?;
+        check(job.numjobs >= 1, || at("numjobs must be >= 1"))?;
+        check(job.iodepth_batch_submit >= 1, || at("iodepth_batch_submit must be >= 1"))?;
+        check(job.rwmixread <= 100, || at("rwmixread must be within 0..100"))?;
+        check(job.runtime_ns > 0, || at("runtime must be > 0"))?;
+        check(!job.devices.is_empty(), || at("needs at least one device"))?;
+        check(job.prioclass <= 3 && job.prio <= 7, || at("prioclass must be 0..3 and prio 0..7"))?;
+        for &d in &job.devices {
+            let device = config.devices.get(d as usize).ok_or_else(|| at(&format!("no device with index {d}")))?;
+            check(job.bs_bytes > 0 && job.bs_bytes % device.logical_block_bytes as u64 == 0, || {
+                at(&format!("bs must be a multiple of {}'s {} B blocks", device.name, device.logical_block_bytes))
+            })?;
+            check(job.bs_bytes <= u32::MAX as u64, || at("bs too large"))?;
+            check(job.offset_bytes + job.bs_bytes <= device.capacity_bytes, || {
+                at(&format!("offset + bs beyond the end of {}", device.name))
+            })?;
+        }
+        for &core in &job.cpus_allowed {
+            check(core < config.host.cores, || {
+                at(&format!("cpus_allowed {core}: host has {} cores", config.host.cores))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+impl<'c> Simulation<'c> {
+    pub fn new(config: &'c SimConfig) -> Result<Self, String> {
+        validate(config)?;
+        let cores = config.host.cores;
+        let mut queues = Vec::new();
+        let mut devices = Vec::new();
+        for (index, device) in config.devices.iter().enumerate() {
+            let nr_hw_queues = cores.min(device.max_hw_queues);
+            let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
+            for (name, value) in &config.scheduler.tunables {
+                elevator.set_tunable(name, *value).map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
+            }
+            queues.push(BlockQueue::new(elevator, nr_hw_queues, device.queue_depth, config.scheduler.nr_requests));
+            devices.push(Device::new(device.clone(), index as u32, nr_hw_queues, config.seed));
+        }
+        let costs = config
+            .host
+            .scheduler_costs
+            .iter()
+            .find(|c| c.scheduler == config.scheduler.name)
+            .map(|c| SchedulerCosts { insert_dispatch_ns: c.insert_ns + c.dispatch_ns, complete_ns: c.complete_ns })
+            .unwrap_or_default();
+
+        let mut cgroups: Vec<&str> = vec![""];
+        let mut processes = Vec::new();
+        for (job_index, job) in config.jobs.iter().enumerate() {
+            let cgroup = match cgroups.iter().position(|c| *c == job.cgroup) {
+                Some(i) => i,
+                None => {
+                    cgroups.push(&job.cgroup);
+                    cgroups.len() - 1
+                }
+            } as u32;
+            let all_cores: Vec<u32> = (0..cores).collect();
+            let allowed = if job.cpus_allowed.is_empty() { all_cores } else { job.cpus_allowed.clone() };
+            let engine = match job.ioengine {
+                IoEngine::IoUring => &config.host.io_uring,
+                IoEngine::Libaio => &config.host.libaio,
+                IoEngine::Psync => &config.host.psync,
+            };
+            let region_bytes = job
+                .devices
+                .iter()
+                .map(|&d| config.devices[d as usize].capacity_bytes - job.offset_bytes)
+                .min()
+                .unwrap_or(0)
+                .min(if job.size_bytes > 0 { job.size_bytes } else { u64::MAX });
+            for clone in 0..job.numjobs {
+                let allowed_cores = if job.cpus_split {
+                    vec![allowed[clone as usize % allowed.len()]]
+                } else {
+                    allowed.clone()
+                };
+                let core = allowed_cores[clone as usize % allowed_cores.len()];
+                let start_ns = job.start_ns;
+                processes.push(Process {
+                    job: job_index as u32,
+                    clone,
+                    generator: Generator::new(job, process_rng(config.seed, job_index as u32, clone), region_bytes),
+                    allowed_cores,
+                    core,
+                    devices: job.devices.clone(),
+                    iodepth: if job.ioengine == IoEngine::Psync { 1 } else { job.iodepth },
+                    batch: job.iodepth_batch_submit,
+                    inflight: 0,
+                    issued: 0,
+                    bytes_issued: 0,
+                    size_limit_bytes: region_bytes,
+                    time_based: job.time_based,
+                    start_ns,
+                    stats_start_ns: start_ns + job.ramp_ns,
+                    end_ns: start_ns + job.ramp_ns + job.runtime_ns,
+                    rate_period_ns: if job.rate_iops > 0 { 1_000_000_000 / job.rate_iops } else { 0 },
+                    thinktime_ns: job.thinktime_ns,
+                    issue_pending: false,
+                    stopped: false,
+                    finished_ns: None,
+                    cost: PathCost::from(engine),
+                    ioprio_class: IoprioClass::from_fio(job.prioclass).unwrap_or(IoprioClass::None),
+                    ioprio_level: job.prio as u8,
+                    cgroup,
+                    cgroup_weight: job.cgroup_weight,
+                    read: LatencyStats::default(),
+                    write: LatencyStats::default(),
+                    cpu: CpuAccount::default(),
+                    usr_fraction: engine.usr_fraction,
+                });
+            }
+        }
+        let end_ns = processes.iter().map(|p| p.end_ns).max().unwrap_or(0);
+        let window_start_ns = processes.iter().map(|p| p.stats_start_ns).min().unwrap_or(0);
+        let mut host = Host::new(cores, config.host.context_switch_ns);
+        host.set_window(window_start_ns, end_ns);
+        Ok(Self {
+            config,
+            events: EventQueue::new(),
+            host,
+            active_processes: processes.len(),
+            processes,
+            queues,
+            devices,
+            slots: Vec::with_capacity(4096),
+            free_slots: Vec::new(),
+            costs,
+            ios_completed: 0,
+            end_ns,
+            window_start_ns,
+            interval_ios: vec![[0, 0]; config.jobs.len()],
+            timeseries: Vec::new(),
+        })
+    }
+
+    /// Run to the end. `progress` gets the fraction of simulated time done now and then; returning false aborts.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<SimResult, String> {
+        for p in 0..self.processes.len() {
+            let start = self.processes[p].start_ns;
+            self.processes[p].issue_pending = true;
+            self.events.schedule(start, Event::Issue { process: p as u32 });
+        }
+        self.events.schedule(self.config.sample_interval_ns.min(self.end_ns.max(1)), Event::Sample);
+        let mut next_progress_check = 1u64 << 16;
+        while self.active_processes > 0 {
+            let Some((now, event)) = self.events.pop() else { break };
+            match event {
+                Event::Issue { process } => {
+                    self.processes[process as usize].issue_pending = false;
+                    self.try_issue(process, now);
+                }
+                Event::BlockSubmit { io } => self.block_submit(io, now),
+                Event::BlockInsert { io } => self.block_insert(io, now),
+                Event::ControllerDone { device, core } => {
+                    self.devices[device as usize].controller_done(core, &mut self.events)
+                }
+                Event::UnitDone { device, unit } => self.devices[device as usize].unit_done(unit, &mut self.events),
+                Event::DeviceComplete { device, request } => self.complete_request(device, request, now),
+                Event::SchedulerTimer { device } => self.scheduler_timer(device, now),
+                Event::Sample => self.sample(now),
+            }
+            if self.events.processed >= next_progress_check {
+                next_progress_check += 1 << 16;
+                if !progress(now as f64 / self.end_ns.max(1) as f64) {
+                    return Err("interrupted".into());
+                }
+            }
+        }
+        progress(1.0);
+        Ok(self.into_result())
+    }
+
+    fn alloc_slot(&mut self, slot: IoSlot) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn nr_hw_queues(&self, device: u32) -> u32 {
+        self.queues[device as usize].nr_hw_queues
+    }
+
+    /// Issue as much I/O as the process may: up to its depth, within its rate, until its time or size is up.
+    fn try_issue(&mut self, process: u32, now: u64) {
+        let p = process as usize;
+        let mut at = now;
+        loop {
+            let proc = &self.processes[p];
+            if proc.stopped || proc.inflight >= proc.iodepth {
+                return;
+            }
+            if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes) {
+                self.stop(process, at);
+                return;
+            }
+            let mut batch = proc.batch.min(proc.iodepth - proc.inflight);
+            if proc.rate_period_ns > 0 {
+                // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
+                let due = proc.start_ns + proc.issued * proc.rate_period_ns;
+                if due > at {
+                    let wake = due.min(proc.end_ns);
+                    if !proc.issue_pending {
+                        self.processes[p].issue_pending = true;
+                        self.events.schedule(wake, Event::Issue { process });
+                    }
+                    return;
+                }
+                batch = 1;
+            }
+            let core = if proc.allowed_cores.len() == 1 {
+                proc.allowed_cores[0]
+            } else {
+                self.host.least_loaded(&proc.allowed_cores, proc.core, at)
+            };
+            let submit_ns = proc.cost.submit_ns;
+            let proc = &mut self.processes[p];
+            proc.core = core;
+            let (start, end) = self.host.run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
+            let mut previous = NO_IO;
+            for i in 0..batch {
+                let proc = &mut self.processes[p];
+                let plan = proc.generator.next();
+                let device = proc.devices[plan.device_slot];
+                proc.inflight += 1;
+                proc.issued += 1;
+                proc.bytes_issued += plan.bytes as u64;
+                let hctx = core % self.queues[device as usize].nr_hw_queues;
+                let slot = IoSlot {
+                    process,
+                    write: plan.write,
+                    device,
+                    offset_bytes: plan.offset_bytes,
+                    bytes: plan.bytes,
+                    request_bytes: plan.bytes,
+                    issue_ns: start + i as u64 * submit_ns,
+                    core,
+                    hctx,
+                    dispatch_hctx: hctx,
+                    dispatch_ns: 0,
+                    next_merged: NO_IO,
+                    tail: NO_IO,
+                    request: None,
+                };
+                // The plug: a bio contiguous with the previous one of this batch joins it.
+                if previous != NO_IO {
+                    let head = &self.slots[previous as usize];
+                    let max_bytes = self.queues[device as usize].max_sectors as u64 * SECTOR_BYTES;
+                    if head.device == device
+                        && head.write == plan.write
+                        && head.offset_bytes + head.request_bytes as u64 == plan.offset_bytes
+                        && head.request_bytes as u64 + plan.bytes as u64 <= max_bytes
+                    {
+                        let io = self.alloc_slot(slot);
+                        self.slots[previous as usize].request_bytes += plan.bytes;
+                        self.link(previous, io);
+                        continue;
+                    }
+                }
+                let io = self.alloc_slot(slot);
+                self.events.schedule(end, Event::BlockSubmit { io });
+                previous = io;
+            }
+            at = end;
+        }
+    }
+
+    /// Append bio `io` to the chain of the request headed by `head`.
+    fn link(&mut self, head: u32, io: u32) {
+        let tail = self.slots[head as usize].tail;
+        if tail == NO_IO {
+            self.slots[head as usize].next_merged = io;
+        } else {
+            self.slots[tail as usize].next_merged = io;
+        }
+        self.slots[head as usize].tail = io;
+    }
+
+    fn stop(&mut self, process: u32, at: u64) {
+        let proc = &mut self.processes[process as usize];
+        if !proc.stopped {
+            proc.stopped = true;
+        }
+        if proc.inflight == 0 && proc.finished_ns.is_none() {
+            proc.finished_ns = Some(at);
+            self.active_processes -= 1;
+        }
+    }
+
+    fn make_request(&self, io: u32, now: u64) -> Request {
+        let slot = &self.slots[io as usize];
+        let proc = &self.processes[slot.process as usize];
+        Request {
+            id: io,
+            op: if slot.write { Op::Write } else { Op::Read },
+            sector: slot.offset_bytes / SECTOR_BYTES,
+            nr_sectors: (slot.request_bytes as u64 / SECTOR_BYTES) as u32,
+            cpu: slot.core,
+            hctx: slot.hctx,
+            ioprio_class: proc.ioprio_class,
+            ioprio_level: proc.ioprio_level,
+            process: slot.process,
+            cgroup: proc.cgroup,
+            cgroup_weight: proc.cgroup_weight,
+            sync: true,
+            start_ns: now,
+        }
+    }
+
+    /// The submission path reached blk-mq: book the scheduler's insert and dispatch work, under its lock.
+    fn block_submit(&mut self, io: u32, now: u64) {
+        let cost = self.costs.insert_dispatch_ns;
+        if cost == 0 {
+            return self.block_insert(io, now);
+        }
+        let (core, process, device, hctx) = {
+            let s = &self.slots[io as usize];
+            (s.core, s.process, s.device, s.hctx)
+        };
+        let ready = self.run_scheduler_work(core, process, device, hctx, now, cost);
+        self.events.schedule(ready, Event::BlockInsert { io });
+    }
+
+    /// Book `cost_ns` of scheduler work on `core`, taking the scheduler's lock if it has one. Returns when done.
+    fn run_scheduler_work(&mut self, core: u32, process: u32, device: u32, hctx: u32, now: u64, cost_ns: u64) -> u64 {
+        let account = &mut self.processes[process as usize].cpu;
+        let (start, _) = self.host.run(core, process, now, 0, account);
+        match self.queues[device as usize].lock_for(hctx) {
+            Some(lock) => {
+                let (spin, release) = lock.acquire(start, cost_ns);
+                self.host.extend_for_lock(core, spin + cost_ns, account);
+                release
+            }
+            None => self.host.run(core, process, start, cost_ns, account).1,
+        }
+    }
+
+    fn block_insert(&mut self, io: u32, now: u64) {
+        let rq = self.make_request(io, now);
+        let (device, hctx) = (self.slots[io as usize].device, rq.hctx);
+        let queue = &mut self.queues[device as usize];
+        if let Some(into) = queue.elevator.bio_merge(&rq, queue.max_sectors) {
+            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along.
+            let chain_tail = self.slots[io as usize].tail;
+            self.link(into, io);
+            if chain_tail != NO_IO {
+                self.slots[into as usize].tail = chain_tail;
+            }
+            return;
+        }
+        if !queue.try_take_request_tag(hctx) {
+            queue.tag_waiters[hctx as usize].push_back(io);
+            return;
+        }
+        queue.elevator.insert(rq, now);
+        self.run_hw_queue(device, hctx, now);
+        self.arm_timer(device, now);
+    }
+
+    /// Dispatch from the elevator to the device while driver tags last.
+    fn run_hw_queue(&mut self, device: u32, hctx: u32, now: u64) {
+        loop {
+            let queue = &mut self.queues[device as usize];
+            if !queue.can_dispatch(hctx) || !queue.elevator.has_work(hctx) {
+                return;
+            }
+            let Some(rq) = queue.elevator.dispatch(hctx, now) else { return };
+            queue.try_take_driver_tag(hctx);
+            let command = Command {
+                request: rq.id,
+                write: rq.op == Op::Write,
+                offset_bytes: rq.sector * SECTOR_BYTES,
+                bytes: (rq.nr_sectors as u64 * SECTOR_BYTES) as u32,
+            };
+            let slot = &mut self.slots[rq.id as usize];
+            slot.dispatch_hctx = hctx;
+            slot.dispatch_ns = now;
+            slot.request = Some(rq);
+            self.devices[device as usize].submit(hctx, command, &mut self.events);
+        }
+    }
+
+    fn run_all_hw_queues(&mut self, device: u32, now: u64) {
+        for hctx in 0..self.nr_hw_queues(device) {
+            self.run_hw_queue(device, hctx, now);
+        }
+    }
+
+    fn arm_timer(&mut self, device: u32, now: u64) {
+        let queue = &mut self.queues[device as usize];
+        if let Some(at) = queue.elevator.next_timer_ns() {
+            let at = at.max(now);
+            if queue.timer_pending_ns.is_none_or(|pending| at < pending) {
+                queue.timer_pending_ns = Some(at);
+                self.events.schedule(at, Event::SchedulerTimer { device });
+            }
+        }
+    }
+
+    fn scheduler_timer(&mut self, device: u32, now: u64) {
+        let queue = &mut self.queues[device as usize];
+        if queue.timer_pending_ns != Some(now) {
+            return; // superseded by an earlier timer
+        }
+        queue.timer_pending_ns = None;
+        if queue.elevator.next_timer_ns().is_some_and(|at| at <= now) {
+            queue.elevator.timer(now);
+            self.run_all_hw_queues(device, now);
+        }
+        self.arm_timer(device, now);
+    }
+
+    fn complete_request(&mut self, device: u32, request: u32, now: u64) {
+        let slot = &mut self.slots[request as usize];
+        let rq = slot.request.take().expect("a completed request was dispatched");
+        let (dispatch_hctx, dispatch_ns, core, process) = (slot.dispatch_hctx, slot.dispatch_ns, slot.core, slot.process);
+        let queue = &mut self.queues[device as usize];
+        queue.release_tags(rq.hctx, dispatch_hctx);
+        let after = queue.elevator.completed(&rq, dispatch_ns, now);
+        let mut path_start = now;
+        if self.costs.complete_ns > 0 {
+            path_start = self.run_scheduler_work(core, process, device, rq.hctx, now, self.costs.complete_ns);
+        }
+        // A freed request tag lets a waiting bio in.
+        let mut inserted = false;
+        loop {
+            let queue = &mut self.queues[device as usize];
+            let Some(&waiting) = queue.tag_waiters[rq.hctx as usize].front() else { break };
+            if !queue.try_take_request_tag(rq.hctx) {
+                break;
+            }
+            queue.tag_waiters[rq.hctx as usize].pop_front();
+            let waiting_rq = self.make_request(waiting, now);
+            self.queues[device as usize].elevator.insert(waiting_rq, now);
+            inserted = true;
+        }
+        match after {
+            AfterCompletion::RunAllQueues => self.run_all_hw_queues(device, now),
+            AfterCompletion::RunQueue => {
+                self.run_hw_queue(device, dispatch_hctx, now);
+                if inserted && rq.hctx != dispatch_hctx {
+                    self.run_hw_queue(device, rq.hctx, now);
+                }
+            }
+        }
+        self.arm_timer(device, now);
+        let mut bio = request;
+        while bio != NO_IO {
+            let next = self.slots[bio as usize].next_merged;
+            self.complete_bio(bio, path_start);
+            bio = next;
+        }
+    }
+
+    /// The completion path of one bio on its submitting core, then the process's next I/O.
+    fn complete_bio(&mut self, io: u32, now: u64) {
+        let (process, core, issue_ns, write, bytes) = {
+            let s = &self.slots[io as usize];
+            (s.process, s.core, s.issue_ns, s.write, s.bytes)
+        };
+        self.free_slots.push(io);
+        let sleeping = self.host.idle_at(core, now);
+        let proc = &mut self.processes[process as usize];
+        let work = proc.cost.complete_ns + if sleeping { proc.cost.sleep_wake_ns } else { 0 };
+        let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);
+        if end >= proc.stats_start_ns && end <= proc.end_ns {
+            let stats = if write { &mut proc.write } else { &mut proc.read };
+            stats.record(end - issue_ns, bytes as u64);
+            self.interval_ios[proc.job as usize][write as usize] += 1;
+        }
+        proc.inflight -= 1;
+        self.ios_completed += 1;
+        if proc.stopped {
+            self.stop(process, end);
+        } else if proc.thinktime_ns > 0 {
+            if !proc.issue_pending {
+                proc.issue_pending = true;
+                let at = end + proc.thinktime_ns;
+                self.events.schedule(at, Event::Issue { process });
+            }
+        } else {
+            self.try_issue(process, end);
+        }
+    }
+
+    fn sample(&mut self, now: u64) {
+        let seconds = self.config.sample_interval_ns as f64 / 1e9;
+        for (job, counts) in self.interval_ios.iter_mut().enumerate() {
+            let name = &self.config.jobs[job].name;
+            for (direction, metric) in [(0, "read_iops"), (1, "write_iops")] {
+                self.timeseries.push(Sample {
+                    t_ns: now,
+                    source: "job".into(),
+                    subject: name.clone(),
+                    metric: metric.into(),
+                    value: counts[direction] as f64 / seconds,
+                });
+            }
+            *counts = [0, 0];
+        }
+        for (device, queue) in self.devices.iter().zip(&self.queues) {
+            let subject = &device.config.name;
+            let mut push = |source: &str, metric: String, value: f64| {
+                self.timeseries.push(Sample {
+                    t_ns: now,
+                    source: source.into(),
+                    subject: subject.clone(),
+                    metric,
+                    value,
+                })
+            };
+            push("device", "write_buffer_bytes".into(), device.buffer_used_bytes() as f64);
+            push("device", "free_program_units".into(), device.free_program_units() as f64);
+            for (metric, value) in queue.elevator.introspect() {
+                push("scheduler", metric, value);
+            }
+        }
+        let next = now + self.config.sample_interval_ns;
+        if next <= self.end_ns {
+            self.events.schedule(next, Event::Sample);
+        }
+    }
+
+    fn into_result(self) -> SimResult {
+        let mut jobs: Vec<JobResult> = self
+            .config
+            .jobs
+            .iter()
+            .map(|job| JobResult { name: job.name.clone(), ..Default::default() })
+            .collect();
+        let mut merged: Vec<(LatencyStats, LatencyStats)> = vec![Default::default(); jobs.len()];
+        for proc in &self.processes {
+            let job = &mut jobs[proc.job as usize];
+            let end = proc.finished_ns.unwrap_or(proc.end_ns).min(proc.end_ns);
+            job.window_ns = job.window_ns.max(end.saturating_sub(proc.stats_start_ns));
+            let usr_ns = (proc.cpu.cpu_ns as f64 * proc.usr_fraction).round() as u64;
+            let sys_ns = proc.cpu.cpu_ns - usr_ns;
+            job.usr_ns += usr_ns;
+            job.sys_ns += sys_ns;
+            job.context_switches += proc.cpu.context_switches;
+            job.processes.push(ProcessResult {
+                clone: proc.clone,
+                core_affinity: proc.allowed_cores.clone(),
+                read: proc.read.result(),
+                write: proc.write.result(),
+                usr_ns,
+                sys_ns,
+                context_switches: proc.cpu.context_switches,
+            });
+            merged[proc.job as usize].0.merge(&proc.read);
+            merged[proc.job as usize].1.merge(&proc.write);
+        }
+        for (job, (read, write)) in jobs.iter_mut().zip(&merged) {
+            job.read = read.result();
+            job.write = write.result();
+        }
+        let cores = self.host.cores.iter().map(|c| CoreResult { busy_ns: c.busy_ns, lock_ns: c.lock_ns }).collect();
+        SimResult {
+            sim_time_ns: self.events.now_ns,
+            events: self.events.processed,
+            ios_completed: self.ios_completed,
+            window_start_ns: self.window_start_ns,
+            window_ns: self.end_ns - self.window_start_ns,
+            jobs,
+            cores,
+            devices: self.devices.iter().map(|d| d.stats.clone()).collect(),
+            timeseries: self.timeseries,
+        }
+    }
+
+    /// Tags free on every device (for leak checks in tests).
+    #[cfg(test)]
+    fn free_tags(&self) -> Vec<(u32, u32)> {
+        self.queues.iter().map(|q| q.free_tags()).collect()
+    }
+}
+
+/// Whether `rw` issues reads, writes or both (for callers deciding which directions to report).
+pub fn directions(rw: Rw) -> (bool, bool) {
+    match rw {
+        Rw::Read | Rw::Randread => (true, false),
+        Rw::Write | Rw::Randwrite => (false, true),
+        Rw::Randrw | Rw::Readwrite => (true, true),
+    }
+}
