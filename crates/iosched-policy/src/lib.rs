@@ -92,20 +92,38 @@ pub enum AfterCompletion {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TunableError {
-    Unknown { name: String, known: Vec<&'static str> },
-    OutOfRange { name: String, value: i64, expected: String },
+    Unknown {
+        name: String,
+        known: Vec<&'static str>,
+    },
+    OutOfRange {
+        name: String,
+        value: i64,
+        expected: String,
+    },
 }
 
 impl std::fmt::Display for TunableError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TunableError::Unknown { name, known } if known.is_empty() => {
-                write!(f, "unknown tunable {name:?}: this scheduler has no tunables")
+                write!(
+                    f,
+                    "unknown tunable {name:?}: this scheduler has no tunables"
+                )
             }
             TunableError::Unknown { name, known } => {
-                write!(f, "unknown tunable {name:?}: expected one of {}", known.join(", "))
+                write!(
+                    f,
+                    "unknown tunable {name:?}: expected one of {}",
+                    known.join(", ")
+                )
             }
-            TunableError::OutOfRange { name, value, expected } => {
+            TunableError::OutOfRange {
+                name,
+                value,
+                expected,
+            } => {
                 write!(f, "tunable {name}={value}: expected {expected}")
             }
         }
@@ -154,7 +172,10 @@ pub const SCHEDULERS: &[&str] = &["none"];
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
     match name {
         "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
-        other => Err(format!("unknown scheduler {other:?}: expected one of {}", SCHEDULERS.join(", "))),
+        other => Err(format!(
+            "unknown scheduler {other:?}: expected one of {}",
+            SCHEDULERS.join(", ")
+        )),
     }
 }
 

@@ -15,7 +15,9 @@ pub struct NoneScheduler {
 
 impl NoneScheduler {
     pub fn new(nr_hw_queues: u32) -> Self {
-        Self { queues: (0..nr_hw_queues.max(1)).map(|_| VecDeque::new()).collect() }
+        Self {
+            queues: (0..nr_hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
+        }
     }
 }
 
@@ -61,7 +63,10 @@ impl Elevator for NoneScheduler {
     }
 
     fn set_tunable(&mut self, name: &str, _value: i64) -> Result<(), TunableError> {
-        Err(TunableError::Unknown { name: name.to_string(), known: Vec::new() })
+        Err(TunableError::Unknown {
+            name: name.to_string(),
+            known: Vec::new(),
+        })
     }
 }
 
@@ -105,8 +110,16 @@ mod tests {
         let mut none = NoneScheduler::new(1);
         none.insert(rq(1, 0, 0, 8), 0);
         assert_eq!(none.bio_merge(&rq(2, 0, 8, 8), 16), Some(1), "back merge");
-        assert_eq!(none.bio_merge(&rq(3, 0, 16, 8), 16), None, "would exceed max_sectors");
-        assert_eq!(none.bio_merge(&rq(4, 0, 64, 8), 256), None, "not contiguous");
+        assert_eq!(
+            none.bio_merge(&rq(3, 0, 16, 8), 16),
+            None,
+            "would exceed max_sectors"
+        );
+        assert_eq!(
+            none.bio_merge(&rq(4, 0, 64, 8), 256),
+            None,
+            "not contiguous"
+        );
         let merged = none.dispatch(0, 0).unwrap();
         assert_eq!((merged.sector, merged.nr_sectors), (0, 16));
     }

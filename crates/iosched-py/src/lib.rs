@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 #[pyfunction]
 #[pyo3(signature = (config_json, progress=None))]
 fn simulate(py: Python<'_>, config_json: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
-    let config: iosched_sim::SimConfig =
-        serde_json::from_str(config_json).map_err(|e| PyValueError::new_err(format!("simulator config: {e}")))?;
+    let config: iosched_sim::SimConfig = serde_json::from_str(config_json)
+        .map_err(|e| PyValueError::new_err(format!("simulator config: {e}")))?;
     let mut interrupted = false;
     let outcome = {
         let mut on_progress = |fraction: f64| -> bool {

@@ -1,6 +1,8 @@
 //! Run a SimConfig JSON file and print a one-line speed summary (for profiling the simulator without Python).
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: run_config CONFIG.json");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: run_config CONFIG.json");
     let text = std::fs::read_to_string(&path).expect("readable config");
     let config: iosched_sim::SimConfig = serde_json::from_str(&text).expect("valid config");
     let started = std::time::Instant::now();

@@ -27,9 +27,18 @@ pub struct BlockQueue {
 }
 
 impl BlockQueue {
-    pub fn new(elevator: Box<dyn Elevator>, nr_hw_queues: u32, queue_depth: u32, nr_requests: Option<u32>) -> Self {
+    pub fn new(
+        elevator: Box<dyn Elevator>,
+        nr_hw_queues: u32,
+        queue_depth: u32,
+        nr_requests: Option<u32>,
+    ) -> Self {
         let has_elevator = elevator.name() != "none";
-        let request_tags = if has_elevator { nr_requests.unwrap_or(2 * queue_depth.min(128)) } else { queue_depth };
+        let request_tags = if has_elevator {
+            nr_requests.unwrap_or(2 * queue_depth.min(128))
+        } else {
+            queue_depth
+        };
         Self {
             elevator,
             has_elevator,
@@ -95,6 +104,9 @@ impl BlockQueue {
 
     /// Tags currently free, for leak checks: (request tags, driver tags) summed over hardware queues.
     pub fn free_tags(&self) -> (u32, u32) {
-        (self.request_tags_free.iter().sum(), self.driver_tags_free.iter().sum())
+        (
+            self.request_tags_free.iter().sum(),
+            self.driver_tags_free.iter().sum(),
+        )
     }
 }

@@ -141,13 +141,18 @@ impl Device {
             // A preconditioned drive sits at its garbage-collection threshold: the spare area is spread over
             // blocks as invalid pages, not as free blocks.
             Condition::Preconditioned => gc_low_units,
-            Condition::Fresh => ((config.capacity_bytes + config.overprovision_bytes)
-                / config.program_unit_bytes as u64) as i64,
+            Condition::Fresh => {
+                ((config.capacity_bytes + config.overprovision_bytes)
+                    / config.program_unit_bytes as u64) as i64
+            }
         };
-        let mean_read_ns =
-            config.read_ns_by_page_type.iter().sum::<u64>() / config.read_ns_by_page_type.len().max(1) as u64;
+        let mean_read_ns = config.read_ns_by_page_type.iter().sum::<u64>()
+            / config.read_ns_by_page_type.len().max(1) as u64;
         let victim_valid_fraction = victim_valid_fraction(&config);
-        let stats = DeviceResult { name: config.name.clone(), ..Default::default() };
+        let stats = DeviceResult {
+            name: config.name.clone(),
+            ..Default::default()
+        };
         Self {
             index,
             salt: mix(0xD1CE ^ index as u64),
@@ -156,7 +161,10 @@ impl Device {
             next_queue: 0,
             queued_commands: 0,
             front_end: (0..config.controller_cores.max(1))
-                .map(|_| FrontEndCore { command: None, stalled_since_ns: None })
+                .map(|_| FrontEndCore {
+                    command: None,
+                    stalled_since_ns: None,
+                })
                 .collect(),
             units: (0..nr_units)
                 .map(|_| Unit {
@@ -182,7 +190,8 @@ impl Device {
             copies_per_host_program: if victim_valid_fraction >= 1.0 {
                 config.block_program_units
             } else {
-                ((victim_valid_fraction / (1.0 - victim_valid_fraction)).floor() as u32).min(config.block_program_units)
+                ((victim_valid_fraction / (1.0 - victim_valid_fraction)).floor() as u32)
+                    .min(config.block_program_units)
             },
             mean_read_ns,
             stats,
@@ -214,11 +223,16 @@ impl Device {
             if self.front_end[core].command.is_some() {
                 continue;
             }
-            let Some(command) = self.next_command() else { return };
+            let Some(command) = self.next_command() else {
+                return;
+            };
             self.front_end[core].command = Some(command);
             events.schedule(
                 events.now_ns + self.config.command_ns,
-                Event::ControllerDone { device: self.index, core: core as u32 },
+                Event::ControllerDone {
+                    device: self.index,
+                    core: core as u32,
+                },
             );
         }
     }
@@ -241,7 +255,9 @@ impl Device {
 
     /// A front-end core finished processing its command.
     pub fn controller_done(&mut self, core: u32, events: &mut EventQueue) {
-        let command = self.front_end[core as usize].command.expect("controller core without a command");
+        let command = self.front_end[core as usize]
+            .command
+            .expect("controller core without a command");
         if command.write {
             if !self.accept_write(command, events) {
                 self.front_end[core as usize].stalled_since_ns = Some(events.now_ns);
@@ -264,7 +280,10 @@ impl Device {
         if self.reads.len() <= request {
             self.reads.resize(request + 1, ReadTracking::default());
         }
-        self.reads[request] = ReadTracking { pages_left: (last_page - first_page + 1) as u32, done_at_ns: 0 };
+        self.reads[request] = ReadTracking {
+            pages_left: (last_page - first_page + 1) as u32,
+            done_at_ns: 0,
+        };
         let nr_units = self.units.len() as u64;
         let page_types = self.config.read_ns_by_page_type.len().max(1) as u64;
         for page_index in first_page..=last_page {
@@ -302,15 +321,21 @@ impl Device {
         };
         events.schedule(
             self.link_to_device_free_at_ns + self.config.write_ack_ns + jitter,
-            Event::DeviceComplete { device: self.index, request: command.request },
+            Event::DeviceComplete {
+                device: self.index,
+                request: command.request,
+            },
         );
         self.drain_to_idle_units(events);
         true
     }
 
     fn drain_to_idle_units(&mut self, events: &mut EventQueue) {
-        while self.buffer_pending_bytes >= self.config.program_unit_bytes as u64 || self.gc_needed() {
-            let Some(unit) = self.idle_units.pop() else { return };
+        while self.buffer_pending_bytes >= self.config.program_unit_bytes as u64 || self.gc_needed()
+        {
+            let Some(unit) = self.idle_units.pop() else {
+                return;
+            };
             self.units[unit as usize].in_idle_list = false;
             if !matches!(self.units[unit as usize].op, UnitOp::Idle) {
                 continue; // stale entry: the unit was started by a read since
@@ -326,7 +351,9 @@ impl Device {
     /// paces host programs behind its copies, `copies_per_host_program` = floor(u / (1 - u)) of them, so that in the
     /// steady state reclaiming keeps up with host writes without stopping them.
     fn host_program_allowed(&self, u: usize) -> bool {
-        if self.buffer_pending_bytes < self.config.program_unit_bytes as u64 || self.free_program_units <= 0 {
+        if self.buffer_pending_bytes < self.config.program_unit_bytes as u64
+            || self.free_program_units <= 0
+        {
             return false;
         }
         let unit = &self.units[u];
@@ -343,12 +370,23 @@ impl Device {
         let u = unit as usize;
         let config = &self.config;
         let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
-            let jitter = if config.read_jitter_ns > 0 { self.rng.random_range(0..=config.read_jitter_ns) } else { 0 };
+            let jitter = if config.read_jitter_ns > 0 {
+                self.rng.random_range(0..=config.read_jitter_ns)
+            } else {
+                0
+            };
             let array = config.read_ns_by_page_type[read.page_type as usize] + jitter;
-            (UnitOp::Read { request: read.request, bytes: read.bytes }, now + array)
+            (
+                UnitOp::Read {
+                    request: read.request,
+                    bytes: read.bytes,
+                },
+                now + array,
+            )
         } else if !self.units[u].gc_active && self.gc_needed() {
             // Start reclaiming a victim block on this unit.
-            let exact = self.victim_valid_fraction * config.block_program_units as f64 + self.victim_copy_carry;
+            let exact = self.victim_valid_fraction * config.block_program_units as f64
+                + self.victim_copy_carry;
             let copies = exact.floor() as u32;
             self.victim_copy_carry = exact - copies as f64;
             let unit_state = &mut self.units[u];
@@ -363,7 +401,10 @@ impl Device {
             let start = now.max(self.channel_free_at_ns[channel]);
             self.channel_free_at_ns[channel] =
                 start + transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s);
-            (UnitOp::HostProgram, self.channel_free_at_ns[channel] + config.program_ns)
+            (
+                UnitOp::HostProgram,
+                self.channel_free_at_ns[channel] + config.program_ns,
+            )
         } else if self.units[u].gc_active && self.units[u].gc_copies_left > 0 {
             // Copies go to blocks reserved for garbage collection, so they may dip below zero free units; only
             // host programs need free space. This keeps reclaiming from deadlocking.
@@ -382,7 +423,13 @@ impl Device {
             return;
         };
         self.units[u].op = op;
-        events.schedule(done_at, Event::UnitDone { device: self.index, unit });
+        events.schedule(
+            done_at,
+            Event::UnitDone {
+                device: self.index,
+                unit,
+            },
+        );
     }
 
     /// A flash unit finished its operation.
@@ -396,13 +443,20 @@ impl Device {
                 self.channel_free_at_ns[channel] =
                     on_channel + transfer_ns(bytes as u64, self.config.channel_bytes_per_s);
                 let on_link = self.channel_free_at_ns[channel].max(self.link_to_host_free_at_ns);
-                self.link_to_host_free_at_ns = on_link + transfer_ns(bytes as u64, self.config.link_bytes_per_s);
+                self.link_to_host_free_at_ns =
+                    on_link + transfer_ns(bytes as u64, self.config.link_bytes_per_s);
                 let done = self.link_to_host_free_at_ns + self.config.read_pipeline_ns;
                 let tracking = &mut self.reads[request as usize];
                 tracking.pages_left -= 1;
                 tracking.done_at_ns = tracking.done_at_ns.max(done);
                 if tracking.pages_left == 0 {
-                    events.schedule(tracking.done_at_ns, Event::DeviceComplete { device: self.index, request });
+                    events.schedule(
+                        tracking.done_at_ns,
+                        Event::DeviceComplete {
+                            device: self.index,
+                            request,
+                        },
+                    );
                 }
             }
             UnitOp::HostProgram => {
@@ -428,13 +482,20 @@ impl Device {
     /// Buffer space was freed: stalled writes go in, and the front-end resumes.
     fn unstall_front_end(&mut self, events: &mut EventQueue) {
         for core in 0..self.front_end.len() {
-            let Some(since) = self.front_end[core].stalled_since_ns else { continue };
-            let command = self.front_end[core].command.expect("stalled core holds its write");
+            let Some(since) = self.front_end[core].stalled_since_ns else {
+                continue;
+            };
+            let command = self.front_end[core]
+                .command
+                .expect("stalled core holds its write");
             if !self.accept_write(command, events) {
                 continue;
             }
             self.stats.buffer_full_stall_ns += events.now_ns - since;
-            self.front_end[core] = FrontEndCore { command: None, stalled_since_ns: None };
+            self.front_end[core] = FrontEndCore {
+                command: None,
+                stalled_since_ns: None,
+            };
         }
         self.feed_front_end(events);
     }
@@ -494,13 +555,26 @@ mod tests {
     fn a_lone_read_takes_command_array_transfer_and_pipeline_time() {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
         let mut events = EventQueue::new();
-        device.submit(0, Command { request: 7, write: false, offset_bytes: 0, bytes: 4096 }, &mut events);
+        device.submit(
+            0,
+            Command {
+                request: 7,
+                write: false,
+                offset_bytes: 0,
+                bytes: 4096,
+            },
+            &mut events,
+        );
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 1);
         let (at, request) = done[0];
         assert_eq!(request, 7);
         // 1 us command + 40 or 60 us array + 4096 B at 1 GB/s + at 4 GB/s + 2 us pipeline
-        assert!(at == 1_000 + 40_000 + 4_096 + 1_024 + 2_000 || at == 1_000 + 60_000 + 4_096 + 1_024 + 2_000, "{at}");
+        assert!(
+            at == 1_000 + 40_000 + 4_096 + 1_024 + 2_000
+                || at == 1_000 + 60_000 + 4_096 + 1_024 + 2_000,
+            "{at}"
+        );
     }
 
     #[test]
@@ -508,7 +582,16 @@ mod tests {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
         let mut events = EventQueue::new();
         for i in 0..64 {
-            device.submit(0, Command { request: i, write: false, offset_bytes: i as u64 * 16384, bytes: 4096 }, &mut events);
+            device.submit(
+                0,
+                Command {
+                    request: i,
+                    write: false,
+                    offset_bytes: i as u64 * 16384,
+                    bytes: 4096,
+                },
+                &mut events,
+            );
         }
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 64);
@@ -523,13 +606,26 @@ mod tests {
         let mut events = EventQueue::new();
         // 1 MiB buffer = 256 writes of 4 KiB; submit 1024.
         for i in 0..1024u32 {
-            device.submit(0, Command { request: i, write: true, offset_bytes: i as u64 * 4096, bytes: 4096 }, &mut events);
+            device.submit(
+                0,
+                Command {
+                    request: i,
+                    write: true,
+                    offset_bytes: i as u64 * 4096,
+                    bytes: 4096,
+                },
+                &mut events,
+            );
         }
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 1024);
         let mut times: Vec<u64> = done.iter().map(|d| d.0).collect();
         times.sort();
-        assert!(times[200] < 300_000, "buffered writes are fast: {}", times[200]);
+        assert!(
+            times[200] < 300_000,
+            "buffered writes are fast: {}",
+            times[200]
+        );
         // The rest waits for programs: 4 units x 64 KiB per 0.5 ms = 512 KiB/ms.
         assert!(times[1023] > 1_000_000, "{}", times[1023]);
         assert!(device.stats.buffer_full_stall_ns > 0);
@@ -541,7 +637,16 @@ mod tests {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 2, 1);
         let mut events = EventQueue::new();
         for i in 0..512u32 {
-            device.submit(0, Command { request: i, write: true, offset_bytes: i as u64 * 4096, bytes: 4096 }, &mut events);
+            device.submit(
+                0,
+                Command {
+                    request: i,
+                    write: true,
+                    offset_bytes: i as u64 * 4096,
+                    bytes: 4096,
+                },
+                &mut events,
+            );
         }
         // Let the buffer fill and the front-end stall on a write, then a read arrives on another queue.
         while device.stats.write_ios < 256 {
@@ -552,11 +657,24 @@ mod tests {
             }
         }
         let submitted_at = events.now_ns;
-        device.submit(1, Command { request: 10_000, write: false, offset_bytes: 0, bytes: 4096 }, &mut events);
+        device.submit(
+            1,
+            Command {
+                request: 10_000,
+                write: false,
+                offset_bytes: 0,
+                bytes: 4096,
+            },
+            &mut events,
+        );
         let done = run_until_idle(&mut device, &mut events);
         let read_at = done.iter().find(|d| d.1 == 10_000).unwrap().0;
         // A free drive answers a read in ~68 us; behind the stalled write it waits for a program (0.5 ms).
-        assert!(read_at - submitted_at > 400_000, "head-of-line blocked behind writes: {}", read_at - submitted_at);
+        assert!(
+            read_at - submitted_at > 400_000,
+            "head-of-line blocked behind writes: {}",
+            read_at - submitted_at
+        );
     }
 
     #[test]
@@ -568,12 +686,22 @@ mod tests {
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
         for i in 0..2048u32 {
-            device.submit(0, Command { request: i, write: true, offset_bytes: i as u64 * 4096, bytes: 4096 }, &mut events);
+            device.submit(
+                0,
+                Command {
+                    request: i,
+                    write: true,
+                    offset_bytes: i as u64 * 4096,
+                    bytes: 4096,
+                },
+                &mut events,
+            );
         }
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 2048);
         assert!(device.stats.erases > 0 && device.stats.gc_program_units > 0);
-        let amplification = (device.stats.host_program_units + device.stats.gc_program_units) as f64
+        let amplification = (device.stats.host_program_units + device.stats.gc_program_units)
+            as f64
             / device.stats.host_program_units as f64;
         assert!(amplification > 3.0, "write amplification {amplification}");
     }

@@ -37,7 +37,12 @@ impl Host {
     pub fn new(cores: u32, context_switch_ns: u64) -> Self {
         Self {
             cores: (0..cores)
-                .map(|_| Core { free_at_ns: 0, last_process: u32::MAX, busy_ns: 0, lock_ns: 0 })
+                .map(|_| Core {
+                    free_at_ns: 0,
+                    last_process: u32::MAX,
+                    busy_ns: 0,
+                    lock_ns: 0,
+                })
                 .collect(),
             context_switch_ns,
             window_start_ns: 0,
@@ -52,7 +57,14 @@ impl Host {
 
     /// Book `work_ns` of CPU for `process` on `core`, runnable from `at_ns`. Returns (start, end) of the work.
     #[inline]
-    pub fn run(&mut self, core: u32, process: u32, at_ns: u64, work_ns: u64, account: &mut CpuAccount) -> (u64, u64) {
+    pub fn run(
+        &mut self,
+        core: u32,
+        process: u32,
+        at_ns: u64,
+        work_ns: u64,
+        account: &mut CpuAccount,
+    ) -> (u64, u64) {
         let window = (self.window_start_ns, self.window_end_ns);
         let c = &mut self.cores[core as usize];
         let start = at_ns.max(c.free_at_ns);
@@ -119,7 +131,11 @@ pub struct PathCost {
 
 impl From<&EngineCost> for PathCost {
     fn from(cost: &EngineCost) -> Self {
-        Self { submit_ns: cost.submit_ns, complete_ns: cost.complete_ns, sleep_wake_ns: cost.sleep_wake_ns }
+        Self {
+            submit_ns: cost.submit_ns,
+            complete_ns: cost.complete_ns,
+            sleep_wake_ns: cost.sleep_wake_ns,
+        }
     }
 }
 
@@ -159,8 +175,16 @@ mod tests {
         let mut host = Host::new(1, 1_000);
         let (mut a, mut b) = (CpuAccount::default(), CpuAccount::default());
         assert_eq!(host.run(0, 1, 0, 2_000, &mut a), (0, 2_000));
-        assert_eq!(host.run(0, 1, 500, 2_000, &mut a), (2_000, 4_000), "queued behind the first, same process");
-        assert_eq!(host.run(0, 2, 10_000, 2_000, &mut b), (10_000, 13_000), "a switch to another process");
+        assert_eq!(
+            host.run(0, 1, 500, 2_000, &mut a),
+            (2_000, 4_000),
+            "queued behind the first, same process"
+        );
+        assert_eq!(
+            host.run(0, 2, 10_000, 2_000, &mut b),
+            (10_000, 13_000),
+            "a switch to another process"
+        );
         assert_eq!((a.context_switches, b.context_switches), (0, 1));
         assert_eq!(host.cores[0].busy_ns, 7_000);
     }
@@ -180,9 +204,16 @@ mod tests {
     fn a_contended_lock_makes_later_takers_spin() {
         let mut lock = SpinLock::default();
         assert_eq!(lock.acquire(0, 1_000), (0, 1_000));
-        assert_eq!(lock.acquire(400, 1_000), (600, 2_000), "spins until the holder releases at 1000");
+        assert_eq!(
+            lock.acquire(400, 1_000),
+            (600, 2_000),
+            "spins until the holder releases at 1000"
+        );
         assert_eq!(lock.acquire(5_000, 1_000), (0, 6_000));
-        assert_eq!((lock.acquisitions, lock.contended, lock.spin_ns), (3, 1, 600));
+        assert_eq!(
+            (lock.acquisitions, lock.contended, lock.spin_ns),
+            (3, 1, 600)
+        );
     }
 
     #[test]
@@ -193,6 +224,10 @@ mod tests {
         host.run(1, 1, 0, 1_000, &mut a);
         assert_eq!(host.least_loaded(&[0, 1, 2], 0, 0), 2);
         assert_eq!(host.least_loaded(&[0, 1], 0, 0), 1);
-        assert_eq!(host.least_loaded(&[0, 1], 1, 6_000), 1, "all idle: stay on the preferred core");
+        assert_eq!(
+            host.least_loaded(&[0, 1], 1, 6_000),
+            1,
+            "all idle: stay on the preferred core"
+        );
     }
 }

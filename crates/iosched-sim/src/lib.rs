@@ -16,6 +16,9 @@ pub use config::SimConfig;
 pub use result::SimResult;
 
 /// Run one simulation. `progress` is called with the fraction of simulated time done; returning false aborts.
-pub fn simulate(config: &SimConfig, progress: &mut dyn FnMut(f64) -> bool) -> Result<SimResult, String> {
+pub fn simulate(
+    config: &SimConfig,
+    progress: &mut dyn FnMut(f64) -> bool,
+) -> Result<SimResult, String> {
     sim::Simulation::new(config)?.run(progress)
 }

@@ -23,7 +23,15 @@ pub struct LatencyStats {
 
 impl Default for LatencyStats {
     fn default() -> Self {
-        Self { histogram: None, ios: 0, bytes: 0, sum_ns: 0.0, sum_sq_ns: 0.0, min_ns: u64::MAX, max_ns: 0 }
+        Self {
+            histogram: None,
+            ios: 0,
+            bytes: 0,
+            sum_ns: 0.0,
+            sum_sq_ns: 0.0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+        }
     }
 }
 
@@ -31,7 +39,8 @@ impl LatencyStats {
     #[inline]
     pub fn record(&mut self, latency_ns: u64, bytes: u64) {
         let histogram = self.histogram.get_or_insert_with(|| {
-            Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGNIFICANT_DIGITS).expect("valid histogram bounds")
+            Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGNIFICANT_DIGITS)
+                .expect("valid histogram bounds")
         });
         histogram.saturating_record(latency_ns.max(1));
         self.ios += 1;
@@ -59,13 +68,19 @@ impl LatencyStats {
     }
 
     pub fn result(&self) -> DirectionResult {
-        let Some(h) = &self.histogram else { return DirectionResult::default() };
+        let Some(h) = &self.histogram else {
+            return DirectionResult::default();
+        };
         if self.ios == 0 {
             return DirectionResult::default();
         }
         let n = self.ios as f64;
         let mean = self.sum_ns / n;
-        let variance = if self.ios > 1 { ((self.sum_sq_ns - n * mean * mean) / (n - 1.0)).max(0.0) } else { 0.0 };
+        let variance = if self.ios > 1 {
+            ((self.sum_sq_ns - n * mean * mean) / (n - 1.0)).max(0.0)
+        } else {
+            0.0
+        };
         DirectionResult {
             ios: self.ios,
             bytes: self.bytes,
@@ -75,9 +90,23 @@ impl LatencyStats {
             clat_stddev_ns: variance.sqrt(),
             percentiles: FIO_PERCENTILES
                 .iter()
-                .map(|&p| (p, h.highest_equivalent(h.value_at_quantile(p / 100.0)).min(self.max_ns)))
+                .map(|&p| {
+                    (
+                        p,
+                        h.highest_equivalent(h.value_at_quantile(p / 100.0))
+                            .min(self.max_ns),
+                    )
+                })
                 .collect(),
-            bins: h.iter_recorded().map(|v| (h.highest_equivalent(v.value_iterated_to()), v.count_at_value())).collect(),
+            bins: h
+                .iter_recorded()
+                .map(|v| {
+                    (
+                        h.highest_equivalent(v.value_iterated_to()),
+                        v.count_at_value(),
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -93,7 +122,10 @@ mod tests {
             stats.record(v * 1_000, 4096);
         }
         let r = stats.result();
-        assert_eq!((r.ios, r.bytes, r.clat_min_ns, r.clat_max_ns), (1000, 4096_000, 1_000, 1_000_000));
+        assert_eq!(
+            (r.ios, r.bytes, r.clat_min_ns, r.clat_max_ns),
+            (1000, 4096_000, 1_000, 1_000_000)
+        );
         assert!((r.clat_mean_ns - 500_500.0).abs() < 1e-6);
         let p99 = r.percentiles.iter().find(|p| p.0 == 99.0).unwrap().1;
         assert!((p99 as f64 - 990_000.0).abs() / 990_000.0 < 0.01, "{p99}");
@@ -102,7 +134,11 @@ mod tests {
 
     #[test]
     fn merging_equals_recording_into_one() {
-        let (mut a, mut b, mut both) = (LatencyStats::default(), LatencyStats::default(), LatencyStats::default());
+        let (mut a, mut b, mut both) = (
+            LatencyStats::default(),
+            LatencyStats::default(),
+            LatencyStats::default(),
+        );
         for v in 0..500u64 {
             a.record(1_000 + v * 7, 512);
             both.record(1_000 + v * 7, 512);

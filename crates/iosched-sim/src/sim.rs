@@ -111,46 +111,89 @@ fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), String
 
 /// Structural checks the Python side should already have made; here so that no input can make the simulator panic.
 fn validate(config: &SimConfig) -> Result<(), String> {
-    check(config.host.cores >= 1, || "host.cores: expected at least 1".into())?;
-    check(!config.devices.is_empty(), || "devices: expected at least one device".into())?;
-    check(!config.jobs.is_empty(), || "jobs: expected at least one job".into())?;
-    check(config.sample_interval_ns > 0, || "sample_interval_ns: expected > 0".into())?;
+    check(config.host.cores >= 1, || {
+        "host.cores: expected at least 1".into()
+    })?;
+    check(!config.devices.is_empty(), || {
+        "devices: expected at least one device".into()
+    })?;
+    check(!config.jobs.is_empty(), || {
+        "jobs: expected at least one job".into()
+    })?;
+    check(config.sample_interval_ns > 0, || {
+        "sample_interval_ns: expected > 0".into()
+    })?;
     for d in &config.devices {
         let at = |key: &str| format!("device {}: {key}", d.name);
-        check(d.max_hw_queues >= 1 && d.queue_depth >= 1, || at("max_hw_queues and queue_depth must be >= 1"))?;
-        check(d.link_bytes_per_s > 0 && d.channel_bytes_per_s > 0, || at("bandwidths must be > 0"))?;
-        check(d.channels >= 1 && d.units_per_channel >= 1, || at("channels and units_per_channel must be >= 1"))?;
-        check(!d.read_ns_by_page_type.is_empty(), || at("read_ns_by_page_type must not be empty"))?;
-        check(d.flash_page_bytes > 0 && d.program_unit_bytes > 0, || at("page and program unit sizes must be > 0"))?;
-        check(d.block_program_units >= 1, || at("block_program_units must be >= 1"))?;
+        check(d.max_hw_queues >= 1 && d.queue_depth >= 1, || {
+            at("max_hw_queues and queue_depth must be >= 1")
+        })?;
+        check(d.link_bytes_per_s > 0 && d.channel_bytes_per_s > 0, || {
+            at("bandwidths must be > 0")
+        })?;
+        check(d.channels >= 1 && d.units_per_channel >= 1, || {
+            at("channels and units_per_channel must be >= 1")
+        })?;
+        check(!d.read_ns_by_page_type.is_empty(), || {
+            at("read_ns_by_page_type must not be empty")
+        })?;
+        check(d.flash_page_bytes > 0 && d.program_unit_bytes > 0, || {
+            at("page and program unit sizes must be > 0")
+        })?;
+        check(d.block_program_units >= 1, || {
+            at("block_program_units must be >= 1")
+        })?;
         check(d.write_buffer_bytes >= d.program_unit_bytes as u64, || {
             at("write_buffer_bytes must hold at least one program unit")
         })?;
-        check((0.0..=1.0).contains(&d.trimmed_fraction), || at("trimmed_fraction must be within 0..1"))?;
-        check(d.logical_block_bytes >= 512, || at("logical_block_bytes must be >= 512"))?;
+        check((0.0..=1.0).contains(&d.trimmed_fraction), || {
+            at("trimmed_fraction must be within 0..1")
+        })?;
+        check(d.logical_block_bytes >= 512, || {
+            at("logical_block_bytes must be >= 512")
+        })?;
     }
     for job in &config.jobs {
         let at = |key: &str| format!("job {}: {key}", job.name);
         check(job.iodepth >= 1, || at("iodepth must be >= 1"))?;
         check(job.numjobs >= 1, || at("numjobs must be >= 1"))?;
-        check(job.iodepth_batch_submit >= 1, || at("iodepth_batch_submit must be >= 1"))?;
-        check(job.rwmixread <= 100, || at("rwmixread must be within 0..100"))?;
+        check(job.iodepth_batch_submit >= 1, || {
+            at("iodepth_batch_submit must be >= 1")
+        })?;
+        check(job.rwmixread <= 100, || {
+            at("rwmixread must be within 0..100")
+        })?;
         check(job.runtime_ns > 0, || at("runtime must be > 0"))?;
         check(!job.devices.is_empty(), || at("needs at least one device"))?;
-        check(job.prioclass <= 3 && job.prio <= 7, || at("prioclass must be 0..3 and prio 0..7"))?;
+        check(job.prioclass <= 3 && job.prio <= 7, || {
+            at("prioclass must be 0..3 and prio 0..7")
+        })?;
         for &d in &job.devices {
-            let device = config.devices.get(d as usize).ok_or_else(|| at(&format!("no device with index {d}")))?;
-            check(job.bs_bytes > 0 && job.bs_bytes % device.logical_block_bytes as u64 == 0, || {
-                at(&format!("bs must be a multiple of {}'s {} B blocks", device.name, device.logical_block_bytes))
-            })?;
+            let device = config
+                .devices
+                .get(d as usize)
+                .ok_or_else(|| at(&format!("no device with index {d}")))?;
+            check(
+                job.bs_bytes > 0 && job.bs_bytes % device.logical_block_bytes as u64 == 0,
+                || {
+                    at(&format!(
+                        "bs must be a multiple of {}'s {} B blocks",
+                        device.name, device.logical_block_bytes
+                    ))
+                },
+            )?;
             check(job.bs_bytes <= u32::MAX as u64, || at("bs too large"))?;
-            check(job.offset_bytes + job.bs_bytes <= device.capacity_bytes, || {
-                at(&format!("offset + bs beyond the end of {}", device.name))
-            })?;
+            check(
+                job.offset_bytes + job.bs_bytes <= device.capacity_bytes,
+                || at(&format!("offset + bs beyond the end of {}", device.name)),
+            )?;
         }
         for &core in &job.cpus_allowed {
             check(core < config.host.cores, || {
-                at(&format!("cpus_allowed {core}: host has {} cores", config.host.cores))
+                at(&format!(
+                    "cpus_allowed {core}: host has {} cores",
+                    config.host.cores
+                ))
             })?;
         }
     }
@@ -167,17 +210,32 @@ impl<'c> Simulation<'c> {
             let nr_hw_queues = cores.min(device.max_hw_queues);
             let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
             for (name, value) in &config.scheduler.tunables {
-                elevator.set_tunable(name, *value).map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
+                elevator
+                    .set_tunable(name, *value)
+                    .map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
             }
-            queues.push(BlockQueue::new(elevator, nr_hw_queues, device.queue_depth, config.scheduler.nr_requests));
-            devices.push(Device::new(device.clone(), index as u32, nr_hw_queues, config.seed));
+            queues.push(BlockQueue::new(
+                elevator,
+                nr_hw_queues,
+                device.queue_depth,
+                config.scheduler.nr_requests,
+            ));
+            devices.push(Device::new(
+                device.clone(),
+                index as u32,
+                nr_hw_queues,
+                config.seed,
+            ));
         }
         let costs = config
             .host
             .scheduler_costs
             .iter()
             .find(|c| c.scheduler == config.scheduler.name)
-            .map(|c| SchedulerCosts { insert_dispatch_ns: c.insert_ns + c.dispatch_ns, complete_ns: c.complete_ns })
+            .map(|c| SchedulerCosts {
+                insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
+                complete_ns: c.complete_ns,
+            })
             .unwrap_or_default();
 
         let mut cgroups: Vec<&str> = vec![""];
@@ -191,7 +249,11 @@ impl<'c> Simulation<'c> {
                 }
             } as u32;
             let all_cores: Vec<u32> = (0..cores).collect();
-            let allowed = if job.cpus_allowed.is_empty() { all_cores } else { job.cpus_allowed.clone() };
+            let allowed = if job.cpus_allowed.is_empty() {
+                all_cores
+            } else {
+                job.cpus_allowed.clone()
+            };
             let engine = match job.ioengine {
                 IoEngine::IoUring => &config.host.io_uring,
                 IoEngine::Libaio => &config.host.libaio,
@@ -203,7 +265,11 @@ impl<'c> Simulation<'c> {
                 .map(|&d| config.devices[d as usize].capacity_bytes - job.offset_bytes)
                 .min()
                 .unwrap_or(0)
-                .min(if job.size_bytes > 0 { job.size_bytes } else { u64::MAX });
+                .min(if job.size_bytes > 0 {
+                    job.size_bytes
+                } else {
+                    u64::MAX
+                });
             for clone in 0..job.numjobs {
                 let allowed_cores = if job.cpus_split {
                     vec![allowed[clone as usize % allowed.len()]]
@@ -215,11 +281,19 @@ impl<'c> Simulation<'c> {
                 processes.push(Process {
                     job: job_index as u32,
                     clone,
-                    generator: Generator::new(job, process_rng(config.seed, job_index as u32, clone), region_bytes),
+                    generator: Generator::new(
+                        job,
+                        process_rng(config.seed, job_index as u32, clone),
+                        region_bytes,
+                    ),
                     allowed_cores,
                     core,
                     devices: job.devices.clone(),
-                    iodepth: if job.ioengine == IoEngine::Psync { 1 } else { job.iodepth },
+                    iodepth: if job.ioengine == IoEngine::Psync {
+                        1
+                    } else {
+                        job.iodepth
+                    },
                     batch: job.iodepth_batch_submit,
                     inflight: 0,
                     issued: 0,
@@ -229,7 +303,11 @@ impl<'c> Simulation<'c> {
                     start_ns,
                     stats_start_ns: start_ns + job.ramp_ns,
                     end_ns: start_ns + job.ramp_ns + job.runtime_ns,
-                    rate_period_ns: if job.rate_iops > 0 { 1_000_000_000 / job.rate_iops } else { 0 },
+                    rate_period_ns: if job.rate_iops > 0 {
+                        1_000_000_000 / job.rate_iops
+                    } else {
+                        0
+                    },
                     thinktime_ns: job.thinktime_ns,
                     issue_pending: false,
                     stopped: false,
@@ -247,7 +325,11 @@ impl<'c> Simulation<'c> {
             }
         }
         let end_ns = processes.iter().map(|p| p.end_ns).max().unwrap_or(0);
-        let window_start_ns = processes.iter().map(|p| p.stats_start_ns).min().unwrap_or(0);
+        let window_start_ns = processes
+            .iter()
+            .map(|p| p.stats_start_ns)
+            .min()
+            .unwrap_or(0);
         let mut host = Host::new(cores, config.host.context_switch_ns);
         host.set_window(window_start_ns, end_ns);
         Ok(Self {
@@ -274,12 +356,18 @@ impl<'c> Simulation<'c> {
         for p in 0..self.processes.len() {
             let start = self.processes[p].start_ns;
             self.processes[p].issue_pending = true;
-            self.events.schedule(start, Event::Issue { process: p as u32 });
+            self.events
+                .schedule(start, Event::Issue { process: p as u32 });
         }
-        self.events.schedule(self.config.sample_interval_ns.min(self.end_ns.max(1)), Event::Sample);
+        self.events.schedule(
+            self.config.sample_interval_ns.min(self.end_ns.max(1)),
+            Event::Sample,
+        );
         let mut next_progress_check = 1u64 << 16;
         while self.active_processes > 0 {
-            let Some((now, event)) = self.events.pop() else { break };
+            let Some((now, event)) = self.events.pop() else {
+                break;
+            };
             match event {
                 Event::Issue { process } => {
                     self.processes[process as usize].issue_pending = false;
@@ -290,8 +378,12 @@ impl<'c> Simulation<'c> {
                 Event::ControllerDone { device, core } => {
                     self.devices[device as usize].controller_done(core, &mut self.events)
                 }
-                Event::UnitDone { device, unit } => self.devices[device as usize].unit_done(unit, &mut self.events),
-                Event::DeviceComplete { device, request } => self.complete_request(device, request, now),
+                Event::UnitDone { device, unit } => {
+                    self.devices[device as usize].unit_done(unit, &mut self.events)
+                }
+                Event::DeviceComplete { device, request } => {
+                    self.complete_request(device, request, now)
+                }
                 Event::SchedulerTimer { device } => self.scheduler_timer(device, now),
                 Event::Sample => self.sample(now),
             }
@@ -332,7 +424,8 @@ impl<'c> Simulation<'c> {
             if proc.stopped || proc.inflight >= proc.iodepth {
                 return;
             }
-            if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes) {
+            if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes)
+            {
                 self.stop(process, at);
                 return;
             }
@@ -358,7 +451,9 @@ impl<'c> Simulation<'c> {
             let submit_ns = proc.cost.submit_ns;
             let proc = &mut self.processes[p];
             proc.core = core;
-            let (start, end) = self.host.run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
+            let (start, end) =
+                self.host
+                    .run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
             let mut previous = NO_IO;
             for i in 0..batch {
                 let proc = &mut self.processes[p];
@@ -464,7 +559,15 @@ impl<'c> Simulation<'c> {
     }
 
     /// Book `cost_ns` of scheduler work on `core`, taking the scheduler's lock if it has one. Returns when done.
-    fn run_scheduler_work(&mut self, core: u32, process: u32, device: u32, hctx: u32, now: u64, cost_ns: u64) -> u64 {
+    fn run_scheduler_work(
+        &mut self,
+        core: u32,
+        process: u32,
+        device: u32,
+        hctx: u32,
+        now: u64,
+        cost_ns: u64,
+    ) -> u64 {
         let account = &mut self.processes[process as usize].cpu;
         let (start, _) = self.host.run(core, process, now, 0, account);
         match self.queues[device as usize].lock_for(hctx) {
@@ -506,7 +609,9 @@ impl<'c> Simulation<'c> {
             if !queue.can_dispatch(hctx) || !queue.elevator.has_work(hctx) {
                 return;
             }
-            let Some(rq) = queue.elevator.dispatch(hctx, now) else { return };
+            let Some(rq) = queue.elevator.dispatch(hctx, now) else {
+                return;
+            };
             queue.try_take_driver_tag(hctx);
             let command = Command {
                 request: rq.id,
@@ -554,26 +659,45 @@ impl<'c> Simulation<'c> {
 
     fn complete_request(&mut self, device: u32, request: u32, now: u64) {
         let slot = &mut self.slots[request as usize];
-        let rq = slot.request.take().expect("a completed request was dispatched");
-        let (dispatch_hctx, dispatch_ns, core, process) = (slot.dispatch_hctx, slot.dispatch_ns, slot.core, slot.process);
+        let rq = slot
+            .request
+            .take()
+            .expect("a completed request was dispatched");
+        let (dispatch_hctx, dispatch_ns, core, process) = (
+            slot.dispatch_hctx,
+            slot.dispatch_ns,
+            slot.core,
+            slot.process,
+        );
         let queue = &mut self.queues[device as usize];
         queue.release_tags(rq.hctx, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
-            path_start = self.run_scheduler_work(core, process, device, rq.hctx, now, self.costs.complete_ns);
+            path_start = self.run_scheduler_work(
+                core,
+                process,
+                device,
+                rq.hctx,
+                now,
+                self.costs.complete_ns,
+            );
         }
         // A freed request tag lets a waiting bio in.
         let mut inserted = false;
         loop {
             let queue = &mut self.queues[device as usize];
-            let Some(&waiting) = queue.tag_waiters[rq.hctx as usize].front() else { break };
+            let Some(&waiting) = queue.tag_waiters[rq.hctx as usize].front() else {
+                break;
+            };
             if !queue.try_take_request_tag(rq.hctx) {
                 break;
             }
             queue.tag_waiters[rq.hctx as usize].pop_front();
             let waiting_rq = self.make_request(waiting, now);
-            self.queues[device as usize].elevator.insert(waiting_rq, now);
+            self.queues[device as usize]
+                .elevator
+                .insert(waiting_rq, now);
             inserted = true;
         }
         match after {
@@ -606,7 +730,11 @@ impl<'c> Simulation<'c> {
         let work = proc.cost.complete_ns + if sleeping { proc.cost.sleep_wake_ns } else { 0 };
         let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);
         if end >= proc.stats_start_ns && end <= proc.end_ns {
-            let stats = if write { &mut proc.write } else { &mut proc.read };
+            let stats = if write {
+                &mut proc.write
+            } else {
+                &mut proc.read
+            };
             stats.record(end - issue_ns, bytes as u64);
             self.interval_ios[proc.job as usize][write as usize] += 1;
         }
@@ -651,8 +779,16 @@ impl<'c> Simulation<'c> {
                     value,
                 })
             };
-            push("device", "write_buffer_bytes".into(), device.buffer_used_bytes() as f64);
-            push("device", "free_program_units".into(), device.free_program_units() as f64);
+            push(
+                "device",
+                "write_buffer_bytes".into(),
+                device.buffer_used_bytes() as f64,
+            );
+            push(
+                "device",
+                "free_program_units".into(),
+                device.free_program_units() as f64,
+            );
             for (metric, value) in queue.elevator.introspect() {
                 push("scheduler", metric, value);
             }
@@ -668,7 +804,10 @@ impl<'c> Simulation<'c> {
             .config
             .jobs
             .iter()
-            .map(|job| JobResult { name: job.name.clone(), ..Default::default() })
+            .map(|job| JobResult {
+                name: job.name.clone(),
+                ..Default::default()
+            })
             .collect();
         let mut merged: Vec<(LatencyStats, LatencyStats)> = vec![Default::default(); jobs.len()];
         for proc in &self.processes {
@@ -696,7 +835,15 @@ impl<'c> Simulation<'c> {
             job.read = read.result();
             job.write = write.result();
         }
-        let cores = self.host.cores.iter().map(|c| CoreResult { busy_ns: c.busy_ns, lock_ns: c.lock_ns }).collect();
+        let cores = self
+            .host
+            .cores
+            .iter()
+            .map(|c| CoreResult {
+                busy_ns: c.busy_ns,
+                lock_ns: c.lock_ns,
+            })
+            .collect();
         SimResult {
             sim_time_ns: self.events.now_ns,
             events: self.events.processed,

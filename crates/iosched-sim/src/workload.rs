@@ -64,7 +64,9 @@ impl Generator {
         let device_slot = self.next_device;
         self.next_device = (self.next_device + 1) % self.device_count;
         let block = match self.rw {
-            Rw::Randread | Rw::Randwrite | Rw::Randrw => self.rng.random_range(0..self.region_blocks),
+            Rw::Randread | Rw::Randwrite | Rw::Randrw => {
+                self.rng.random_range(0..self.region_blocks)
+            }
             Rw::Read | Rw::Write | Rw::Readwrite => {
                 let cursor = &mut self.next_sequential_block[device_slot];
                 let block = *cursor;
