@@ -86,6 +86,8 @@ pub struct SimResult {
     /// Simulated time at the end of the run.
     pub sim_time_ns: u64,
     pub events: u64,
+    /// Bios issued by all processes, and bios completed (equal at the end of every run: the simulator checks).
+    pub ios_issued: u64,
     pub ios_completed: u64,
     /// Start and length of the window in which core and lock statistics were counted (the longest job window).
     pub window_start_ns: u64,

@@ -42,6 +42,8 @@ struct IoSlot {
     next_merged: u32,
     tail: u32,
     request: Option<Request>,
+    /// In use (between issue and completion); a second completion of the same bio is a bug caught here.
+    live: bool,
 }
 
 struct Process {
@@ -94,6 +96,7 @@ pub struct Simulation<'c> {
     free_slots: Vec<u32>,
     costs: SchedulerCosts,
     active_processes: usize,
+    ios_issued: u64,
     ios_completed: u64,
     end_ns: u64,
     window_start_ns: u64,
@@ -343,6 +346,7 @@ impl<'c> Simulation<'c> {
             slots: Vec::with_capacity(4096),
             free_slots: Vec::new(),
             costs,
+            ios_issued: 0,
             ios_completed: 0,
             end_ns,
             window_start_ns,
@@ -395,7 +399,58 @@ impl<'c> Simulation<'c> {
             }
         }
         progress(1.0);
+        self.check_conservation()?;
         Ok(self.into_result())
+    }
+
+    /// At the end every process has stopped with nothing in flight: every bio issued completed once, and every
+    /// tag and slot came back. A violation is a simulator bug, reported as an error rather than a wrong result.
+    fn check_conservation(&self) -> Result<(), String> {
+        let fail = |what: String| Err(format!("simulator invariant violated: {what}"));
+        if self.ios_issued != self.ios_completed {
+            return fail(format!(
+                "{} bios issued, {} completed",
+                self.ios_issued, self.ios_completed
+            ));
+        }
+        if let Some(p) = self
+            .processes
+            .iter()
+            .find(|p| p.inflight != 0 || p.finished_ns.is_none())
+        {
+            return fail(format!(
+                "process {} of job {} did not finish",
+                p.clone, p.job
+            ));
+        }
+        if self.free_slots.len() != self.slots.len() || self.slots.iter().any(|s| s.live) {
+            return fail("bio slots still in use".into());
+        }
+        for (queue, device) in self.queues.iter().zip(&self.config.devices) {
+            let (request_tags, driver_tags) = queue.free_tags();
+            let expected_driver = device.queue_depth * queue.nr_hw_queues;
+            let expected_request = match (queue.has_elevator, self.config.scheduler.nr_requests) {
+                (false, _) => expected_driver,
+                (true, Some(n)) => n * queue.nr_hw_queues,
+                (true, None) => 2 * device.queue_depth.min(128) * queue.nr_hw_queues,
+            };
+            if request_tags != expected_request || driver_tags != expected_driver {
+                return fail(format!(
+                    "{}: tags free {request_tags}/{driver_tags}, expected {expected_request}/{expected_driver}",
+                    device.name
+                ));
+            }
+            if queue.tag_waiters.iter().any(|w| !w.is_empty()) {
+                return fail(format!("{}: bios still waiting for tags", device.name));
+            }
+            if (0..queue.nr_hw_queues).any(|h| queue.elevator.has_work(h)) {
+                return fail(format!(
+                    "{}: the scheduler still holds requests",
+                    device.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn alloc_slot(&mut self, slot: IoSlot) -> u32 {
@@ -429,7 +484,12 @@ impl<'c> Simulation<'c> {
                 self.stop(process, at);
                 return;
             }
-            let mut batch = proc.batch.min(proc.iodepth - proc.inflight);
+            let free_slots = proc.iodepth - proc.inflight;
+            let mut batch = proc.batch.min(proc.iodepth);
+            if free_slots < batch {
+                // fio gathers iodepth_batch_submit I/Os before committing them; it waits for more completions.
+                return;
+            }
             if proc.rate_period_ns > 0 {
                 // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
                 let due = proc.start_ns + proc.issued * proc.rate_period_ns;
@@ -461,6 +521,7 @@ impl<'c> Simulation<'c> {
                 let device = proc.devices[plan.device_slot];
                 proc.inflight += 1;
                 proc.issued += 1;
+                self.ios_issued += 1;
                 proc.bytes_issued += plan.bytes as u64;
                 let hctx = core % self.queues[device as usize].nr_hw_queues;
                 let slot = IoSlot {
@@ -478,6 +539,7 @@ impl<'c> Simulation<'c> {
                     next_merged: NO_IO,
                     tail: NO_IO,
                     request: None,
+                    live: true,
                 };
                 // The plug: a bio contiguous with the previous one of this batch joins it.
                 if previous != NO_IO {
@@ -724,6 +786,9 @@ impl<'c> Simulation<'c> {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)
         };
+        let slot = &mut self.slots[io as usize];
+        assert!(slot.live, "bio {io} completed twice");
+        slot.live = false;
         self.free_slots.push(io);
         let sleeping = self.host.idle_at(core, now);
         let proc = &mut self.processes[process as usize];
@@ -847,6 +912,7 @@ impl<'c> Simulation<'c> {
         SimResult {
             sim_time_ns: self.events.now_ns,
             events: self.events.processed,
+            ios_issued: self.ios_issued,
             ios_completed: self.ios_completed,
             window_start_ns: self.window_start_ns,
             window_ns: self.end_ns - self.window_start_ns,
@@ -855,12 +921,6 @@ impl<'c> Simulation<'c> {
             devices: self.devices.iter().map(|d| d.stats.clone()).collect(),
             timeseries: self.timeseries,
         }
-    }
-
-    /// Tags free on every device (for leak checks in tests).
-    #[cfg(test)]
-    fn free_tags(&self) -> Vec<(u32, u32)> {
-        self.queues.iter().map(|q| q.free_tags()).collect()
     }
 }
 

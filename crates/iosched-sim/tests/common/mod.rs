@@ -1,0 +1,111 @@
+//! Test and bench helpers: configurations built from the real presets in `presets/`.
+//!
+//! Python is the authority that reads presets for users; this reads the same files with serde's strict field
+//! checking, so a preset whose parameters drift from `DeviceConfig`/`HostConfig` fails here too.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use iosched_sim::config::{
+    DeviceConfig, HostConfig, IoEngine, JobConfig, Rw, SchedulerConfig, SimConfig,
+};
+
+pub fn presets_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../presets")
+}
+
+fn params(kind: &str, name: &str) -> toml::Table {
+    let path = presets_dir().join(kind).join(format!("{name}.toml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut table: toml::Table =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    match table.remove("params") {
+        Some(toml::Value::Table(params)) => params,
+        _ => panic!("{}: no [params] table", path.display()),
+    }
+}
+
+pub fn device(name: &str, path: &str) -> DeviceConfig {
+    let mut p = params("devices", name);
+    p.insert("name".into(), toml::Value::String(path.into()));
+    p.try_into()
+        .unwrap_or_else(|e| panic!("device preset {name}: {e}"))
+}
+
+pub fn host(name: &str) -> HostConfig {
+    params("hosts", name)
+        .try_into()
+        .unwrap_or_else(|e| panic!("host preset {name}: {e}"))
+}
+
+/// A time-based io_uring job of `numjobs` processes split over `cores`, on `devices`.
+pub fn job(
+    name: &str,
+    rw: Rw,
+    bs_bytes: u64,
+    iodepth: u32,
+    numjobs: u32,
+    cores: &[u32],
+    devices: &[u32],
+) -> JobConfig {
+    JobConfig {
+        name: name.into(),
+        rw,
+        rwmixread: 50,
+        bs_bytes,
+        iodepth,
+        iodepth_batch_submit: 1,
+        numjobs,
+        ioengine: IoEngine::IoUring,
+        start_ns: 0,
+        ramp_ns: 10_000_000,
+        runtime_ns: 100_000_000,
+        time_based: true,
+        rate_iops: 0,
+        thinktime_ns: 0,
+        prioclass: 0,
+        prio: 4,
+        cgroup: String::new(),
+        cgroup_weight: 100,
+        cpus_allowed: cores.to_vec(),
+        cpus_split: true,
+        offset_bytes: 0,
+        size_bytes: 0,
+        devices: devices.to_vec(),
+    }
+}
+
+/// Seed 000's machine: the Xeon host with `ssds` Samsung 980 PROs, scheduler `none`.
+pub fn seed000(ssds: u32, jobs: Vec<JobConfig>) -> SimConfig {
+    SimConfig {
+        seed: 1,
+        host: host("xeon-silver-4210r-10c"),
+        devices: (0..ssds)
+            .map(|i| device("samsung-980pro-1tb", &format!("/dev/nvme{i}n1")))
+            .collect(),
+        scheduler: SchedulerConfig {
+            name: "none".into(),
+            tunables: Vec::new(),
+            nr_requests: None,
+        },
+        jobs,
+        sample_interval_ns: 10_000_000,
+    }
+}
+
+/// The bench scenario of the issue: 10 T-4KiB-apps (4 KiB random read, QD 128), one per core, on `ssds` SSDs.
+pub fn t4k_scenario(ssds: u32, runtime_ns: u64) -> SimConfig {
+    let devices: Vec<u32> = (0..ssds).collect();
+    let mut t = job(
+        "t4k",
+        Rw::Randread,
+        4096,
+        128,
+        10,
+        &(0..10).collect::<Vec<_>>(),
+        &devices,
+    );
+    t.runtime_ns = runtime_ns;
+    seed000(ssds, vec![t])
+}

@@ -1,0 +1,296 @@
+//! Whole-simulation properties and behaviours, on the real presets.
+
+mod common;
+
+use common::{job, seed000, t4k_scenario};
+use iosched_sim::config::{IoEngine, Rw, SimConfig};
+use iosched_sim::{simulate, SimResult};
+use proptest::prelude::*;
+
+fn run(config: &SimConfig) -> SimResult {
+    simulate(config, &mut |_| true).expect("simulation runs")
+}
+
+fn kiops(result: &SimResult, job: usize, write: bool) -> f64 {
+    let j = &result.jobs[job];
+    let d = if write { &j.write } else { &j.read };
+    d.ios as f64 / (j.window_ns as f64 / 1e9) / 1e3
+}
+
+#[test]
+fn same_seed_gives_identical_results_and_another_seed_different_ones() {
+    let config = t4k_scenario(2, 20_000_000);
+    let a = serde_json::to_string(&run(&config)).unwrap();
+    let b = serde_json::to_string(&run(&config)).unwrap();
+    assert_eq!(a, b);
+    let mut other = config.clone();
+    other.seed = 2;
+    assert_ne!(a, serde_json::to_string(&run(&other)).unwrap());
+}
+
+#[test]
+fn every_preset_loads_into_the_simulator_config() {
+    for kind in ["devices", "hosts"] {
+        for entry in std::fs::read_dir(common::presets_dir().join(kind)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+            if kind == "devices" {
+                common::device(&name, "/dev/x");
+            } else {
+                common::host(&name);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_core_is_cpu_bound_and_latency_grows_with_queue_depth() {
+    let mut p99 = Vec::new();
+    for qd in [1, 32, 256] {
+        let r = run(&seed000(
+            1,
+            vec![job("r", Rw::Randread, 4096, qd, 1, &[0], &[0])],
+        ));
+        let busy = r.cores[0].busy_ns as f64 / r.window_ns as f64;
+        p99.push((
+            qd,
+            kiops(&r, 0, false),
+            busy,
+            r.jobs[0].read.percentiles[12].1,
+        ));
+    }
+    assert!(p99[0].2 < 0.3, "QD1 leaves the core mostly idle: {p99:?}");
+    assert!(p99[2].2 > 0.99, "QD256 saturates it: {p99:?}");
+    assert!(
+        p99[0].3 < p99[1].3 && p99[1].3 < p99[2].3,
+        "P99 grows with depth: {p99:?}"
+    );
+    assert!(
+        (p99[2].1 - p99[1].1).abs() / p99[2].1 < 0.05,
+        "IOPS flat once CPU-bound: {p99:?}"
+    );
+}
+
+#[test]
+fn processes_sharing_a_core_pay_context_switches() {
+    let one_deep = run(&seed000(
+        1,
+        vec![job("r", Rw::Randread, 4096, 64, 1, &[0], &[0])],
+    ));
+    let mut shared = job("r", Rw::Randread, 4096, 1, 32, &[0], &[0]);
+    shared.cpus_split = false;
+    let many = run(&seed000(1, vec![shared]));
+    assert_eq!(one_deep.jobs[0].context_switches, 0);
+    assert!(many.jobs[0].context_switches > 10_000);
+    let busy = |r: &SimResult| r.cores[0].busy_ns as f64 / r.window_ns as f64;
+    assert!(
+        busy(&one_deep) > 0.99 && busy(&many) > 0.99,
+        "both saturate the core"
+    );
+    // Same core, same device: 32 QD-1 processes get fewer IOPS than one QD-64 process (intra vs inter-process).
+    assert!(kiops(&many, 0, false) < 0.8 * kiops(&one_deep, 0, false));
+}
+
+#[test]
+fn unpinned_processes_spread_over_allowed_cores() {
+    let mut j = job("r", Rw::Randread, 4096, 64, 4, &[0, 1, 2, 3], &[0]);
+    j.cpus_split = false;
+    let r = run(&seed000(1, vec![j]));
+    for core in 0..4 {
+        assert!(
+            r.cores[core].busy_ns > r.window_ns / 4,
+            "core {core} used: {:?}",
+            r.cores
+        );
+    }
+    assert_eq!(r.cores[4].busy_ns, 0);
+}
+
+#[test]
+fn reads_suffer_behind_writes_once_the_write_buffer_is_full() {
+    let reader = |ramp_ns: u64| {
+        let mut r = job("r", Rw::Randread, 4096, 1, 1, &[0], &[0]);
+        let mut w = job("w", Rw::Randwrite, 4096, 256, 1, &[1], &[0]);
+        r.ramp_ns = ramp_ns;
+        w.ramp_ns = ramp_ns;
+        r.runtime_ns = 300_000_000;
+        w.runtime_ns = 300_000_000;
+        run(&seed000(1, vec![r, w]))
+    };
+    let alone = run(&seed000(
+        1,
+        vec![job("r", Rw::Randread, 4096, 1, 1, &[0], &[0])],
+    ));
+    let steady = reader(1_500_000_000);
+    let p99 = |r: &SimResult| r.jobs[0].read.percentiles[12].1;
+    assert!(
+        p99(&steady) > 20 * p99(&alone),
+        "read P99 {} vs alone {}",
+        p99(&steady),
+        p99(&alone)
+    );
+    assert!(steady.devices[0].buffer_full_stall_ns > 0 && steady.devices[0].gc_program_units > 0);
+}
+
+#[test]
+fn rate_iops_and_thinktime_pace_a_process() {
+    let mut paced = job("p", Rw::Randread, 4096, 1, 1, &[0], &[0]);
+    paced.rate_iops = 500;
+    paced.ramp_ns = 0;
+    let r = run(&seed000(1, vec![paced.clone()]));
+    assert!(
+        (kiops(&r, 0, false) - 0.5).abs() < 0.02,
+        "{}",
+        kiops(&r, 0, false)
+    );
+    paced.rate_iops = 0;
+    paced.thinktime_ns = 2_000_000; // one synchronous request every ~2 ms (seed 002's real-time task)
+    let r = run(&seed000(1, vec![paced]));
+    let expected = 1e6 / (2_000.0 + 66.0) / 1e3;
+    assert!(
+        (kiops(&r, 0, false) - expected).abs() / expected < 0.03,
+        "{}",
+        kiops(&r, 0, false)
+    );
+}
+
+#[test]
+fn a_sized_job_stops_after_its_bytes() {
+    let mut sized = job("s", Rw::Read, 131072, 4, 1, &[0], &[0]);
+    sized.time_based = false;
+    sized.ramp_ns = 0;
+    sized.size_bytes = 64 << 20;
+    let r = run(&seed000(1, vec![sized]));
+    assert_eq!(r.jobs[0].read.bytes, 64 << 20);
+    assert!(
+        r.jobs[0].window_ns < 100_000_000,
+        "finished early: {}",
+        r.jobs[0].window_ns
+    );
+}
+
+#[test]
+fn plugged_batches_merge_contiguous_sequential_bios() {
+    let mut seq = job("s", Rw::Write, 4096, 32, 1, &[0], &[0]);
+    seq.iodepth_batch_submit = 8;
+    let r = run(&seed000(1, vec![seq]));
+    // Eight 4 KiB bios per plug become one 32 KiB command.
+    let (bios, commands) = (r.ios_issued, r.devices[0].write_ios);
+    assert!(
+        bios > 7 * commands,
+        "bios {bios} vs device commands {commands}"
+    );
+    let mut random = job("r", Rw::Randwrite, 4096, 32, 1, &[0], &[0]);
+    random.iodepth_batch_submit = 8;
+    let r = run(&seed000(1, vec![random]));
+    assert!(
+        r.ios_issued < r.devices[0].write_ios + 64,
+        "random bios do not merge"
+    );
+}
+
+#[test]
+fn colon_separated_devices_share_one_process_round_robin() {
+    let r = run(&seed000(
+        2,
+        vec![job("t", Rw::Randread, 4096, 128, 1, &[0], &[0, 1])],
+    ));
+    let (a, b) = (r.devices[0].read_ios, r.devices[1].read_ios);
+    assert!(a.abs_diff(b) <= 130, "{a} vs {b}");
+}
+
+#[test]
+fn engines_differ_in_cpu_cost() {
+    let with = |engine: IoEngine| {
+        let mut j = job("r", Rw::Randread, 4096, 64, 1, &[0], &[0]);
+        j.ioengine = engine;
+        kiops(&run(&seed000(1, vec![j])), 0, false)
+    };
+    let (uring, aio, psync) = (
+        with(IoEngine::IoUring),
+        with(IoEngine::Libaio),
+        with(IoEngine::Psync),
+    );
+    assert!(uring > aio, "{uring} {aio}");
+    assert!(
+        psync < 20.0,
+        "psync is synchronous: depth 1 ({psync} KIOPS)"
+    );
+}
+
+#[test]
+fn bad_configs_are_errors_not_panics() {
+    let mut config = seed000(1, vec![job("r", Rw::Randread, 4096, 0, 1, &[0], &[0])]);
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("iodepth"));
+    config.jobs[0].iodepth = 1;
+    config.jobs[0].cpus_allowed = vec![12];
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("cpus_allowed"));
+    config.jobs[0].cpus_allowed = vec![0];
+    config.jobs[0].devices = vec![3];
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("device"));
+    config.jobs[0].devices = vec![0];
+    config.scheduler.name = "cfq2".into();
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("unknown scheduler"));
+    config.scheduler.name = "none".into();
+    config.scheduler.tunables = vec![("read_expire".into(), 1)];
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("read_expire"));
+}
+
+#[test]
+fn progress_is_reported_and_can_abort() {
+    let config = t4k_scenario(1, 50_000_000);
+    let mut seen = Vec::new();
+    run_with(&config, &mut |f| {
+        seen.push(f);
+        true
+    });
+    assert!(seen.len() > 2 && *seen.last().unwrap() == 1.0);
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(
+        simulate(&config, &mut |_| false).unwrap_err(),
+        "interrupted"
+    );
+}
+
+fn run_with(config: &SimConfig, progress: &mut dyn FnMut(f64) -> bool) -> SimResult {
+    simulate(config, progress).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever the mix, every bio issued completes exactly once (the simulator's own invariants panic otherwise),
+    /// the device sees each command once, and nothing is left holding a tag at the end.
+    #[test]
+    fn every_io_completes_exactly_once(
+        iodepth in 1u32..64, numjobs in 1u32..4, rw in 0usize..6, bs_kib in prop::sample::select(vec![4u64, 16, 64, 128]),
+        batch in 1u32..8, ssds in 1u32..3, seed in 0u64..1000,
+    ) {
+        let rws = [Rw::Read, Rw::Write, Rw::Randread, Rw::Randwrite, Rw::Randrw, Rw::Readwrite];
+        let devices: Vec<u32> = (0..ssds).collect();
+        let mut j = job("p", rws[rw], bs_kib * 1024, iodepth, numjobs, &[0, 1], &devices);
+        j.iodepth_batch_submit = batch;
+        j.runtime_ns = 20_000_000;
+        j.ramp_ns = 0;
+        let mut config = seed000(ssds, vec![j]);
+        config.seed = seed;
+        // The simulator checks at the end that no bio, request tag, driver tag or slot is left over.
+        let r = run(&config);
+        prop_assert!(r.ios_issued > 0);
+        prop_assert_eq!(r.ios_issued, r.ios_completed);
+        let commands: u64 = r.devices.iter().map(|d| d.read_ios + d.write_ios).sum();
+        prop_assert!(commands <= r.ios_completed, "merges only ever reduce commands");
+        let counted = r.jobs[0].read.ios + r.jobs[0].write.ios;
+        prop_assert!(counted <= r.ios_completed);
+    }
+}
