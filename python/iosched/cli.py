@@ -1,0 +1,133 @@
+"""The iosched command line.  Heavy modules (pyarrow, rich, the native simulator) are imported inside commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import SpecError
+
+
+def _fail(msg: str, code: int = 2):
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SpecError as e:
+            _fail(str(e))
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="iosched", message="iosched %(version)s")
+def main() -> None:
+    """Linux I/O schedulers on NVMe SSDs: simulate an experiment from a TOML spec or a fio job file."""
+
+
+def _need_native() -> None:
+    from .backends.sim import native_available
+    if not native_available():
+        _fail("the simulator (iosched._native) is not built: run `maturin develop --release`", 1)
+
+
+@main.command()
+@click.argument("spec", metavar="SPEC.toml|JOBFILE.fio")
+@click.option("--host", help="Host preset (overrides the spec).")
+@click.option("--device", help="Device preset of the first devices entry.")
+@click.option("--devices", type=int, help="Number of devices of the first devices entry.")
+@click.option("--scheduler", help="Scheduler name.")
+@click.option("--set", "sets", multiple=True, metavar="TUNABLE=VALUE",
+              help="Scheduler tunable by sysfs name (integer); nr_requests too. Repeatable.")
+@click.option("--duration", help="Default runtime of every job without its own (e.g. 2s, 500ms).")
+@click.option("--seed", type=int, help="Root seed (repetition r uses seed + r).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Results directory.")
+def run(spec, host, device, devices, scheduler, sets, duration, seed, out):
+    """Run every sweep point × repetition of an experiment in the simulator and write results to OUT."""
+    from .spec import Overrides, expand_runs, load_experiment
+
+    if devices is not None and devices < 1:
+        raise SpecError("--devices", None, f"expected an integer >= 1, got {devices}")
+    if seed is not None and seed < 0:
+        raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
+    ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=list(sets),
+                   duration=duration, seed=seed)
+    exp = load_experiment(spec, ov)
+    runs = expand_runs(exp)           # everything validated before OUT is touched
+    _need_native()
+    from .backends.sim import run_id, simulate
+    from .results import write_run
+    from .summary import format_summary
+
+    for note in dict.fromkeys(n for r in runs for n in r.notes):
+        click.echo(f"note: {note}", err=True)
+    out_dir = Path(out)
+    for i, r in enumerate(runs):
+        rid = run_id(r)
+        label = f"[{i + 1}/{len(runs)}] {r.experiment}"
+        try:
+            result, wall = simulate(r, label=label)
+        except ValueError as e:
+            raise SpecError(spec, None, f"simulator rejected the config: {e}") from None
+        write_run(out_dir, r, rid, result)
+        click.echo(format_summary(r, rid, result, wall))
+        click.echo("")
+    click.echo(f"wrote {len(runs)} run(s) to {out_dir}/results.parquet")
+
+
+@main.command()
+@click.argument("name", required=False)
+def presets(name):
+    """List presets, or show every parameter of preset NAME with its value and provenance."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from . import presets as p
+
+    console = Console()
+    if name:
+        pr = p.find_preset(name)
+        console.print(f"[bold]{pr.name}[/bold] ({pr.kind}): {pr.description}")
+        if pr.seeds:
+            console.print(f"seeds: {', '.join(pr.seeds)}")
+        t = Table("parameter", "value", "provenance")
+        t.columns[0].no_wrap = True
+        for k, v in pr.leaves():
+            t.add_row(k, json.dumps(v), pr.provenance.get(k, ""))
+        console.print(t)
+        return
+    all_p = p.list_presets()
+    if not all_p:
+        console.print(f"no presets in {p.presets_dir()}")
+        return
+    t = Table("kind", "name", "description", "seeds", "key figures")
+    t.columns[1].no_wrap = True
+    for pr in all_p:
+        t.add_row(pr.kind, pr.name, pr.description, ", ".join(pr.seeds),
+                  "\n".join(f"{k}: {v}" for k, v in pr.key_figures.items()))
+    console.print(t)
+
+
+@main.command()
+@click.option("--quick", is_flag=True, help="0.2 s simulated instead of 1 s.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def bench(quick, as_json):
+    """Measure simulator speed on two built-in scenarios (10 processes × QD128 4 KiB randread; 1 and 8 SSDs)."""
+    from .bench import run_bench
+
+    _need_native()
+    out = run_bench(quick=quick, echo=None if as_json else click.echo)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

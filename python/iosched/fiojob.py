@@ -1,0 +1,354 @@
+"""fio jobs: the job-file parser and the interpretation of fio options (shared by job files and TOML [[job]])."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError, show
+from .units import Percent, parse_cpu_list, parse_size, parse_time
+
+RW_VALUES = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite",
+             "randrw": "randrw", "readwrite": "readwrite", "rw": "readwrite"}
+IOENGINES = ("io_uring", "libaio", "psync")
+
+# Options iosched models (canonical name → kind).  Aliases are mapped first.
+OPTIONS = {
+    "name": "str", "rw": "rw", "iodepth_batch_submit": "batch", "rwmixread": "pct", "rwmixwrite": "pct", "bs": "bs", "iodepth": "depth",
+    "numjobs": "pos", "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
+    "rate_iops": "nonneg", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
+    "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
+    "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
+    "ioengine": "engine",
+}
+ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
+# Accepted and without effect in the simulator (documented as such).
+IGNORED = {"description", "thread", "norandommap", "randrepeat", "invalidate"}
+# Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
+KNOWN_FIO = {
+    "stonewall", "wait_for", "verify", "do_verify", "verify_fatal", "rate", "rate_min", "rate_process", "bssplit",
+    "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
+    "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
+    "new_group", "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
+    "read_iolog", "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
+    "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
+    "percentile_list", "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
+    "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
+    "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer", "zero_buffers", "refill_buffers", "scramble_buffers",
+    "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
+}
+
+
+@dataclass
+class RawJob:
+    """One job as written: options in order, values as strings (job file, None = bare flag) or TOML values."""
+    name: str
+    options: dict[str, Any]
+    file: str
+    label: str          # how errors name the job: '[lapp]' (job file) or 'job "lapp"' (TOML)
+    origin: str         # "fio" or "toml"
+
+
+@dataclass
+class DeviceInfo:
+    name: str
+    capacity_bytes: int
+    logical_block_bytes: int
+
+
+@dataclass
+class JobContext:
+    devices: list[DeviceInfo]
+    cores: int
+    default_runtime_ns: int | None
+    default_ramp_ns: int
+    default_time_based: bool
+
+
+@dataclass
+class ResolvedJob:
+    config: dict[str, Any]                  # exactly JobConfig (config.rs)
+    group_reporting: bool
+    options: dict[str, str]                 # fio "job options"
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- job file parser
+
+_COMMENT_RE = re.compile(r"\s[;#].*$")
+
+
+def parse_jobfile(path: Path, display: str) -> list[RawJob]:
+    """Parse a fio job file: [global] and job sections, key=value or bare keys, ;/# comments."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(display, None, f"cannot read job file: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise SpecError(display, None, "cannot read job file: not UTF-8 text") from None
+    global_opts: dict[str, str | None] = {}
+    jobs: list[tuple[str, dict[str, str | None], int]] = []
+    section: str | None = None
+    current: dict[str, str | None] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in ";#":
+            continue
+        s = _COMMENT_RE.sub("", s).strip()
+        if s.startswith("["):
+            if not s.endswith("]") or len(s) < 3:
+                raise SpecError(display, f"line {lineno}", f"expected a section header like [name], got {show(s)}")
+            section = s[1:-1].strip()
+            if section == "global":
+                current = global_opts
+            else:
+                current = dict(global_opts)
+                jobs.append((section, current, lineno))
+            continue
+        if s.startswith("include ") or s == "include":
+            raise SpecError(display, f"line {lineno}", "include: not supported by iosched")
+        if "=" in s:
+            key, value = (p.strip() for p in s.split("=", 1))
+        else:
+            key, value = s, None
+        if not key:
+            raise SpecError(display, f"line {lineno}", f"expected key=value, got {show(s)}")
+        if current is None:
+            raise SpecError(display, f"line {lineno}", f"{key}: option outside of a section")
+        current.pop(key, None)      # a later value replaces an earlier one, also in order
+        current[key] = value
+    if not jobs:
+        raise SpecError(display, None, "no job sections (only [global])" if global_opts else "no jobs")
+    out = []
+    for name, opts, _ in jobs:
+        out.append(RawJob(name=name, options=opts, file=display, label=f"[{name}]", origin="fio"))
+    return out
+
+
+# ---------------------------------------------------------------- option interpretation
+
+def _err(raw: RawJob, key: str, msg: str) -> SpecError:
+    return SpecError(raw.file, f"{raw.label} {key}" if raw.origin == "fio" else f"{raw.label}: {key}", msg)
+
+
+def _int(raw: RawJob, key: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
+    want = "an integer" + (f" in {lo}..{hi}" if lo is not None and hi is not None else
+                           f" >= {lo}" if lo is not None else "")
+    if isinstance(v, bool) or v is None:
+        raise _err(raw, key, f"expected {want}, got {'nothing' if v is None else show(v)}")
+    if isinstance(v, int):
+        x = v
+    elif isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d+\s*", v):
+        x = int(v)
+    else:
+        raise _err(raw, key, f"expected {want}, got {show(v)}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise _err(raw, key, f"expected {want}, got {x}")
+    return x
+
+
+def _bool(raw: RawJob, key: str, v: Any) -> bool:
+    if v is None or v is True:
+        return True
+    if v is False:
+        return False
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("0", "1", "true", "false"):
+        return v.strip().lower() in ("1", "true")
+    raise _err(raw, key, f"expected 0 or 1 (or true/false), got {show(v)}")
+
+
+def _str(raw: RawJob, key: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise _err(raw, key, f"expected a non-empty string, got {'nothing' if v is None else show(v)}")
+    return v
+
+
+def _strval(v: Any) -> str:
+    if v is None or v is True:
+        return "1"
+    if v is False:
+        return "0"
+    return str(v)
+
+
+def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
+    """Interpret a job's options into a JobConfig dict; every problem is a SpecError naming file, job and option."""
+    opts: dict[str, Any] = {}
+    display_opts: dict[str, str] = {"name": raw.name}
+    for key, v in raw.options.items():
+        canon = ALIASES.get(key, key)
+        if canon in IGNORED:
+            display_opts[key] = _strval(v)
+            continue
+        if canon not in OPTIONS:
+            if raw.origin == "fio" or canon in KNOWN_FIO:
+                raise _err(raw, key, "fio option not supported by iosched")
+            raise _err(raw, key, "unknown key (not a job option iosched supports)")
+        if canon == "name":
+            continue  # the name was taken when the job was made
+        opts[canon] = (key, v)
+        display_opts[key] = _strval(v)
+
+    def get(name: str):
+        return opts.get(name, (name, None))
+
+    notes: list[str] = []
+    # rw
+    rw = "read"
+    if "rw" in opts:
+        key, v = opts["rw"]
+        sv = _str(raw, key, v)
+        if ":" in sv:
+            raise _err(raw, key, f"{show(sv)}: the :N offset modifier of rw is not supported by iosched")
+        if sv not in RW_VALUES:
+            raise _err(raw, key, f"expected one of read, write, randread, randwrite, randrw, readwrite, got {show(sv)}")
+        rw = RW_VALUES[sv]
+    rwmixread = 50
+    if "rwmixwrite" in opts:
+        rwmixread = 100 - _int(raw, *opts["rwmixwrite"], 0, 100)
+    if "rwmixread" in opts:
+        rwmixread = _int(raw, *opts["rwmixread"], 0, 100)
+    # bs
+    bs = 4096
+    if "bs" in opts:
+        key, v = opts["bs"]
+        if isinstance(v, str) and "," in v:
+            raise _err(raw, key, f"{show(v)}: separate read/write block sizes are not supported by iosched")
+        bs = parse_size(v, file=raw.file, key=_err(raw, key, "").key)
+        if bs < 1:
+            raise _err(raw, key, f"expected a block size >= 1, got {show(v)}")
+    iodepth = _int(raw, *opts["iodepth"], 1) if "iodepth" in opts else 1
+    batch = _int(raw, *opts["iodepth_batch_submit"], 0) if "iodepth_batch_submit" in opts else 1
+    numjobs = _int(raw, *opts["numjobs"], 1, 4096) if "numjobs" in opts else 1
+    engine = "io_uring"
+    if "ioengine" in opts:
+        key, v = opts["ioengine"]
+        engine = _str(raw, key, v)
+        if engine not in IOENGINES:
+            raise _err(raw, key, f"expected one of {', '.join(IOENGINES)}, got {show(engine)}")
+    if engine == "psync" and iodepth > 1:
+        notes.append(f"{raw.file}: {raw.label}: ioengine=psync is synchronous: iodepth={iodepth} behaves as 1")
+        iodepth = 1
+    batch = min(max(batch, 1), iodepth)  # fio: 0 means 1; never more than iodepth
+    if "direct" in opts and not _bool(raw, *opts["direct"]):
+        raise _err(raw, "direct=0", "buffered I/O is not modelled (use direct=1)")
+    if "buffered" in opts and _bool(raw, *opts["buffered"]):
+        raise _err(raw, "buffered=1", "buffered I/O is not modelled (use direct=1)")
+
+    def time_opt(name: str, unit: str) -> int | None:
+        if name not in opts:
+            return None
+        key, v = opts[name]
+        if v is None:
+            raise _err(raw, key, "expected a time, got nothing")
+        return parse_time(v, default_unit=unit, file=raw.file, key=_err(raw, key, "").key)
+
+    runtime = time_opt("runtime", "s")
+    if runtime is not None and runtime <= 0:
+        raise _err(raw, opts["runtime"][0], f"expected a time > 0, got {show(opts['runtime'][1])}")
+    ramp = time_opt("ramp_time", "s")
+    start = time_opt("startdelay", "s") or 0
+    thinktime = time_opt("thinktime", "us") or 0
+    time_based = _bool(raw, *opts["time_based"]) if "time_based" in opts else ctx.default_time_based
+    rate_iops = 0
+    if "rate_iops" in opts:
+        key, v = opts["rate_iops"]
+        if isinstance(v, str) and "," in v:
+            raise _err(raw, key, f"{show(v)}: separate read/write rates are not supported by iosched")
+        rate_iops = _int(raw, key, v, 0)
+    prioclass = _int(raw, *opts["prioclass"], 0, 3) if "prioclass" in opts else 0
+    prio = _int(raw, *opts["prio"], 0, 7) if "prio" in opts else 0
+    cgroup = _str(raw, *opts["cgroup"]) if "cgroup" in opts else ""
+    weight = _int(raw, *opts["cgroup_weight"], 1, 1000) if "cgroup_weight" in opts else 100
+    cpus: list[int] = []
+    if "cpus_allowed" in opts:
+        key, v = opts["cpus_allowed"]
+        cpus = parse_cpu_list(v, file=raw.file, key=_err(raw, key, "").key)
+        bad = [c for c in cpus if c >= ctx.cores]
+        if bad:
+            raise _err(raw, f"cpus_allowed {show(_strval(v))}",
+                       f"host has {ctx.cores} cores (0-{ctx.cores - 1})")
+    split = False
+    if "cpus_allowed_policy" in opts:
+        key, v = opts["cpus_allowed_policy"]
+        pol = _str(raw, key, v)
+        if pol not in ("shared", "split"):
+            raise _err(raw, key, f"expected shared or split, got {show(pol)}")
+        split = pol == "split"
+    group_reporting = _bool(raw, *opts["group_reporting"]) if "group_reporting" in opts else False
+
+    # devices
+    by_name = {d.name: i for i, d in enumerate(ctx.devices)}
+    if "filename" in opts:
+        key, v = opts["filename"]
+        fn = _str(raw, key, v)
+        idx = []
+        for part in re.split(r"(?<!\\):", fn):
+            part = part.replace("\\:", ":")
+            if part not in by_name:
+                what = "no such device" if part == fn else f"no such device {part}"
+                raise _err(raw, f"{key}={fn}", f"{what} (have {', '.join(by_name)})")
+            if by_name[part] not in idx:
+                idx.append(by_name[part])
+    else:
+        idx = [0]
+    devs = [ctx.devices[i] for i in idx]
+    capacity = min(d.capacity_bytes for d in devs)
+    lbs = max(d.logical_block_bytes for d in devs)
+
+    def size_opt(name: str) -> int | Percent | None:
+        if name not in opts:
+            return None
+        key, v = opts[name]
+        return parse_size(v, file=raw.file, key=_err(raw, key, "").key, allow_percent=True)
+
+    offset = size_opt("offset")
+    if isinstance(offset, Percent):
+        offset = int(capacity * offset / 100) // lbs * lbs
+    offset = offset or 0
+    if offset % lbs:
+        raise _err(raw, opts["offset"][0], f"expected a multiple of the logical block size {lbs}, got {offset}")
+    if offset >= capacity:
+        raise _err(raw, opts["offset"][0], f"offset {offset} is beyond the device capacity {capacity}")
+    size = size_opt("size")
+    size_given = size is not None
+    if isinstance(size, Percent):
+        size = int(capacity * size / 100) // lbs * lbs
+    if size is None:
+        size = capacity - offset
+    if size <= 0:
+        raise _err(raw, opts["size"][0], f"expected a size > 0, got {show(opts['size'][1])}")
+    if offset + size > capacity:
+        raise _err(raw, opts["size"][0] if size_given else opts["offset"][0],
+                   f"offset + size ({offset + size} bytes) exceeds the device capacity ({capacity} bytes)")
+    if bs % lbs:
+        raise _err(raw, opts["bs"][0] if "bs" in opts else "bs",
+                   f"expected a multiple of the logical block size {lbs}, got {bs}")
+    if bs > size:
+        raise _err(raw, opts["bs"][0] if "bs" in opts else "bs", f"block size {bs} is larger than size {size}")
+
+    # runtime
+    if runtime is None:
+        runtime = ctx.default_runtime_ns
+    if runtime is None:
+        if time_based or not size_given:
+            raise _err(raw, "runtime", "required: without runtime fio runs " +
+                       ("forever (time_based)" if time_based else "until the whole device is transferred") +
+                       "; set runtime= or pass --duration")
+        runtime = 3600 * 10**9
+        notes.append(f"{raw.file}: {raw.label}: no runtime: runs until size is done, capped at 1 h simulated")
+    if ramp is None:
+        ramp = ctx.default_ramp_ns
+
+    config = {
+        "name": raw.name, "rw": rw, "rwmixread": rwmixread, "bs_bytes": bs, "iodepth": iodepth,
+        "iodepth_batch_submit": batch, "numjobs": numjobs, "ioengine": engine, "start_ns": start, "ramp_ns": ramp, "runtime_ns": runtime,
+        "time_based": time_based, "rate_iops": rate_iops, "thinktime_ns": thinktime, "prioclass": prioclass,
+        "prio": prio, "cgroup": cgroup, "cgroup_weight": weight, "cpus_allowed": cpus, "cpus_split": split,
+        "offset_bytes": offset, "size_bytes": size, "devices": idx,
+    }
+    return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes)

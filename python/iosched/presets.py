@@ -1,0 +1,231 @@
+"""Device and host presets: TOML files with [params] (exactly the simulator's config fields) and [provenance]."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+
+KINDS = ("device", "host")
+_DIRS = {"device": "devices", "host": "hosts"}
+
+# Fields of DeviceConfig / HostConfig / EngineCost in crates/iosched-sim/src/config.rs (DeviceConfig.name excluded:
+# device names are assigned per run).  Keep in sync: a preset with other fields is rejected here.
+DEVICE_FIELDS = (
+    "interface", "capacity_bytes", "logical_block_bytes", "max_hw_queues", "queue_depth", "link_bytes_per_s",
+    "controller_cores", "command_ns", "read_pipeline_ns", "write_ack_ns", "write_ack_jitter_ns", "channels", "units_per_channel",
+    "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
+    "program_ns", "erase_ns", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
+    "gc_free_units_low", "condition", "trimmed_fraction",
+)
+DEVICE_OPTIONAL: tuple[str, ...] = ()
+ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
+ENGINES = ("io_uring", "libaio", "psync")
+HOST_FIELDS = ("cores", "context_switch_ns", "io_uring", "libaio", "psync", "scheduler_costs")
+HOST_OPTIONAL = ("scheduler_costs",)
+
+
+def presets_dir() -> Path:
+    """Where presets live: $IOSCHED_PRESETS, else the copy shipped in the package, else the checkout's presets/."""
+    env = os.environ.get("IOSCHED_PRESETS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    shipped = here / "presets"
+    if shipped.is_dir() and any(shipped.glob("*/*.toml")):
+        return shipped
+    checkout = here.parent.parent / "presets"
+    if checkout.is_dir():
+        return checkout
+    return shipped
+
+
+@dataclass
+class Preset:
+    kind: str
+    name: str
+    description: str
+    seeds: list[str]
+    key_figures: dict[str, str]
+    params: dict[str, Any]
+    provenance: dict[str, str]
+    path: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def leaves(self) -> list[tuple[str, Any]]:
+        return _leaves(self.params)
+
+
+def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.extend(_leaves(v, key + "."))
+        else:
+            out.append((key, v))
+    return out
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    return dict(_leaves(d, prefix))
+
+
+def _check_fields(file: str, where: str, got: dict[str, Any], fields: tuple[str, ...], optional: tuple[str, ...]):
+    for k in got:
+        if k not in fields:
+            raise SpecError(file, f"{where}{k}", f"unknown parameter (expected one of: {', '.join(fields)})")
+    for k in fields:
+        if k not in got and k not in optional:
+            raise SpecError(file, f"{where}{k}", "missing parameter")
+
+
+def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
+    def need_int(key: str, v: Any) -> None:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise SpecError(file, f"params.{key}", f"expected an integer >= 0, got {v!r}")
+
+    def need_float(key: str, v: Any, lo: float = 0.0, hi: float = 1.0) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise SpecError(file, f"params.{key}", f"expected a number in [{lo}, {hi}], got {v!r}")
+
+    if kind == "device":
+        for k, v in params.items():
+            if k == "interface":
+                if v not in ("nvme", "sata"):
+                    raise SpecError(file, "params.interface", f'expected "nvme" or "sata", got {v!r}')
+            elif k == "condition":
+                if v not in ("fresh", "preconditioned"):
+                    raise SpecError(file, "params.condition", f'expected "fresh" or "preconditioned", got {v!r}')
+            elif k == "trimmed_fraction":
+                need_float(k, v)
+            elif k == "read_ns_by_page_type":
+                if not isinstance(v, list) or not v:
+                    raise SpecError(file, f"params.{k}", f"expected a non-empty list of integers, got {v!r}")
+                for x in v:
+                    need_int(k, x)
+            else:
+                need_int(k, v)
+    else:
+        for k, v in params.items():
+            if k in ENGINES:
+                if not isinstance(v, dict):
+                    raise SpecError(file, f"params.{k}", "expected a table of engine costs")
+                _check_fields(file, f"params.{k}.", v, ENGINE_FIELDS, ())
+                for ek, ev in v.items():
+                    if ek == "usr_fraction":
+                        need_float(f"{k}.{ek}", ev)
+                    else:
+                        need_int(f"{k}.{ek}", ev)
+            elif k == "scheduler_costs":
+                if not isinstance(v, list):
+                    raise SpecError(file, f"params.{k}", "expected an array of tables")
+                for i, c in enumerate(v):
+                    if not isinstance(c, dict):
+                        raise SpecError(file, f"params.{k}[{i}]", "expected a table")
+                    _check_fields(file, f"params.{k}[{i}].", c, ("scheduler", "insert_ns", "dispatch_ns", "complete_ns"), ())
+                    if not isinstance(c["scheduler"], str):
+                        raise SpecError(file, f"params.{k}[{i}].scheduler", "expected a string")
+                    for ck in ("insert_ns", "dispatch_ns", "complete_ns"):
+                        need_int(f"{k}[{i}].{ck}", c[ck])
+            else:
+                need_int(k, v)
+        if params.get("cores", 0) < 1:
+            raise SpecError(file, "params.cores", f"expected an integer >= 1, got {params.get('cores')!r}")
+
+
+def load_preset_file(path: Path, kind: str | None = None) -> Preset:
+    """Load and validate one preset file; every problem is a SpecError naming the file and key."""
+    file = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise SpecError(file, None, f"cannot read preset: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(file, None, f"invalid TOML: {e}") from None
+    allowed = {"kind", "name", "description", "seeds", "key_figures", "params", "provenance"}
+    for k in data:
+        if k not in allowed:
+            raise SpecError(file, k, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+    for k in ("kind", "name", "description", "params", "provenance"):
+        if k not in data:
+            raise SpecError(file, k, "missing key")
+    if data["kind"] not in KINDS:
+        raise SpecError(file, "kind", f'expected "device" or "host", got {data["kind"]!r}')
+    if kind is not None and data["kind"] != kind:
+        raise SpecError(file, "kind", f'expected "{kind}" for a file in {_DIRS[kind]}/, got {data["kind"]!r}')
+    if data["name"] != path.stem:
+        raise SpecError(file, "name", f'expected "{path.stem}" (the file name), got {data["name"]!r}')
+    params, prov = data["params"], data["provenance"]
+    if not isinstance(params, dict) or not isinstance(prov, dict):
+        raise SpecError(file, "params" if not isinstance(params, dict) else "provenance", "expected a table")
+    if data["kind"] == "device":
+        _check_fields(file, "params.", params, DEVICE_FIELDS, DEVICE_OPTIONAL)
+    else:
+        _check_fields(file, "params.", params, HOST_FIELDS, HOST_OPTIONAL)
+    _check_types(file, data["kind"], params)
+    flat_prov = _flatten(prov)
+    leaves = [k for k, _ in _leaves(params)]
+    for k in leaves:
+        v = flat_prov.get(k)
+        if not isinstance(v, str) or not v.strip():
+            raise SpecError(file, f"provenance.{k}", "missing provenance for this parameter" if v is None
+                            else "expected a non-empty string")
+    for k in flat_prov:
+        if k not in leaves:
+            raise SpecError(file, f"provenance.{k}", "provenance for a parameter that is not in [params]")
+    seeds = data.get("seeds", [])
+    if not isinstance(seeds, list) or not all(isinstance(s, str) for s in seeds):
+        raise SpecError(file, "seeds", "expected a list of strings")
+    kf = data.get("key_figures", {})
+    if not isinstance(kf, dict) or not all(isinstance(v, str) for v in kf.values()):
+        raise SpecError(file, "key_figures", "expected a table of strings")
+    return Preset(kind=data["kind"], name=data["name"], description=str(data["description"]), seeds=seeds,
+                  key_figures=kf, params=params, provenance=flat_prov, path=path)
+
+
+def preset_names(kind: str, root: Path | None = None) -> list[str]:
+    d = (root or presets_dir()) / _DIRS[kind]
+    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+
+
+def list_presets(root: Path | None = None) -> list[Preset]:
+    root = root or presets_dir()
+    out = []
+    for kind in KINDS:
+        for name in preset_names(kind, root):
+            out.append(load_preset_file(root / _DIRS[kind] / f"{name}.toml", kind))
+    return out
+
+
+_cache: dict[tuple[str, str, str], Preset] = {}
+
+
+def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None) -> Preset:
+    """The preset ``name`` of ``kind``; an unknown name is a SpecError at (file, key)."""
+    root = presets_dir()
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise SpecError(file, key, f"expected a {kind} preset name, got {name!r}")
+    path = root / _DIRS[kind] / f"{name}.toml"
+    if not path.is_file():
+        have = preset_names(kind, root)
+        raise SpecError(file, key, f'unknown {kind} preset "{name}" (have: {", ".join(have) or f"none in {root}"})')
+    ck = (str(root), kind, name)
+    if ck not in _cache:
+        _cache[ck] = load_preset_file(path, kind)
+    return _cache[ck]
+
+
+def find_preset(name: str) -> Preset:
+    """A preset of either kind by name (for ``iosched presets NAME``)."""
+    root = presets_dir()
+    for kind in KINDS:
+        if (root / _DIRS[kind] / f"{name}.toml").is_file():
+            return load_preset(kind, name)
+    have = [p for k in KINDS for p in preset_names(k, root)]
+    raise SpecError(None, None, f'unknown preset "{name}" (have: {", ".join(have) or "none"})')

@@ -1,0 +1,247 @@
+"""Results on disk: results.parquet (one row per run and job), timeseries.parquet, and per run fio.json (json+)
+and spec.json.  Every file is written to a temporary name in the same directory and renamed into place, and
+every byte is a function of the run alone (no wall-clock values), so identical runs give identical files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .backends.sim import build_config
+from .spec import ResolvedRun
+
+PCTS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9, "p99_99": 99.99}
+DIR_METRICS = ["ios", "iops", "bw_bytes", "clat_mean_ns"] + [f"clat_{k}_ns" for k in PCTS]
+
+
+def _schema():
+    import pyarrow as pa
+
+    fields = [
+        ("run_id", pa.string()), ("experiment", pa.string()), ("sweep_point", pa.string()),
+        ("repetition", pa.int64()), ("backend", pa.string()), ("scheduler", pa.string()),
+        ("tunables", pa.string()), ("seed", pa.uint64()), ("host", pa.string()), ("device", pa.string()),
+        ("devices", pa.int64()), ("iosched_version", pa.string()), ("job", pa.string()), ("numjobs", pa.int64()),
+        ("window_ns", pa.int64()),
+    ]
+    for d in ("read", "write"):
+        fields += [(f"{d}_ios", pa.int64()), (f"{d}_iops", pa.float64()), (f"{d}_bw_bytes", pa.float64()),
+                   (f"{d}_clat_mean_ns", pa.float64())]
+        fields += [(f"{d}_clat_{k}_ns", pa.int64()) for k in PCTS]
+    fields += [("usr_cpu", pa.float64()), ("sys_cpu", pa.float64()), ("core_busy", pa.list_(pa.float64())),
+               ("lock_share", pa.float64()), ("sim_events", pa.int64())]
+    return pa.schema(fields)
+
+
+def _ts_schema():
+    import pyarrow as pa
+
+    return pa.schema([("run_id", pa.string()), ("t_ns", pa.int64()), ("source", pa.string()),
+                      ("subject", pa.string()), ("metric", pa.string()), ("value", pa.float64())])
+
+
+def percentile(d: dict[str, Any], p: float) -> int:
+    for q, ns in d.get("percentiles", []):
+        if abs(q - p) < 1e-9:
+            return int(ns)
+    return 0
+
+
+def _per_s(n: float, window_ns: int) -> float:
+    return n / (window_ns / 1e9) if window_ns > 0 else 0.0
+
+
+def job_rows(run: ResolvedRun, rid: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    window = result["window_ns"]
+    cores = result["cores"]
+    busy = sum(c["busy_ns"] for c in cores)
+    lock = sum(c["lock_ns"] for c in cores)
+    core_busy = [c["busy_ns"] / window if window > 0 else 0.0 for c in cores]
+    uniq = list(dict.fromkeys(run.device_presets))
+    rows = []
+    for rj, jr in zip(run.jobs, result["jobs"]):
+        w = jr["window_ns"]
+        row: dict[str, Any] = {
+            "run_id": rid, "experiment": run.experiment,
+            "sweep_point": json.dumps(run.sweep_point, sort_keys=True), "repetition": run.repetition,
+            "backend": "sim", "scheduler": run.scheduler,
+            "tunables": json.dumps(dict(run.tunables, **({"nr_requests": run.nr_requests}
+                                                         if run.nr_requests is not None else {})), sort_keys=True),
+            "seed": run.seed, "host": run.host_preset, "device": "+".join(uniq), "devices": len(run.devices),
+            "iosched_version": __version__, "job": jr["name"], "numjobs": rj.config["numjobs"], "window_ns": w,
+        }
+        for d in ("read", "write"):
+            dr = jr[d]
+            row[f"{d}_ios"] = dr["ios"]
+            row[f"{d}_iops"] = _per_s(dr["ios"], w)
+            row[f"{d}_bw_bytes"] = _per_s(dr["bytes"], w)
+            row[f"{d}_clat_mean_ns"] = float(dr["clat_mean_ns"])
+            for k, p in PCTS.items():
+                row[f"{d}_clat_{k}_ns"] = percentile(dr, p)
+        row["usr_cpu"] = 100.0 * jr["usr_ns"] / w if w > 0 else 0.0
+        row["sys_cpu"] = 100.0 * jr["sys_ns"] / w if w > 0 else 0.0
+        row["core_busy"] = core_busy
+        row["lock_share"] = lock / busy if busy > 0 else 0.0
+        row["sim_events"] = result["events"]
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- fio json+
+
+LAT_NS_US = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000]
+LAT_MS = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000]
+
+
+def _empty_dir() -> dict[str, Any]:
+    return {"ios": 0, "bytes": 0, "clat_min_ns": 0, "clat_max_ns": 0, "clat_mean_ns": 0.0, "clat_stddev_ns": 0.0,
+            "percentiles": [], "bins": []}
+
+
+def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float]) -> dict[str, Any]:
+    ios, nbytes = d["ios"], d["bytes"]
+    bw = _per_s(nbytes, window_ns)
+    stats = {"min": d["clat_min_ns"], "max": d["clat_max_ns"], "mean": float(d["clat_mean_ns"]),
+             "stddev": float(d["clat_stddev_ns"]), "N": ios}
+    pcts = {f"{p:f}": percentile(d, p) for p in pct_list}
+    zero = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
+    return {
+        "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
+        "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
+        "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
+        "clat_ns": dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]}),
+        "lat_ns": dict(stats, percentile=dict(pcts)),
+        "bw_min": 0, "bw_max": 0, "bw_agg": 0.0, "bw_mean": 0.0, "bw_dev": 0.0, "bw_samples": 0,
+        "iops_min": 0, "iops_max": 0, "iops_mean": 0.0, "iops_stddev": 0.0, "iops_samples": 0,
+    }
+
+
+def latency_buckets(dirs: list[dict[str, Any]]) -> tuple[dict, dict, dict]:
+    """fio's latency_ns / latency_us / latency_ms: percentage of all I/Os per bucket, from the bins."""
+    ns = {str(b): 0 for b in LAT_NS_US}
+    us = {str(b): 0 for b in LAT_NS_US}
+    ms = {str(b): 0 for b in LAT_MS}
+    ms[">=2000"] = 0
+    total = sum(c for d in dirs for _, c in d["bins"])
+    if total == 0:
+        return ({k: 0.0 for k in ns}, {k: 0.0 for k in us}, {k: 0.0 for k in ms})
+    # fio's buckets: the label is an exclusive upper bound on the latency in whole units (io_u_mark_lat).
+    for d in dirs:
+        for lat, c in d["bins"]:
+            if lat < 1000:
+                ns[next(str(b) for b in LAT_NS_US if lat < b)] += c
+            elif lat < 1_000_000:
+                us[next(str(b) for b in LAT_NS_US if lat // 1000 < b)] += c
+            else:
+                ms[next((str(b) for b in LAT_MS if lat // 1_000_000 < b), ">=2000")] += c
+    pct = lambda t: {k: 100.0 * v / total for k, v in t.items()}  # noqa: E731
+    return pct(ns), pct(us), pct(ms)
+
+
+def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window_ns: int, ramp_ns: int,
+             usr_ns: int, sys_ns: int, ctx: int, nproc: int, pct_list: list[float]) -> dict[str, Any]:
+    lat_ns, lat_us, lat_ms = latency_buckets([read, write])
+    cpu_den = window_ns * nproc
+    depth = {k: 0.0 for k in ("1", "2", "4", "8", "16", "32", ">=64")}
+    return {
+        "jobname": name, "groupid": 0, "job_start": 0, "error": 0, "eta": 0,
+        "elapsed": int(round((ramp_ns + window_ns) / 1e9)), "job options": options,
+        "read": _fio_dir(read, window_ns, pct_list), "write": _fio_dir(write, window_ns, pct_list),
+        "trim": _fio_dir(_empty_dir(), window_ns, pct_list),
+        "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
+        "job_runtime": window_ns // 1_000_000,
+        "usr_cpu": 100.0 * usr_ns / cpu_den if cpu_den else 0.0,
+        "sys_cpu": 100.0 * sys_ns / cpu_den if cpu_den else 0.0,
+        "ctx": ctx, "majf": 0, "minf": 0,
+        "iodepth_level": dict(depth), "iodepth_submit": {k: 0.0 for k in ("0", "4", "8", "16", "32", "64", ">=64")},
+        "iodepth_complete": {k: 0.0 for k in ("0", "4", "8", "16", "32", "64", ">=64")},
+        "latency_ns": lat_ns, "latency_us": lat_us, "latency_ms": lat_ms,
+        "latency_depth": 1, "latency_target": 0, "latency_percentile": 100.0, "latency_window": 0,
+    }
+
+
+def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
+    """The run in fio's json+ shape (group_reporting: one entry per job; otherwise one per process)."""
+    jobs = []
+    for rj, jr in zip(run.jobs, result["jobs"]):
+        pct_list = [p for p, _ in jr["read"]["percentiles"] or jr["write"]["percentiles"]] or \
+            [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99]
+        ramp = rj.config["ramp_ns"]
+        if rj.group_reporting or not jr["processes"]:
+            jobs.append(_fio_job(jr["name"], rj.options, jr["read"], jr["write"], jr["window_ns"], ramp,
+                                 jr["usr_ns"], jr["sys_ns"], jr["context_switches"],
+                                 max(1, len(jr["processes"])), pct_list))
+        else:
+            for pr in jr["processes"]:
+                jobs.append(_fio_job(jr["name"], rj.options, pr["read"], pr["write"], jr["window_ns"], ramp,
+                                     pr["usr_ns"], pr["sys_ns"], pr["context_switches"], 1, pct_list))
+    return {"fio version": f"iosched-{__version__}", "timestamp": 0, "timestamp_ms": 0, "time": "",
+            "global options": {}, "jobs": jobs, "disk_util": []}
+
+
+def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
+    return {
+        "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
+        "repetition": run.repetition, "seed": run.seed, "backend": "sim", "iosched_version": __version__,
+        "host": run.host_preset, "devices": run.device_presets, "scheduler": run.scheduler,
+        "tunables": run.tunables, "nr_requests": run.nr_requests,
+        "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
+                 for j in run.jobs],
+        "notes": run.notes, "sim_config": build_config(run),
+    }
+
+
+# ---------------------------------------------------------------- writing
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    def w(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+    _atomic_write(path, w)
+
+
+def _merge_parquet(path: Path, rid: str, rows: list[dict[str, Any]], schema) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    new = pa.Table.from_pylist(rows, schema=schema)
+    if path.exists():
+        old = pq.read_table(path)
+        old = old.filter(pc.not_equal(old["run_id"], rid)).select(schema.names).cast(schema)
+        new = pa.concat_tables([old, new])
+
+    def w(tmp: str) -> None:
+        pq.write_table(new, tmp)
+    _atomic_write(path, w)
+
+
+def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
+    """Write (or replace) one run's rows and files under ``out``."""
+    rdir = out / "runs" / rid
+    _write_json(rdir / "spec.json", run_spec(run, rid))
+    _write_json(rdir / "fio.json", fio_json(run, result))
+    ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
+           "metric": s["metric"], "value": float(s["value"])} for s in result.get("timeseries", [])]
+    _merge_parquet(out / "timeseries.parquet", rid, ts, _ts_schema())
+    _merge_parquet(out / "results.parquet", rid, job_rows(run, rid, result), _schema())

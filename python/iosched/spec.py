@@ -1,0 +1,406 @@
+"""The experiment spec (TOML or a plain fio job file), CLI overrides, sweep expansion and run resolution.
+
+Everything a run needs is resolved and validated here, before anything is written or simulated.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import presets as presets_mod
+from .errors import SpecError, show
+from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
+from .units import parse_time
+
+DEFAULT_HOST = "xeon-silver-4210r-10c"
+DEFAULT_DEVICE = "samsung-980pro-1tb"
+DEFAULT_SCHEDULER = "none"
+# Scheduler names the simulator knows (the Rust side validates too).  Extend as policies land.
+KNOWN_SCHEDULERS = ("none",)
+DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
+
+
+# ---------------------------------------------------------------- the TOML schema
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class HostSpec(_Strict):
+    preset: str = DEFAULT_HOST
+    cores: int | None = Field(default=None, ge=1)
+
+
+class DeviceSpec(_Strict):
+    preset: str = DEFAULT_DEVICE
+    count: int = Field(default=1, ge=1, le=64)
+    condition: Literal["fresh", "preconditioned"] | None = None
+    trimmed_fraction: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class SchedulerSpec(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = DEFAULT_SCHEDULER
+    nr_requests: int | None = Field(default=None, ge=1)
+
+
+TimeValue = str | int | float
+
+
+class Spec(_Strict):
+    name: str | None = None
+    duration: TimeValue | None = None
+    ramp: TimeValue = 0
+    repeat: int = Field(default=1, ge=1)
+    seed: int = Field(default=1, ge=0, lt=2**64)
+    sample_interval: TimeValue | None = None
+    jobfile: str | None = None
+    host: HostSpec = Field(default_factory=HostSpec)
+    devices: list[DeviceSpec] = Field(default_factory=lambda: [DeviceSpec()], min_length=1)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    job: list[dict[str, Any]] = Field(default_factory=list)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _pydantic_error(file: str, e: ValidationError) -> SpecError:
+    err = e.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in
+                                                 ("str", "int", "float", "function-after[...]")))
+    # union members show up in loc ("str", "int", ...): drop them; keep real keys
+    key = _loc(loc) or None
+    t, inp = err["type"], err.get("input")
+    if loc and loc[0] in ("duration", "ramp", "sample_interval") and len(loc) <= 2:
+        return SpecError(file, loc[0], f'expected a time like "2s" or a number of seconds, got {show(inp)}')
+    if t == "extra_forbidden":
+        return SpecError(file, key, "unknown key")
+    if t == "missing":
+        return SpecError(file, key, "missing required key")
+    if t.startswith("int"):
+        ctx = err.get("ctx", {})
+        rng = f" >= {ctx['ge']}" if "ge" in ctx else f" <= {ctx['le']}" if "le" in ctx else ""
+        return SpecError(file, key, f"expected an integer{rng}, got {show(inp)}")
+    if t.startswith(("greater", "less")):
+        ctx = err.get("ctx", {})
+        bound = ", ".join(f"{op} {ctx[k]}" for k, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+                          if k in ctx)
+        what = "an integer" if isinstance(inp, int) and not isinstance(inp, bool) else "a value"
+        return SpecError(file, key, f"expected {what} {bound}, got {show(inp)}")
+    if t == "literal_error":
+        return SpecError(file, key, f"expected {err['ctx']['expected']}, got {show(inp)}")
+    if t.startswith("string"):
+        return SpecError(file, key, f"expected a string, got {show(inp)}")
+    if t.startswith("list"):
+        return SpecError(file, key, f"expected an array, got {show(inp)}")
+    if t == "too_short":
+        return SpecError(file, key, f"expected a non-empty array, got {show(inp)}")
+    if t.startswith(("dict", "model")):
+        return SpecError(file, key, f"expected a table, got {show(inp)}")
+    if t.startswith("float"):
+        return SpecError(file, key, f"expected a number, got {show(inp)}")
+    return SpecError(file, key, f"{err['msg'][0].lower()}{err['msg'][1:]}, got {show(inp)}")
+
+
+def validate_spec(file: str, data: dict[str, Any]) -> Spec:
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as e:
+        raise _pydantic_error(file, e) from None
+
+
+# ---------------------------------------------------------------- loading
+
+@dataclass
+class Overrides:
+    """CLI flags: each overrides the spec (and drops a sweep axis over the same key)."""
+    host: str | None = None
+    device: str | None = None
+    devices: int | None = None
+    scheduler: str | None = None
+    sets: list[str] = field(default_factory=list)     # TUNABLE=VALUE
+    duration: str | None = None
+    seed: int | None = None
+
+
+@dataclass
+class Experiment:
+    file: str                       # as the user named it
+    data: dict[str, Any]            # the raw spec (TOML dict) after CLI overrides
+    jobs: list[RawJob]
+    kind: str                       # "toml" or "fio"
+
+
+def load_experiment(path: str, overrides: Overrides | None = None) -> Experiment:
+    """Read a TOML spec or a fio job file and apply CLI overrides; validates the spec's shape."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(path, None, "no such file")
+    if p.suffix == ".toml":
+        try:
+            with open(p, "rb") as f:
+                data = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise SpecError(path, None, f"invalid TOML: {e}") from None
+        except OSError as e:
+            raise SpecError(path, None, f"cannot read: {e.strerror}") from None
+        kind = "toml"
+    else:
+        data = {"name": p.stem, "jobfile": p.name}
+        kind = "fio"
+    data.setdefault("name", p.stem)
+    _apply_overrides(data, overrides or Overrides())
+    spec = validate_spec(path, data)
+    jobs: list[RawJob] = []
+    if spec.jobfile is not None:
+        jf = p.parent / spec.jobfile
+        display = path if kind == "fio" else str(Path(path).parent / spec.jobfile)
+        if kind == "toml" and not jf.is_file():
+            raise SpecError(path, "jobfile", f"no such file: {display}")
+        jobs.extend(parse_jobfile(jf, display))
+    for i, t in enumerate(spec.job):
+        name = t.get("name")
+        if not isinstance(name, str) or not name:
+            raise SpecError(path, f"job[{i}].name", "missing" if name is None else f"expected a string, got {show(name)}")
+        jobs.append(RawJob(name=name, options={k: v for k, v in t.items() if k != "name"}, file=path,
+                           label=f'job "{name}"', origin="toml"))
+    if not jobs:
+        raise SpecError(path, "job", "no jobs (give [[job]] tables or a jobfile)")
+    seen: set[str] = set()
+    for j in jobs:
+        if j.name in seen:
+            raise SpecError(j.file, j.label, "duplicate job name")
+        seen.add(j.name)
+    for key, values in spec.sweep.items():
+        _check_sweep_axis(path, key, values, jobs)
+    return Experiment(file=path, data=data, jobs=jobs, kind=kind)
+
+
+def _parse_set(item: str) -> tuple[str, int]:
+    if "=" not in item:
+        raise SpecError("--set", None, f"expected TUNABLE=VALUE, got {show(item)}")
+    k, v = (s.strip() for s in item.split("=", 1))
+    try:
+        return k, int(v, 0)
+    except ValueError:
+        raise SpecError("--set", f"{k}={v}", "expected an integer value") from None
+
+
+def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
+    sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
+
+    def drop(axis: str) -> None:
+        sweep.pop(axis, None)
+
+    if o.host is not None:
+        data["host"] = {"preset": o.host}
+        drop("host.cores")
+    if o.device is not None or o.devices is not None:
+        devs = data.get("devices")
+        if not isinstance(devs, list) or not devs:
+            devs = [{}]
+        first = dict(devs[0]) if isinstance(devs[0], dict) else {}
+        if o.device is not None:
+            first["preset"] = o.device
+        if o.devices is not None:
+            first["count"] = o.devices
+            drop("devices.count")
+        data["devices"] = [first] + list(devs[1:])
+    sched = data.get("scheduler")
+    if not isinstance(sched, dict):
+        sched = {} if sched is None else sched
+    if isinstance(sched, dict):
+        if o.scheduler is not None:
+            sched["name"] = o.scheduler
+            drop("scheduler.name")
+        for item in o.sets:
+            k, v = _parse_set(item)
+            sched[k] = v
+            drop(f"scheduler.{k}")
+        if sched or "scheduler" in data:
+            data["scheduler"] = sched
+    if o.duration is not None:
+        parse_time(o.duration, file="--duration")
+        data["duration"] = o.duration
+        drop("duration")
+    if o.seed is not None:
+        data["seed"] = o.seed
+
+
+SWEEP_AXES = ("scheduler.name", "scheduler.<tunable>", "host.cores", "devices.count", "job.<name>.<option>",
+              "duration")
+
+
+def _check_sweep_axis(file: str, key: str, values: list[Any], jobs: list[RawJob]) -> None:
+    where = f'sweep."{key}"'
+    if not values:
+        raise SpecError(file, where, "expected a non-empty array of values")
+    parts = key.split(".")
+    if key in ("host.cores", "devices.count", "duration", "scheduler.name"):
+        return
+    if parts[0] == "scheduler" and len(parts) == 2 and parts[1]:
+        return
+    if parts[0] == "job" and len(parts) == 3 and parts[2]:
+        if parts[1] not in {j.name for j in jobs}:
+            raise SpecError(file, where, f'no job named "{parts[1]}" (have {", ".join(j.name for j in jobs)})')
+        return
+    raise SpecError(file, where, f"unknown sweep axis (expected one of: {', '.join(SWEEP_AXES)})")
+
+
+def _apply_point(data: dict[str, Any], jobs: list[RawJob], point: dict[str, Any]) -> tuple[dict, list[RawJob]]:
+    data = copy.deepcopy(data)
+    jobs = [RawJob(j.name, dict(j.options), j.file, j.label, j.origin) for j in jobs]
+    for key, value in point.items():
+        parts = key.split(".")
+        if key == "duration":
+            data["duration"] = value
+        elif key == "host.cores":
+            data.setdefault("host", {})["cores"] = value
+        elif key == "devices.count":
+            devs = data.setdefault("devices", [{}])
+            devs[0] = dict(devs[0], count=value)
+        elif parts[0] == "scheduler":
+            data.setdefault("scheduler", {})[parts[1]] = value
+        elif parts[0] == "job":
+            for j in jobs:
+                if j.name == parts[1]:
+                    j.options.pop(parts[2], None)
+                    j.options[parts[2]] = value
+    return data, jobs
+
+
+# ---------------------------------------------------------------- resolution
+
+@dataclass
+class ResolvedRun:
+    experiment: str
+    spec_file: str
+    sweep_point: dict[str, Any]
+    repetition: int
+    seed: int
+    host_preset: str
+    device_presets: list[str]
+    scheduler: str
+    tunables: dict[str, int]
+    nr_requests: int | None
+    host: dict[str, Any]               # HostConfig
+    devices: list[dict[str, Any]]      # DeviceConfig, named
+    jobs: list[ResolvedJob]
+    sample_interval_ns: int
+    notes: list[str] = field(default_factory=list)
+
+
+def device_names(interfaces: list[str]) -> list[str]:
+    """/dev/nvme0n1, /dev/nvme1n1, … for NVMe; /dev/sda, /dev/sdb, … for SATA, in order."""
+    out, n_nvme, n_sata = [], 0, 0
+    for itf in interfaces:
+        if itf == "sata":
+            i, name = n_sata, ""
+            while True:
+                name = chr(ord("a") + i % 26) + name
+                i = i // 26 - 1
+                if i < 0:
+                    break
+            out.append(f"/dev/sd{name}")
+            n_sata += 1
+        else:
+            out.append(f"/dev/nvme{n_nvme}n1")
+            n_nvme += 1
+    return out
+
+
+def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: dict[str, Any],
+            repetition: int) -> ResolvedRun:
+    file = exp.file
+    spec = validate_spec(file, data)
+    host_p = presets_mod.load_preset("host", spec.host.preset, file=file, key="host.preset")
+    host = copy.deepcopy(host_p.params)
+    host.setdefault("scheduler_costs", [])
+    if spec.host.cores is not None:
+        if spec.host.cores > host_p.params["cores"]:
+            raise SpecError(file, "host.cores", f"expected at most {host_p.params['cores']} "
+                            f"(the {host_p.name} preset's cores), got {spec.host.cores}")
+        host["cores"] = spec.host.cores
+    devices: list[dict[str, Any]] = []
+    device_presets: list[str] = []
+    for i, d in enumerate(spec.devices):
+        dp = presets_mod.load_preset("device", d.preset, file=file, key=f"devices[{i}].preset")
+        for _ in range(d.count):
+            cfg = copy.deepcopy(dp.params)
+            if d.condition is not None:
+                cfg["condition"] = d.condition
+            if d.trimmed_fraction is not None:
+                cfg["trimmed_fraction"] = float(d.trimmed_fraction)
+            cfg["trimmed_fraction"] = float(cfg["trimmed_fraction"])
+            devices.append(cfg)
+            device_presets.append(dp.name)
+    for cfg, name in zip(devices, device_names([d["interface"] for d in devices])):
+        cfg["name"] = name
+    sched = spec.scheduler
+    if sched.name not in KNOWN_SCHEDULERS:
+        raise SpecError(file, "scheduler.name", f"unknown scheduler {show(sched.name)} "
+                        f"(the simulator knows: {', '.join(KNOWN_SCHEDULERS)})")
+    tunables: dict[str, int] = {}
+    for k, v in (sched.model_extra or {}).items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SpecError(file, f"scheduler.{k}", f"expected an integer (tunables take sysfs integers), got {show(v)}")
+        tunables[k] = v
+    duration = parse_time(spec.duration, file=file, key="duration") if spec.duration is not None else None
+    if duration is not None and duration <= 0:
+        raise SpecError(file, "duration", f"expected a time > 0, got {show(spec.duration)}")
+    ramp = parse_time(spec.ramp, file=file, key="ramp")
+    sample = (parse_time(spec.sample_interval, file=file, key="sample_interval")
+              if spec.sample_interval is not None else DEFAULT_SAMPLE_INTERVAL_NS)
+    if sample <= 0:
+        raise SpecError(file, "sample_interval", f"expected a time > 0, got {show(spec.sample_interval)}")
+    infos = [DeviceInfo(d["name"], d["capacity_bytes"], d["logical_block_bytes"]) for d in devices]
+    rjobs: list[ResolvedJob] = []
+    notes: list[str] = []
+    for j in jobs:
+        ctx = JobContext(devices=infos, cores=host["cores"], default_runtime_ns=duration, default_ramp_ns=ramp,
+                         default_time_based=(j.origin == "toml"))
+        rj = resolve_job(j, ctx)
+        rjobs.append(rj)
+        notes.extend(rj.notes)
+    return ResolvedRun(
+        experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
+        seed=spec.seed + repetition, host_preset=host_p.name, device_presets=device_presets, scheduler=sched.name,
+        tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
+        jobs=rjobs, sample_interval_ns=sample, notes=notes)
+
+
+def expand_runs(exp: Experiment) -> list[ResolvedRun]:
+    """Every run of the experiment: the cartesian product of the sweep axes × repeat (repetition r: seed + r)."""
+    spec = validate_spec(exp.file, exp.data)
+    axes = list(spec.sweep.items())
+    runs: list[ResolvedRun] = []
+    for combo in itertools.product(*(vals for _, vals in axes)):
+        point = {k: v for (k, _), v in zip(axes, combo)}
+        data, jobs = _apply_point(exp.data, exp.jobs, point)
+        for r in range(spec.repeat):
+            try:
+                runs.append(resolve(exp, data, jobs, point, r))
+            except SpecError as e:
+                if not point:
+                    raise
+                where = ", ".join(f"{k}={show(v)}" for k, v in point.items())
+                raise e.with_context(f"(in sweep point {where})") from None
+    seen_notes: set[str] = set()
+    for run in runs:
+        run.notes = [n for n in run.notes if not (n in seen_notes or seen_notes.add(n))]
+    return runs

@@ -1,0 +1,119 @@
+"""End to end through the native simulator (skipped only if it is not built and IOSCHED_REQUIRE_NATIVE is unset)."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from iosched.cli import main
+
+from .conftest import native_or_skip
+from .test_spec import write
+
+SPEC = """\
+name = "e2e"
+duration = "50ms"
+ramp = "10ms"
+seed = 3
+devices = [{ preset = "samsung-980pro-1tb", count = 2 }]
+[[job]]
+name = "lapp"
+rw = "randread"
+iodepth = 1
+cpus_allowed = "0"
+[[job]]
+name = "bg"
+rw = "randrw"
+iodepth = 16
+numjobs = 2
+cpus_allowed = "1-2"
+filename = "/dev/nvme0n1:/dev/nvme1n1"
+"""
+
+
+@pytest.fixture(autouse=True)
+def _native():
+    native_or_skip()
+
+
+def run(args):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def test_run_writes_results(tmp_path):
+    spec = write(tmp_path, SPEC)
+    out = tmp_path / "out"
+    res = run(["run", str(spec), "--out", str(out)])
+    assert "lapp: (groupid=0, jobs=1)" in res.output and "read: IOPS=" in res.output
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    assert [r["job"] for r in rows] == ["lapp", "bg"]
+    lapp = rows[0]
+    assert lapp["read_ios"] > 0 and lapp["read_iops"] > 0 and lapp["read_clat_p99_ns"] >= lapp["read_clat_p50_ns"] > 0
+    assert lapp["devices"] == 2 and len(lapp["core_busy"]) == 10 and lapp["sim_events"] > 0
+    assert rows[1]["write_ios"] > 0 and rows[1]["numjobs"] == 2
+    rid = lapp["run_id"]
+    doc = json.loads((out / "runs" / rid / "fio.json").read_text())
+    assert [j["jobname"] for j in doc["jobs"]] == ["lapp", "bg", "bg"]
+    r = doc["jobs"][0]["read"]
+    assert r["iops"] > 0 and r["clat_ns"]["percentile"]["99.000000"] > 0 and r["clat_ns"]["bins"]
+    assert sum(r["clat_ns"]["bins"].values()) == r["total_ios"]
+    assert (out / "timeseries.parquet").exists() and (out / "runs" / rid / "spec.json").exists()
+
+
+def test_deterministic_bytes(tmp_path):
+    spec = write(tmp_path, SPEC)
+    outs = [tmp_path / n for n in ("a", "b", "c")]
+    run(["run", str(spec), "--out", str(outs[0])])
+    run(["run", str(spec), "--out", str(outs[1])])
+    run(["run", str(spec), "--out", str(outs[2]), "--seed", "4"])
+    a, b, c = (sorted(p.rglob("*.*")) for p in outs)
+    assert [p.relative_to(outs[0]) for p in a] == [p.relative_to(outs[1]) for p in b]
+    for pa_, pb in zip(a, b):
+        assert pa_.read_bytes() == pb.read_bytes(), pa_
+    fio = lambda o: next(o.rglob("fio.json")).read_bytes()  # noqa: E731
+    assert fio(outs[0]) != fio(outs[2])
+    assert (outs[0] / "results.parquet").read_bytes() != (outs[2] / "results.parquet").read_bytes()
+
+
+def test_sweep_and_repeat_into_one_dir(tmp_path):
+    spec = write(tmp_path, SPEC.replace('seed = 3', 'seed = 3\nrepeat = 2') + '[sweep]\n"job.bg.iodepth" = [4, 8]\n')
+    out = tmp_path / "out"
+    run(["run", str(spec), "--out", str(out)])
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    assert len(rows) == 8 and len({r["run_id"] for r in rows}) == 4
+    assert {json.loads(r["sweep_point"])["job.bg.iodepth"] for r in rows} == {4, 8}
+    assert {r["seed"] for r in rows} == {3, 4}
+    run(["run", str(spec), "--out", str(out)])          # rerun: rows replaced, not duplicated
+    assert len(pq.read_table(out / "results.parquet")) == 8
+
+
+def test_fio_jobfile_direct(tmp_path):
+    jf = write(tmp_path, "[global]\nioengine=libaio\ndirect=1\ngroup_reporting\n[w]\nrw=randwrite\nnumjobs=2\n"
+                         "iodepth=8\nbs=16k\n", "jobs.fio")
+    out = tmp_path / "out"
+    run(["run", str(jf), "--duration", "30ms", "--out", str(out)])
+    doc = json.loads(next(out.rglob("fio.json")).read_text())
+    assert [j["jobname"] for j in doc["jobs"]] == ["w"] and doc["jobs"][0]["write"]["iops"] > 0
+    assert doc["jobs"][0]["job options"]["ioengine"] == "libaio"
+
+
+def test_bench_quick_json():
+    import iosched.bench as b
+    res = CliRunner().invoke(main, ["bench", "--quick", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert [o["scenario"] for o in out] == ["A", "B"] and all(o["ios"] > 0 for o in out)
+    assert b.scenario("B", 8, 1).jobs[0].config["devices"] == list(range(8))
+
+
+def test_simulator_rejection_is_one_line(tmp_path):
+    spec = write(tmp_path, SPEC)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["run", str(spec), "--set", "no_such_tunable=5", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "no_such_tunable" in lines[0]
+    assert not out.exists()

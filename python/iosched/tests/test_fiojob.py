@@ -1,0 +1,152 @@
+import textwrap
+
+import pytest
+
+from iosched.errors import SpecError
+from iosched.fiojob import DeviceInfo, JobContext, RawJob, parse_jobfile, resolve_job
+
+CAP = 1000204886016
+
+
+def ctx(n_dev=1, cores=10, runtime=2 * 10**9, ramp=0, time_based=False):
+    return JobContext(devices=[DeviceInfo(f"/dev/nvme{i}n1", CAP, 512) for i in range(n_dev)], cores=cores,
+                      default_runtime_ns=runtime, default_ramp_ns=ramp, default_time_based=time_based)
+
+
+def write(tmp_path, text):
+    p = tmp_path / "jobs.fio"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_global_sections_overrides_flags_comments(tmp_path):
+    p = write(tmp_path, """\
+        ; a comment
+        # another
+        [global]
+        ioengine=libaio
+        direct=1
+        bs=4k        ; trailing comment
+        time_based
+        runtime=3
+
+        [lapp]
+        rw=randread
+        iodepth=1
+        cpus_allowed=0
+
+        [bg]
+        readwrite=randwrite
+        bs=128k
+        iodepth = 32
+        numjobs=4
+        cpus_allowed=1-4
+        cpus_allowed_policy=split
+        group_reporting
+        thinktime=50
+        startdelay=100ms
+        ramp_time=1
+        """)
+    jobs = parse_jobfile(p, "jobs.fio")
+    assert [j.name for j in jobs] == ["lapp", "bg"]
+    lapp = resolve_job(jobs[0], ctx()).config
+    bg_r = resolve_job(jobs[1], ctx())
+    bg = bg_r.config
+    assert lapp["rw"] == "randread" and lapp["bs_bytes"] == 4096 and lapp["ioengine"] == "libaio"
+    assert lapp["time_based"] is True and lapp["runtime_ns"] == 3 * 10**9
+    assert lapp["cpus_allowed"] == [0] and lapp["devices"] == [0]
+    assert lapp["size_bytes"] == CAP and lapp["offset_bytes"] == 0
+    assert bg["rw"] == "randwrite" and bg["bs_bytes"] == 128 * 1024 and bg["iodepth"] == 32
+    assert bg["numjobs"] == 4 and bg["cpus_allowed"] == [1, 2, 3, 4] and bg["cpus_split"] is True
+    assert bg["thinktime_ns"] == 50_000 and bg["start_ns"] == 100_000_000 and bg["ramp_ns"] == 10**9
+    assert bg_r.group_reporting is True
+    assert bg_r.options["readwrite"] == "randwrite" and bg_r.options["name"] == "bg"
+
+
+def test_global_after_job_does_not_apply(tmp_path):
+    p = write(tmp_path, "[a]\nrw=read\n[global]\nbs=8k\n[b]\nrw=write\n")
+    a, b = parse_jobfile(p, "jobs.fio")
+    assert "bs" not in a.options and b.options["bs"] == "8k"
+
+
+def test_defaults():
+    c = resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx()).config
+    assert (c["rw"], c["rwmixread"], c["bs_bytes"], c["iodepth"], c["numjobs"], c["ioengine"]) == \
+        ("read", 50, 4096, 1, 1, "io_uring")
+    assert c["cgroup_weight"] == 100 and c["cgroup"] == "" and c["prioclass"] == 0 and c["rate_iops"] == 0
+    assert c["time_based"] is False and c["cpus_allowed"] == [] and c["cpus_split"] is False
+
+
+def test_rw_aliases_and_mix():
+    c = resolve_job(RawJob("j", {"rw": "rw", "rwmixwrite": "30"}, "f", "[j]", "fio"), ctx()).config
+    assert c["rw"] == "readwrite" and c["rwmixread"] == 70
+
+
+def test_psync_forces_qd1():
+    r = resolve_job(RawJob("j", {"ioengine": "psync", "iodepth": "8"}, "f", "[j]", "fio"), ctx())
+    assert r.config["iodepth"] == 1 and "behaves as 1" in r.notes[0]
+
+
+def test_size_offset_percent():
+    c = resolve_job(RawJob("j", {"size": "50%", "offset": "10%"}, "f", "[j]", "fio"), ctx()).config
+    assert c["offset_bytes"] == int(CAP * 0.1) // 512 * 512
+    assert c["size_bytes"] == int(CAP * 0.5) // 512 * 512
+    c = resolve_job(RawJob("j", {"size": "1g", "offset": "4k"}, "f", "[j]", "fio"), ctx()).config
+    assert c["size_bytes"] == 1 << 30 and c["offset_bytes"] == 4096
+
+
+def test_filename_colon_list():
+    c = resolve_job(RawJob("j", {"filename": "/dev/nvme0n1:/dev/nvme2n1"}, "f", "[j]", "fio"), ctx(3)).config
+    assert c["devices"] == [0, 2]
+
+
+@pytest.mark.parametrize("opts,msg", [
+    ({"stonewall": None}, "jobs.fio: [j] stonewall: fio option not supported by iosched"),
+    ({"verify": "md5"}, "jobs.fio: [j] verify: fio option not supported by iosched"),
+    ({"filename": "/dev/nvme3n1"}, "jobs.fio: [j] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)"),
+    ({"direct": "0"}, "jobs.fio: [j] direct=0: buffered I/O is not modelled"),
+    ({"rw": "randread:8"}, "jobs.fio: [j] rw: \"randread:8\": the :N offset modifier"),
+    ({"rw": "trim"}, "jobs.fio: [j] rw: expected one of"),
+    ({"iodepth": "0"}, "jobs.fio: [j] iodepth: expected an integer >= 1, got 0"),
+    ({"bs": "4x"}, "jobs.fio: [j] bs: expected a size"),
+    ({"bs": "1000"}, "jobs.fio: [j] bs: expected a multiple of the logical block size 512"),
+    ({"bs": "4k,8k"}, "separate read/write block sizes"),
+    ({"cpus_allowed": "12"}, 'jobs.fio: [j] cpus_allowed "12": host has 10 cores (0-9)'),
+    ({"prio": "9"}, "jobs.fio: [j] prio: expected an integer in 0..7, got 9"),
+    ({"ioengine": "sync"}, "jobs.fio: [j] ioengine: expected one of io_uring, libaio, psync"),
+    ({"cgroup_weight": "0"}, "cgroup_weight: expected an integer in 1..1000, got 0"),
+    ({"size": "2t"}, "exceeds the device capacity"),
+    ({"time_based": "maybe"}, "time_based: expected 0 or 1"),
+])
+def test_option_errors(opts, msg):
+    with pytest.raises(SpecError) as e:
+        resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), ctx())
+    assert msg in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_runtime_required_without_size():
+    with pytest.raises(SpecError, match="runtime: required"):
+        resolve_job(RawJob("j", {}, "jobs.fio", "[j]", "fio"), ctx(runtime=None))
+    r = resolve_job(RawJob("j", {"size": "1m"}, "jobs.fio", "[j]", "fio"), ctx(runtime=None))
+    assert r.config["size_bytes"] == 1 << 20 and r.notes
+
+
+def test_parser_errors(tmp_path):
+    for text, msg in [("[global]\nbs=4k\n", "no job sections"), ("", "no jobs"),
+                      ("bs=4k\n[a]\n", "line 1: bs: option outside of a section"),
+                      ("[a]\ninclude other.fio\n", "include: not supported"),
+                      ("[a\nbs=4k\n", "expected a section header")]:
+        p = write(tmp_path, text)
+        with pytest.raises(SpecError) as e:
+            parse_jobfile(p, "jobs.fio")
+        assert msg in str(e.value) and str(e.value).startswith("jobs.fio")
+
+
+def test_toml_unknown_key():
+    with pytest.raises(SpecError) as e:
+        resolve_job(RawJob("bg", {"iodepht": 2}, "spec.toml", 'job "bg"', "toml"), ctx())
+    assert str(e.value) == 'spec.toml: job "bg": iodepht: unknown key (not a job option iosched supports)'
+    with pytest.raises(SpecError) as e:
+        resolve_job(RawJob("bg", {"iodepth": 0}, "spec.toml", 'job "bg"', "toml"), ctx())
+    assert str(e.value) == 'spec.toml: job "bg": iodepth: expected an integer >= 1, got 0'

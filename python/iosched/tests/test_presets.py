@@ -1,0 +1,75 @@
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from iosched import presets
+from iosched.cli import main
+from iosched.errors import SpecError
+
+from .conftest import DATA, REPO
+
+
+def test_repo_presets_load_with_full_provenance(monkeypatch):
+    """Every preset shipped in presets/ loads, matches config.rs's fields and has provenance for every leaf."""
+    root = REPO / "presets"
+    files = sorted(root.glob("*/*.toml")) if root.is_dir() else []
+    if not files:
+        pytest.skip("presets/ has no presets yet")
+    monkeypatch.setenv("IOSCHED_PRESETS", str(root))
+    loaded = presets.list_presets(root)
+    assert len(loaded) == len(files)
+    for p in loaded:
+        for key, _ in p.leaves():
+            assert p.provenance.get(key), f"{p.path}: {key} has no provenance"
+
+
+def test_fixture_presets():
+    loaded = presets.list_presets(DATA / "presets")
+    assert {(p.kind, p.name) for p in loaded} == {("device", "samsung-980pro-1tb"), ("host", "xeon-silver-4210r-10c")}
+    host = presets.load_preset("host", "xeon-silver-4210r-10c")
+    assert host.provenance["io_uring.submit_ns"] == "fixture"
+    assert host.params["io_uring"]["submit_ns"] == 1500
+
+
+def _copy(tmp_path):
+    dst = tmp_path / "presets"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(DATA / "presets", dst)
+    return dst / "hosts" / "xeon-silver-4210r-10c.toml"
+
+
+def test_missing_provenance_is_an_error(tmp_path):
+    f = _copy(tmp_path)
+    f.write_text(f.read_text().replace('"io_uring.complete_ns" = "fixture"\n', ""))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == f"{f}: provenance.io_uring.complete_ns: missing provenance for this parameter"
+
+
+def test_unknown_param_and_stray_provenance(tmp_path):
+    f = _copy(tmp_path)
+    f.write_text(f.read_text().replace("cores = 10\n", "cores = 10\nturbo = 1\n", 1))
+    with pytest.raises(SpecError, match="params.turbo: unknown parameter"):
+        presets.load_preset_file(f, "host")
+    f = _copy(tmp_path)
+    f.write_text(f.read_text() + 'bogus = "x"\n')
+    with pytest.raises(SpecError, match="provenance.bogus: provenance for a parameter that is not in"):
+        presets.load_preset_file(f, "host")
+
+
+def test_presets_dir_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("IOSCHED_PRESETS", str(tmp_path))
+    assert presets.presets_dir() == tmp_path
+    monkeypatch.delenv("IOSCHED_PRESETS")
+    assert presets.presets_dir().name == "presets"
+
+
+def test_presets_cli():
+    res = CliRunner().invoke(main, ["presets"])
+    assert res.exit_code == 0, res.output
+    assert "samsung-980pro-1tb" in res.output and "xeon-silver-4210r-10c" in res.output
+    res = CliRunner().invoke(main, ["presets", "xeon-silver-4210r-10c"])
+    assert res.exit_code == 0 and "io_uring.submit_ns" in res.output and "fixture" in res.output
+    res = CliRunner().invoke(main, ["presets", "nope"])
+    assert res.exit_code == 2 and res.output.startswith('error: unknown preset "nope"')

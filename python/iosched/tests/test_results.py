@@ -1,0 +1,110 @@
+"""Results files from a synthetic SimResult (no simulator needed)."""
+
+import json
+
+import pyarrow.parquet as pq
+
+from iosched.backends.sim import run_id
+from iosched.results import fio_json, job_rows, latency_buckets, write_run
+from iosched.spec import expand_runs, load_experiment
+
+from .test_spec import BASE, write
+
+PCTS = [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99]
+
+
+def direction(ios, base_ns):
+    if not ios:
+        return {"ios": 0, "bytes": 0, "clat_min_ns": 0, "clat_max_ns": 0, "clat_mean_ns": 0.0,
+                "clat_stddev_ns": 0.0, "percentiles": [], "bins": []}
+    return {"ios": ios, "bytes": ios * 4096, "clat_min_ns": base_ns, "clat_max_ns": base_ns * 30,
+            "clat_mean_ns": base_ns * 1.5, "clat_stddev_ns": base_ns * 0.3,
+            "percentiles": [[p, int(base_ns * (1 + p / 10))] for p in PCTS],
+            "bins": [[base_ns, ios - 3], [base_ns * 20, 2], [3_000_000_000, 1]]}
+
+
+def fake_result(run):
+    jobs = []
+    for j in run.jobs:
+        c = j.config
+        rd = direction(1000, 80_000) if "read" in c["rw"] else direction(0, 0)
+        wr = direction(500, 20_000) if "write" in c["rw"] else direction(0, 0)
+        procs = [{"clone": i, "core_affinity": c["cpus_allowed"], "read": rd, "write": wr, "usr_ns": 1000,
+                  "sys_ns": 5000, "context_switches": 3} for i in range(c["numjobs"])]
+        jobs.append({"name": c["name"], "window_ns": c["runtime_ns"], "read": rd, "write": wr,
+                     "usr_ns": 1000 * c["numjobs"], "sys_ns": 5000 * c["numjobs"],
+                     "context_switches": 3 * c["numjobs"], "processes": procs})
+    return {"sim_time_ns": 2_200_000_000, "events": 12345, "ios_completed": 4000, "window_start_ns": 200_000_000,
+            "window_ns": 2_000_000_000, "jobs": jobs,
+            "cores": [{"busy_ns": 100_000_000 * (i + 1), "lock_ns": 1_000_000} for i in range(run.host["cores"])],
+            "devices": [], "timeseries": [{"t_ns": 100_000_000, "source": "job", "subject": "lapp",
+                                           "metric": "iops", "value": 10.0}]}
+
+
+def runs(tmp_path):
+    return expand_runs(load_experiment(str(write(tmp_path, BASE.replace(
+        'numjobs = 2', 'numjobs = 2\ngroup_reporting = true')))))
+
+
+def test_fio_json_shape(tmp_path):
+    r = runs(tmp_path)[0]
+    doc = fio_json(r, fake_result(r))
+    assert doc["fio version"].startswith("iosched-") and doc["timestamp"] == 0 and doc["disk_util"] == []
+    assert [j["jobname"] for j in doc["jobs"]] == ["lapp", "bg"]  # bg has group_reporting: one entry
+    lapp = doc["jobs"][0]
+    assert lapp["read"]["iops"] == 500.0 and lapp["read"]["total_ios"] == 1000
+    assert lapp["read"]["clat_ns"]["percentile"]["99.000000"] == int(80_000 * 10.9)
+    assert lapp["read"]["clat_ns"]["percentile"]["99.990000"] > 0
+    assert lapp["read"]["clat_ns"]["bins"] == {"80000": 997, "1600000": 2, "3000000000": 1}
+    assert "bins" not in lapp["read"]["lat_ns"] and lapp["read"]["lat_ns"]["N"] == 1000
+    assert lapp["read"]["bw"] == int(1000 * 4096 / 2 / 1024) and lapp["read"]["runtime"] == 2000
+    assert lapp["write"]["total_ios"] == 0 and lapp["trim"]["total_ios"] == 0
+    assert lapp["job options"]["rw"] == "randread" and lapp["job options"]["iodepth"] == "1"
+    assert sum(lapp["latency_us"].values()) + sum(lapp["latency_ms"].values()) == 100.0
+    assert lapp["latency_ms"][">=2000"] == 0.1
+
+
+def test_fio_json_clones_without_group_reporting(tmp_path):
+    r = expand_runs(load_experiment(str(write(tmp_path, BASE))))[0]
+    doc = fio_json(r, fake_result(r))
+    assert [j["jobname"] for j in doc["jobs"]] == ["lapp", "bg", "bg"]
+
+
+def test_latency_buckets():
+    ns, us, ms = latency_buckets([{"bins": [[3, 1], [999, 1], [1500, 1], [1_000_000, 1], [5_000_000, 1],
+                                            [10_000_000_000, 1]]}])
+    assert ns["4"] == ns["1000"] == us["2"] == ms["2"] == ms["10"] == ms[">=2000"] == 100 / 6
+
+
+def test_rows_and_write_merge(tmp_path):
+    rs = runs(tmp_path)
+    out = tmp_path / "out"
+    for r in rs:
+        write_run(out, r, run_id(r), fake_result(r))
+    t = pq.read_table(out / "results.parquet").to_pylist()
+    assert len(t) == 4 and {row["run_id"] for row in t} == {run_id(r) for r in rs}
+    row = t[0]
+    assert row["backend"] == "sim" and row["job"] == "lapp" and row["read_iops"] == 500.0
+    assert row["read_clat_p99_ns"] == int(80_000 * 10.9) and row["write_ios"] == 0
+    assert len(row["core_busy"]) == 10 and abs(row["core_busy"][0] - 0.05) < 1e-12
+    assert row["lock_share"] == 10_000_000 / sum(100_000_000 * (i + 1) for i in range(10))
+    assert json.loads(row["sweep_point"]) == {} and row["devices"] == 1 and row["device"] == "samsung-980pro-1tb"
+    before = (out / "results.parquet").read_bytes()
+    write_run(out, rs[1], run_id(rs[1]), fake_result(rs[1]))   # same run again: replaced, not duplicated
+    assert (out / "results.parquet").read_bytes() == before
+    assert len(pq.read_table(out / "timeseries.parquet")) == 2
+    rid = run_id(rs[0])
+    spec = json.loads((out / "runs" / rid / "spec.json").read_text())
+    assert spec["run_id"] == rid and spec["sim_config"]["seed"] == rs[0].seed
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_rows_columns(tmp_path):
+    r = runs(tmp_path)[0]
+    cols = set(job_rows(r, "x", fake_result(r))[0])
+    for d in ("read", "write"):
+        for m in ("ios", "iops", "bw_bytes", "clat_mean_ns", "clat_p50_ns", "clat_p90_ns", "clat_p99_ns",
+                  "clat_p99_9_ns", "clat_p99_99_ns"):
+            assert f"{d}_{m}" in cols
+    assert {"usr_cpu", "sys_cpu", "core_busy", "lock_share", "sim_events", "window_ns", "numjobs"} <= cols
+    assert "wall_s" not in cols

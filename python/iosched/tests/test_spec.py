@@ -1,0 +1,187 @@
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from iosched.cli import main
+from iosched.errors import SpecError
+from iosched.spec import Overrides, device_names, expand_runs, load_experiment
+
+BASE = """\
+name = "lapp-vs-writers"
+duration = "2s"
+ramp = "200ms"
+repeat = 2
+seed = 7
+host = { preset = "xeon-silver-4210r-10c", cores = 10 }
+devices = [{ preset = "samsung-980pro-1tb", count = 1 }]
+scheduler = { name = "none" }
+
+[[job]]
+name = "lapp"
+rw = "randread"
+bs = "4k"
+iodepth = 1
+cpus_allowed = "0"
+
+[[job]]
+name = "bg"
+rw = "randwrite"
+iodepth = 32
+numjobs = 2
+cpus_allowed = "1-4"
+"""
+
+
+def write(tmp_path, text, name="spec.toml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_resolve_basic(tmp_path):
+    runs = expand_runs(load_experiment(str(write(tmp_path, BASE))))
+    assert len(runs) == 2
+    assert [r.seed for r in runs] == [7, 8] and [r.repetition for r in runs] == [0, 1]
+    r = runs[0]
+    assert r.experiment == "lapp-vs-writers" and r.scheduler == "none"
+    assert r.devices[0]["name"] == "/dev/nvme0n1" and r.host["cores"] == 10
+    lapp, bg = (j.config for j in r.jobs)
+    assert lapp["time_based"] is True and lapp["runtime_ns"] == 2 * 10**9 and lapp["ramp_ns"] == 200_000_000
+    assert bg["numjobs"] == 2 and bg["iodepth"] == 32 and bg["cpus_allowed"] == [1, 2, 3, 4]
+
+
+def test_sim_config_shape(tmp_path):
+    from iosched.backends.sim import build_config, run_id
+    runs = expand_runs(load_experiment(str(write(tmp_path, BASE))))
+    cfg = build_config(runs[0])
+    assert set(cfg) == {"seed", "host", "devices", "scheduler", "jobs", "sample_interval_ns"}
+    assert set(cfg["scheduler"]) == {"name", "tunables", "nr_requests"}
+    assert set(cfg["jobs"][0]) == {
+        "name", "rw", "rwmixread", "bs_bytes", "iodepth", "iodepth_batch_submit", "numjobs", "ioengine", "start_ns", "ramp_ns",
+        "runtime_ns", "time_based", "rate_iops", "thinktime_ns", "prioclass", "prio", "cgroup", "cgroup_weight",
+        "cpus_allowed", "cpus_split", "offset_bytes", "size_bytes", "devices"}
+    assert "name" in cfg["devices"][0] and "io_uring" in cfg["host"]
+    assert len(run_id(runs[0])) == 16 and run_id(runs[0]) != run_id(runs[1])
+
+
+def test_sweep_expansion(tmp_path):
+    text = BASE.replace("repeat = 2", "repeat = 1") + textwrap.dedent("""\
+        [sweep]
+        "job.bg.numjobs" = [1, 2, 4]
+        "devices.count" = [1, 2]
+        "scheduler.read_lat_nsec" = [1000, 2000]
+        """)
+    runs = expand_runs(load_experiment(str(write(tmp_path, text))))
+    assert len(runs) == 12
+    assert runs[0].sweep_point == {"job.bg.numjobs": 1, "devices.count": 1, "scheduler.read_lat_nsec": 1000}
+    assert runs[-1].sweep_point == {"job.bg.numjobs": 4, "devices.count": 2, "scheduler.read_lat_nsec": 2000}
+    assert runs[-1].jobs[1].config["numjobs"] == 4
+    assert [d["name"] for d in runs[-1].devices] == ["/dev/nvme0n1", "/dev/nvme1n1"]
+    assert runs[-1].tunables == {"read_lat_nsec": 2000}
+
+
+def test_sweep_times_repeat(tmp_path):
+    text = BASE + '[sweep]\nduration = ["1s", "500ms"]\n'
+    runs = expand_runs(load_experiment(str(write(tmp_path, text))))
+    assert [(r.sweep_point["duration"], r.repetition, r.seed) for r in runs] == \
+        [("1s", 0, 7), ("1s", 1, 8), ("500ms", 0, 7), ("500ms", 1, 8)]
+    assert runs[2].jobs[0].config["runtime_ns"] == 500_000_000
+
+
+def test_cli_overrides(tmp_path):
+    text = BASE + '[sweep]\n"devices.count" = [1, 2]\n'
+    ov = Overrides(devices=3, duration="100ms", seed=42, sets=["nr_requests=64", "foo=5"])
+    runs = expand_runs(load_experiment(str(write(tmp_path, text)), ov))
+    assert len(runs) == 2  # the devices.count axis is dropped by --devices
+    assert len(runs[0].devices) == 3 and runs[0].seed == 42 and runs[0].nr_requests == 64
+    assert runs[0].tunables == {"foo": 5} and runs[0].jobs[0].config["runtime_ns"] == 100_000_000
+
+
+def test_jobfile_in_spec(tmp_path):
+    write(tmp_path, "[global]\nbs=8k\n[a]\nrw=randread\n[b]\nrw=write\nruntime=1\n", "jobs.fio")
+    text = 'name = "x"\nduration = "2s"\njobfile = "jobs.fio"\n[[job]]\nname = "c"\n'
+    runs = expand_runs(load_experiment(str(write(tmp_path, text))))
+    a, b, c = (j.config for j in runs[0].jobs)
+    assert a["bs_bytes"] == 8192 and a["time_based"] is False and a["runtime_ns"] == 2 * 10**9
+    assert b["runtime_ns"] == 10**9 and c["time_based"] is True
+
+
+def test_device_names():
+    assert device_names(["nvme", "sata", "nvme", "sata"]) == ["/dev/nvme0n1", "/dev/sda", "/dev/nvme1n1", "/dev/sdb"]
+
+
+# ------------------------------------------------------------------ CLI errors: one line, exit 2, OUT untouched
+
+def run_cli(args):
+    return CliRunner().invoke(main, args)
+
+
+def assert_one_line_error(res, *needles):
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.output
+    assert lines[0].startswith("error: "), lines[0]
+    assert "Traceback" not in res.output
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("mutate,needles", [
+    (lambda t: t.replace('seed = 7', 'seed = 7\nsed = 1'), ["spec.toml: sed: unknown key"]),
+    (lambda t: t.replace('count = 1 }', 'count = 1, colour = "red" }'), ["devices[0].colour: unknown key"]),
+    (lambda t: t.replace('cores = 10', 'cores = 10, turbo = true'), ["host.turbo: unknown key"]),
+    (lambda t: t.replace("iodepth = 32", "iodepth = 0"),
+     ['spec.toml: job "bg": iodepth: expected an integer >= 1, got 0']),
+    (lambda t: t.replace("iodepth = 32", "iodpth = 3"), ['job "bg": iodpth: unknown key']),
+    (lambda t: t.replace('cpus_allowed = "0"', 'cpus_allowed = "12"'),
+     ['spec.toml: job "lapp": cpus_allowed "12": host has 10 cores (0-9)']),
+    (lambda t: t.replace('bs = "4k"', 'bs = "4q"'), ['job "lapp": bs: expected a size', '"4q"']),
+    (lambda t: t.replace('duration = "2s"', 'duration = "2 fortnights"'), ["spec.toml: duration: expected a time"]),
+    (lambda t: t.replace('cores = 10', 'cores = 12'), ["host.cores: expected at most 10"]),
+    (lambda t: t.replace('preset = "samsung-980pro-1tb"', 'preset = "nope"'),
+     ['devices[0].preset: unknown device preset "nope"']),
+    (lambda t: t.replace('name = "none"', 'name = "cfq"'), ['scheduler.name: unknown scheduler "cfq"']),
+    (lambda t: t.replace('name = "none"', 'name = "none", read_lat_nsec = "x"'), ["scheduler.read_lat_nsec"]),
+    (lambda t: t.replace("repeat = 2", "repeat = 0"), ["spec.toml: repeat: expected an integer >= 1, got 0"]),
+    (lambda t: t.replace("repeat = 2", 'repeat = "2"'), ["spec.toml: repeat: expected an integer"]),
+    (lambda t: t + '[sweep]\n"job.nobody.numjobs" = [1]\n', ['sweep."job.nobody.numjobs": no job named']),
+    (lambda t: t + '[sweep]\n"host.turbo" = [1]\n', ['sweep."host.turbo": unknown sweep axis']),
+    (lambda t: t + '[sweep]\n"job.bg.iodepth" = [4, 0]\n', ['iodepth: expected an integer >= 1, got 0',
+                                                          'sweep point job.bg.iodepth=0']),
+    (lambda t: t.replace("[[job]]\nname = \"bg\"", "[[job]]\nname = \"lapp\""), ["duplicate job name"]),
+    (lambda t: t + "\nthis is not toml", ["spec.toml: invalid TOML"]),
+    (lambda t: t.replace("iodepth = 32", "stonewall = true"), ['job "bg": stonewall: fio option not supported']),
+])
+def test_cli_spec_errors(tmp_path, mutate, needles):
+    spec = write(tmp_path, mutate(BASE))
+    out = tmp_path / "out"
+    res = run_cli(["run", str(spec), "--out", str(out)])
+    assert_one_line_error(res, *needles)
+    assert not out.exists()
+
+
+def test_cli_jobfile_errors(tmp_path):
+    out = tmp_path / "out"
+    jf = write(tmp_path, "[bg]\nrw=randwrite\nstonewall\nruntime=1\n", "jobs.fio")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
+                          f"error: {jf}: [bg] stonewall: fio option not supported by iosched")
+    jf = write(tmp_path, "[lapp]\nrw=randread\nfilename=/dev/nvme3n1\nruntime=1\n", "jobs.fio")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
+                          "[lapp] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)")
+    jf = write(tmp_path, "[lapp]\nrw=randread\n", "jobs.fio")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]), "[lapp] runtime: required")
+    jf = write(tmp_path, "[lapp]\nrw=randread\nruntime=1\n", "jobs.fio")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out), "--set", "read_lat_nsec=abc"]),
+                          "error: --set: read_lat_nsec=abc: expected an integer")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out), "--duration", "soon"]),
+                          "error: --duration: expected a time")
+    assert_one_line_error(run_cli(["run", str(jf), "--out", str(out), "--host", "nope"]),
+                          'host.preset: unknown host preset "nope"')
+    assert_one_line_error(run_cli(["run", str(tmp_path / "missing.toml"), "--out", str(out)]), "no such file")
+    assert not out.exists()
+
+
+def test_load_errors_are_spec_errors(tmp_path):
+    with pytest.raises(SpecError):
+        load_experiment(str(write(tmp_path, 'name = "x"\n')))  # no jobs
