@@ -110,3 +110,30 @@ impl BlockQueue {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_an_elevator_requests_hold_driver_tags() {
+        let mut queue = BlockQueue::new(iosched_policy::by_name("none", 2).unwrap(), 2, 3, None);
+        assert!(!queue.has_elevator);
+        assert_eq!(queue.free_tags(), (6, 6));
+        for _ in 0..3 {
+            assert!(queue.try_take_request_tag(0));
+        }
+        assert!(
+            !queue.try_take_request_tag(0),
+            "queue depth 3 per hardware queue"
+        );
+        assert!(queue.try_take_request_tag(1));
+        assert!(
+            queue.can_dispatch(0) && queue.try_take_driver_tag(0),
+            "the request already holds its tag"
+        );
+        queue.release_tags(0, 0);
+        assert!(queue.try_take_request_tag(0));
+        assert!(queue.lock_for(0).is_none(), "none has no shared lock");
+    }
+}

@@ -82,3 +82,82 @@ impl Generator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IoEngine;
+
+    fn job(rw: Rw, devices: Vec<u32>) -> JobConfig {
+        JobConfig {
+            name: "j".into(),
+            rw,
+            rwmixread: 70,
+            bs_bytes: 4096,
+            iodepth: 1,
+            iodepth_batch_submit: 1,
+            numjobs: 1,
+            ioengine: IoEngine::IoUring,
+            start_ns: 0,
+            ramp_ns: 0,
+            runtime_ns: 1,
+            time_based: true,
+            rate_iops: 0,
+            thinktime_ns: 0,
+            prioclass: 0,
+            prio: 4,
+            cgroup: String::new(),
+            cgroup_weight: 100,
+            cpus_allowed: Vec::new(),
+            cpus_split: false,
+            offset_bytes: 1 << 20,
+            size_bytes: 0,
+            devices,
+        }
+    }
+
+    #[test]
+    fn random_offsets_stay_block_aligned_inside_the_region() {
+        let mut g = Generator::new(&job(Rw::Randread, vec![0]), process_rng(1, 0, 0), 64 * 4096);
+        for _ in 0..1000 {
+            let io = g.next();
+            assert!(!io.write);
+            assert!(io.offset_bytes >= 1 << 20 && io.offset_bytes < (1 << 20) + 64 * 4096);
+            assert_eq!(io.offset_bytes % 4096, 0);
+        }
+    }
+
+    #[test]
+    fn sequential_walks_and_wraps_per_device_round_robin() {
+        let mut g = Generator::new(&job(Rw::Write, vec![0, 1]), process_rng(1, 0, 0), 2 * 4096);
+        let got: Vec<(usize, u64)> = (0..6)
+            .map(|_| g.next())
+            .map(|io| (io.device_slot, io.offset_bytes - (1 << 20)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(0, 0), (1, 0), (0, 4096), (1, 4096), (0, 0), (1, 0)]
+        );
+    }
+
+    #[test]
+    fn rwmixread_sets_the_share_of_reads() {
+        let mut g = Generator::new(&job(Rw::Randrw, vec![0]), process_rng(1, 0, 0), 1 << 30);
+        let reads = (0..10_000).filter(|_| !g.next().write).count();
+        assert!((6_800..7_200).contains(&reads), "{reads}");
+    }
+
+    #[test]
+    fn streams_differ_between_processes_and_repeat_for_the_same_one() {
+        let offsets = |clone: u32| {
+            let mut g = Generator::new(
+                &job(Rw::Randread, vec![0]),
+                process_rng(7, 0, clone),
+                1 << 30,
+            );
+            (0..8).map(|_| g.next().offset_bytes).collect::<Vec<_>>()
+        };
+        assert_eq!(offsets(0), offsets(0));
+        assert_ne!(offsets(0), offsets(1));
+    }
+}
