@@ -1,0 +1,149 @@
+"""The calibration inputs of each preset pair, as runnable scenarios with their targets.
+
+Each target is a number a seed paper measured and that ../shared/reference/targets.md lists as a calibration input
+for that paper's hardware. `measure()` runs the scenarios in the simulator; the preset tests assert each lands
+within its tolerance, and `python -m iosched.calibration` prints the table used in presets/README.md.
+Findings (everything not listed here) are never fitted: they live with the paper experiments.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .presets import load_preset
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    rw: str
+    iodepth: int
+    cores: list[int]
+    bs_bytes: int = 4096
+    numjobs: int = 1
+    ioengine: str = "io_uring"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    source: str
+    host: str
+    device: str
+    jobs: tuple[Job, ...]
+    metric: str  # "read_kiops", "write_kiops", "read_p99_us", "read_mean_us", "write_p99_us"
+    job: str
+    paper_value: float
+    tolerance: float = 0.10
+    runtime_s: float = 0.3
+    ramp_s: float = 0.05
+
+
+def sim_config(host: str, device: str, jobs: tuple[Job, ...], runtime_s: float, ramp_s: float, seed: int = 1,
+               scheduler: str = "none") -> dict[str, Any]:
+    """A SimConfig (crates/iosched-sim/src/config.rs) for fio-like jobs on one device, straight from presets."""
+    host_params = dict(load_preset("host", host).params)
+    device_params = dict(load_preset("device", device).params)
+    device_params["name"] = "/dev/sda" if device_params["interface"] == "sata" else "/dev/nvme0n1"
+    return {
+        "seed": seed,
+        "host": host_params,
+        "devices": [device_params],
+        "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None},
+        "sample_interval_ns": 100_000_000,
+        "jobs": [
+            {
+                "name": j.name, "rw": j.rw, "rwmixread": 50, "bs_bytes": j.bs_bytes, "iodepth": j.iodepth,
+                "iodepth_batch_submit": 1, "numjobs": j.numjobs, "ioengine": j.ioengine, "start_ns": 0,
+                "ramp_ns": int(ramp_s * 1e9), "runtime_ns": int(runtime_s * 1e9), "time_based": True,
+                "rate_iops": 0, "thinktime_ns": 0, "prioclass": 0, "prio": 4, "cgroup": "", "cgroup_weight": 100,
+                "cpus_allowed": j.cores, "cpus_split": True, "offset_bytes": 0, "size_bytes": 0, "devices": [0],
+            }
+            for j in jobs
+        ],
+    }
+
+
+def _percentile(direction: dict[str, Any], pct: float) -> float:
+    return dict((p, v) for p, v in direction["percentiles"])[pct]
+
+
+METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
+    "read_kiops": lambda job: job["read"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "write_kiops": lambda job: job["write"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "read_mean_us": lambda job: job["read"]["clat_mean_ns"] / 1e3,
+    "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
+    "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
+    "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
+}
+
+_980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
+_970 = ("i5-4590-4c", "samsung-970evo-250gb")
+_P4500 = ("2x-e5-2620-16c", "intel-p4500-2tb")
+
+TARGETS: tuple[Target, ...] = (
+    Target("QD1 randread mean", "seed 000 §2.1", *_980, (Job("r", "randread", 1, [0]),), "read_mean_us", "r", 66.0),
+    Target("QD1 randread P99", "seed 000 §2.1", *_980, (Job("r", "randread", 1, [0]),), "read_p99_us", "r", 78.3),
+    Target("1 core QD64 randread", "seed 000 §3.1", *_980, (Job("r", "randread", 64, [0]),), "read_kiops", "r", 370.0),
+    Target("4 cores randread", "seed 000 §3.2", *_980,
+           (Job("r", "randread", 128, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 774.0),
+    Target("W1 randwrite IOPS", "seed 003 baseline", *_980, (Job("w", "randwrite", 1, [0]),), "write_kiops", "w", 62.3),
+    Target("W1 randwrite P99", "seed 003 baseline", *_980, (Job("w", "randwrite", 1, [0]),), "write_p99_us", "w", 23.1),
+    # Sustained: the 1 GiB write buffer must fill first (about 1 s at the CPU-bound burst rate), so measure after.
+    Target("W256 randwrite sustained", "seed 003 baseline", *_980, (Job("w", "randwrite", 256, [0]),),
+           "write_kiops", "w", 70.0, runtime_s=2.0, ramp_s=2.0),
+    # Seed 002 Table I (measured column), Samsung 970 EVO 250 GB half trimmed. Sequential figures are stated in KIOPS
+    # of 128 KiB (the datasheet's transfer size): 3,070 MB/s = 23.42 KIOPS, 320 MB/s = 2.441 KIOPS.
+    Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
+    Target("970 QD32x4 randread", "seed 002 Table I", *_970,
+           (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),
+    Target("970 QD1 randwrite", "seed 002 Table I", *_970, (Job("w", "randwrite", 1, [0]),), "write_kiops", "w", 80.0),
+    Target("970 QD32x4 randwrite burst", "seed 002 Table I", *_970,
+           (Job("w", "randwrite", 32, [0, 1, 2, 3], numjobs=4),), "write_kiops", "w", 344.0),
+    # Sustained: the 13 GB TurboWrite buffer fills in ~12 s at the burst rate, so measure after that.
+    Target("970 QD32x4 randwrite sust.", "seed 002 Table I", *_970,
+           (Job("w", "randwrite", 32, [0, 1, 2, 3], numjobs=4),), "write_kiops", "w", 73.0, runtime_s=2.0, ramp_s=14.0),
+    Target("970 seq read 128K (KIOPS)", "seed 002 Table I", *_970,
+           (Job("r", "read", 32, [0], bs_bytes=131072),), "read_kiops", "r", 23.42),
+    Target("970 seq write sust. 128K", "seed 002 Table I", *_970,
+           (Job("w", "write", 32, [0], bs_bytes=131072),), "write_kiops", "w", 2.441, runtime_s=2.0, ramp_s=14.0),
+    # Seed 001's calibration inputs: the Intel DC P4500 2 TB datasheet (sequential in KIOPS of 128 KiB: 3.2 GB/s =
+    # 24.41 KIOPS, 1.05 GB/s = 8.011 KIOPS). The preset is fresh (seed 001's setup), so the datasheet's steady-state
+    # 38 KIOPS random write, a preconditioned figure, is checked by hand only (presets/README.md).
+    Target("P4500 QD1 randread mean", "P4500 datasheet", *_P4500, (Job("r", "randread", 1, [0], ioengine="libaio"),),
+           "read_mean_us", "r", 85.0),
+    Target("P4500 QD1 randwrite mean", "P4500 datasheet", *_P4500, (Job("w", "randwrite", 1, [0], ioengine="libaio"),),
+           "write_mean_us", "w", 20.0),
+    Target("P4500 QD256 randread", "P4500 datasheet", *_P4500,
+           (Job("r", "randread", 64, [0, 1, 2, 3], numjobs=4, ioengine="libaio"),), "read_kiops", "r", 490.0),
+    Target("P4500 seq read 128K (KIOPS)", "P4500 datasheet", *_P4500,
+           (Job("r", "read", 32, [0], bs_bytes=131072, ioengine="libaio"),), "read_kiops", "r", 24.41),
+    # Sustained: measured after the 128 MiB write cache has filled (well under 0.5 s).
+    Target("P4500 seq write 128K (KIOPS)", "P4500 datasheet", *_P4500,
+           (Job("w", "write", 32, [0], bs_bytes=131072, ioengine="libaio"),), "write_kiops", "w", 8.011, runtime_s=1.0, ramp_s=0.5),
+)
+
+
+def measure(target: Target, seed: int = 1) -> float:
+    from . import _native
+
+    config = sim_config(target.host, target.device, target.jobs, target.runtime_s, target.ramp_s, seed)
+    result = json.loads(_native.simulate(json.dumps(config)))
+    job = next(j for j in result["jobs"] if j["name"] == target.job)
+    return METRICS[target.metric](job)
+
+
+def main() -> None:
+    print(f"| {'target':28} | {'source':18} | {'paper':>8} | {'iosched':>8} | {'ratio':>6} |")
+    print(f"|{'-' * 30}|{'-' * 20}|{'-' * 10}|{'-' * 10}|{'-' * 8}|")
+    for target in TARGETS:
+        value = measure(target)
+        ratio = value / target.paper_value
+        flag = "" if abs(ratio - 1) <= target.tolerance else "  OUT"
+        print(f"| {target.name:28} | {target.source:18} | {target.paper_value:8.1f} | {value:8.1f} | {ratio:6.3f} |{flag}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""The presets meet their calibration inputs (../shared/reference/targets.md) in the simulator."""
+
+import pytest
+
+from iosched import calibration, presets
+
+from .conftest import REPO, native_or_skip
+
+
+@pytest.fixture(autouse=True)
+def real_presets(monkeypatch):
+    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+    presets._cache.clear()
+
+
+@pytest.mark.parametrize("target", calibration.TARGETS, ids=lambda t: f"{t.device}:{t.name}")
+def test_preset_meets_its_calibration_input(target):
+    native_or_skip()
+    value = calibration.measure(target)
+    assert value == pytest.approx(target.paper_value, rel=target.tolerance), (
+        f"{target.name} ({target.source}): paper {target.paper_value}, simulated {value:.2f}"
+    )
