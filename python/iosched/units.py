@@ -87,22 +87,22 @@ def parse_time(value: object, *, default_unit: str = "s", file: str | None = Non
 _UNIT_NAMES = {"s": "seconds", "us": "microseconds", "ms": "milliseconds", "ns": "nanoseconds"}
 
 
+def _format_scaled(n: float, base: int, prefixes: tuple[str, ...]) -> str:
+    for prefix in prefixes:
+        if abs(n) < base or prefix == prefixes[-1]:
+            return f"{n:.0f}B" if prefix == "" else f"{n:.1f}{prefix}B"
+        n /= base
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def format_bytes_iec(n: float) -> str:
     """fio-style binary size: 56.6MiB."""
-    for unit in ("", "Ki", "Mi", "Gi", "Ti", "Pi"):
-        if abs(n) < 1024 or unit == "Pi":
-            return f"{n:.0f}{unit}B" if unit == "" else f"{n:.1f}{unit}B"
-        n /= 1024
-    return f"{n}B"  # pragma: no cover
+    return _format_scaled(n, 1024, ("", "Ki", "Mi", "Gi", "Ti", "Pi"))
 
 
 def format_bytes_si(n: float) -> str:
     """fio-style decimal size: 59.4MB."""
-    for unit in ("", "k", "M", "G", "T", "P"):
-        if abs(n) < 1000 or unit == "P":
-            return f"{n:.0f}{unit}B" if unit == "" else f"{n:.1f}{unit}B"
-        n /= 1000
-    return f"{n}B"  # pragma: no cover
+    return _format_scaled(n, 1000, ("", "k", "M", "G", "T", "P"))
 
 
 def format_count(n: float) -> str:

@@ -538,6 +538,19 @@ mod tests {
         }
     }
 
+    /// `count` 4 KiB writes to consecutive offsets on submission queue 0, request ids 0..count.
+    fn submit_writes(device: &mut Device, events: &mut EventQueue, count: u32) {
+        for i in 0..count {
+            let command = Command {
+                request: i,
+                write: true,
+                offset_bytes: i as u64 * 4096,
+                bytes: 4096,
+            };
+            device.submit(0, command, events);
+        }
+    }
+
     fn run_until_idle(device: &mut Device, events: &mut EventQueue) -> Vec<(u64, u32)> {
         let mut completions = Vec::new();
         while let Some((at, event)) = events.pop() {
@@ -605,18 +618,7 @@ mod tests {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
         let mut events = EventQueue::new();
         // 1 MiB buffer = 256 writes of 4 KiB; submit 1024.
-        for i in 0..1024u32 {
-            device.submit(
-                0,
-                Command {
-                    request: i,
-                    write: true,
-                    offset_bytes: i as u64 * 4096,
-                    bytes: 4096,
-                },
-                &mut events,
-            );
-        }
+        submit_writes(&mut device, &mut events, 1024);
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 1024);
         let mut times: Vec<u64> = done.iter().map(|d| d.0).collect();
@@ -636,18 +638,7 @@ mod tests {
     fn a_read_behind_a_stalled_write_waits_for_buffer_space() {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 2, 1);
         let mut events = EventQueue::new();
-        for i in 0..512u32 {
-            device.submit(
-                0,
-                Command {
-                    request: i,
-                    write: true,
-                    offset_bytes: i as u64 * 4096,
-                    bytes: 4096,
-                },
-                &mut events,
-            );
-        }
+        submit_writes(&mut device, &mut events, 512);
         // Let the buffer fill and the front-end stall on a write, then a read arrives on another queue.
         while device.stats.write_ios < 256 {
             match events.pop().unwrap().1 {
@@ -685,18 +676,7 @@ mod tests {
         assert!((valid - 0.882).abs() < 0.001, "{valid}");
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
-        for i in 0..2048u32 {
-            device.submit(
-                0,
-                Command {
-                    request: i,
-                    write: true,
-                    offset_bytes: i as u64 * 4096,
-                    bytes: 4096,
-                },
-                &mut events,
-            );
-        }
+        submit_writes(&mut device, &mut events, 2048);
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 2048);
         assert!(device.stats.erases > 0 && device.stats.gc_program_units > 0);
