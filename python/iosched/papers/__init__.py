@@ -1,0 +1,1 @@
+"""The seed papers' experiments, each with the paper's numbers, runnable in the simulator."""
