@@ -4,8 +4,6 @@
 //! when it becomes runnable: `run` returns when it ends. Switching a core to another process costs a context switch;
 //! a process woken from sleep pays the sleep/wake path. Busy time is counted only inside the measurement window.
 
-use crate::config::EngineCost;
-
 pub struct Core {
     pub free_at_ns: u64,
     last_process: u32,
@@ -118,24 +116,6 @@ impl Host {
             }
         }
         best
-    }
-}
-
-/// The CPU cost of one I/O through an engine, split the way the process sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct PathCost {
-    pub submit_ns: u64,
-    pub complete_ns: u64,
-    pub sleep_wake_ns: u64,
-}
-
-impl From<&EngineCost> for PathCost {
-    fn from(cost: &EngineCost) -> Self {
-        Self {
-            submit_ns: cost.submit_ns,
-            complete_ns: cost.complete_ns,
-            sleep_wake_ns: cost.sleep_wake_ns,
-        }
     }
 }
 

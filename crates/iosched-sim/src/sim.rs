@@ -14,10 +14,10 @@
 use iosched_policy::{AfterCompletion, IoprioClass, Op, Request, SECTOR_BYTES};
 
 use crate::blk::BlockQueue;
-use crate::config::{IoEngine, Rw, SimConfig};
+use crate::config::{EngineCost, IoEngine, SimConfig};
 use crate::device::{Command, Device};
 use crate::engine::{Event, EventQueue};
-use crate::host::{CpuAccount, Host, PathCost};
+use crate::host::{CpuAccount, Host};
 use crate::metrics::LatencyStats;
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
 use crate::workload::{process_rng, Generator};
@@ -68,7 +68,7 @@ struct Process {
     issue_pending: bool,
     stopped: bool,
     finished_ns: Option<u64>,
-    cost: PathCost,
+    cost: EngineCost,
     ioprio_class: IoprioClass,
     ioprio_level: u8,
     cgroup: u32,
@@ -76,7 +76,6 @@ struct Process {
     read: LatencyStats,
     write: LatencyStats,
     cpu: CpuAccount,
-    usr_fraction: f64,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -315,7 +314,7 @@ impl<'c> Simulation<'c> {
                     issue_pending: false,
                     stopped: false,
                     finished_ns: None,
-                    cost: PathCost::from(engine),
+                    cost: engine.clone(),
                     ioprio_class: IoprioClass::from_fio(job.prioclass).unwrap_or(IoprioClass::None),
                     ioprio_level: job.prio as u8,
                     cgroup,
@@ -323,7 +322,6 @@ impl<'c> Simulation<'c> {
                     read: LatencyStats::default(),
                     write: LatencyStats::default(),
                     cpu: CpuAccount::default(),
-                    usr_fraction: engine.usr_fraction,
                 });
             }
         }
@@ -879,7 +877,7 @@ impl<'c> Simulation<'c> {
             let job = &mut jobs[proc.job as usize];
             let end = proc.finished_ns.unwrap_or(proc.end_ns).min(proc.end_ns);
             job.window_ns = job.window_ns.max(end.saturating_sub(proc.stats_start_ns));
-            let usr_ns = (proc.cpu.cpu_ns as f64 * proc.usr_fraction).round() as u64;
+            let usr_ns = (proc.cpu.cpu_ns as f64 * proc.cost.usr_fraction).round() as u64;
             let sys_ns = proc.cpu.cpu_ns - usr_ns;
             job.usr_ns += usr_ns;
             job.sys_ns += sys_ns;
@@ -921,14 +919,5 @@ impl<'c> Simulation<'c> {
             devices: self.devices.iter().map(|d| d.stats.clone()).collect(),
             timeseries: self.timeseries,
         }
-    }
-}
-
-/// Whether `rw` issues reads, writes or both (for callers deciding which directions to report).
-pub fn directions(rw: Rw) -> (bool, bool) {
-    match rw {
-        Rw::Read | Rw::Randread => (true, false),
-        Rw::Write | Rw::Randwrite => (false, true),
-        Rw::Randrw | Rw::Readwrite => (true, true),
     }
 }
