@@ -23,7 +23,15 @@ DEFAULT_HOST = "xeon-silver-4210r-10c"
 DEFAULT_DEVICE = "samsung-980pro-1tb"
 DEFAULT_SCHEDULER = "none"
 # Scheduler names the simulator knows (the Rust side validates too).  Extend as policies land.
-KNOWN_SCHEDULERS = ("none",)
+
+
+def known_schedulers() -> tuple[str, ...] | None:
+    """Scheduler names the simulator accepts (from the native module: one list, kept in iosched-policy)."""
+    try:
+        from . import _native
+    except ImportError:
+        return None  # nothing can run without it; the check happens where the simulator is called
+    return tuple(_native.schedulers())
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
 
 
@@ -352,9 +360,10 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     for cfg, name in zip(devices, device_names([d["interface"] for d in devices])):
         cfg["name"] = name
     sched = spec.scheduler
-    if sched.name not in KNOWN_SCHEDULERS:
+    known = known_schedulers()
+    if known is not None and sched.name not in known:
         raise SpecError(file, "scheduler.name", f"unknown scheduler {show(sched.name)} "
-                        f"(the simulator knows: {', '.join(KNOWN_SCHEDULERS)})")
+                        f"(the simulator knows: {', '.join(known)})")
     tunables: dict[str, int] = {}
     for k, v in (sched.model_extra or {}).items():
         if isinstance(v, bool) or not isinstance(v, int):

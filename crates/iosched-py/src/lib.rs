@@ -42,9 +42,16 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// Scheduler names the simulator accepts, as users type them.
+#[pyfunction]
+fn schedulers() -> Vec<&'static str> {
+    iosched_sim::SCHEDULERS.to_vec()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     Ok(())
 }

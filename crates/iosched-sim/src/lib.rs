@@ -13,6 +13,7 @@ pub mod sim;
 pub mod workload;
 
 pub use config::SimConfig;
+pub use iosched_policy::SCHEDULERS;
 pub use result::SimResult;
 
 /// Run one simulation. `progress` is called with the fraction of simulated time done; returning false aborts.
