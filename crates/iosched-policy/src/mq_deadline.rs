@@ -504,3 +504,518 @@ impl Elevator for MqDeadline {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = NS_PER_MS;
+
+    fn rq(id: u32, op: Op, sector: u64, class: IoprioClass) -> Request {
+        Request {
+            id,
+            op,
+            sector,
+            nr_sectors: 8,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: class,
+            ioprio_level: 4,
+            process: 0,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync: true,
+            start_ns: 0,
+        }
+    }
+
+    fn read(id: u32, sector: u64) -> Request {
+        rq(id, Op::Read, sector, IoprioClass::None)
+    }
+
+    fn write(id: u32, sector: u64) -> Request {
+        rq(id, Op::Write, sector, IoprioClass::None)
+    }
+
+    fn with(tunables: &[(&str, i64)]) -> MqDeadline {
+        let mut dd = MqDeadline::new();
+        for &(name, value) in tunables {
+            dd.set_tunable(name, value).unwrap();
+        }
+        dd
+    }
+
+    /// Dispatch `n` times at `now` (hctx is irrelevant: one shared instance), returning the ids.
+    fn take(dd: &mut MqDeadline, n: usize, now: u64) -> Vec<u32> {
+        (0..n)
+            .filter_map(|i| dd.dispatch(i as u32 % 2, now).map(|r| r.id))
+            .collect()
+    }
+
+    fn stat(dd: &MqDeadline, name: &str) -> f64 {
+        dd.introspect()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn serves_reads_in_sector_order_within_a_batch() {
+        let mut dd = MqDeadline::new();
+        dd.insert(read(1, 300), 0);
+        dd.insert(read(2, 100), 0);
+        dd.insert(read(3, 200), 0);
+        assert_eq!(
+            take(&mut dd, 1, 0),
+            [2],
+            "lowest sector first, not arrival order"
+        );
+        // Arrives behind the scan position: the batch goes on upwards and only then wraps to the FIFO head.
+        dd.insert(read(4, 50), 0);
+        assert_eq!(take(&mut dd, 3, 0), [3, 1, 4]);
+        assert_eq!(
+            stat(&dd, "batching"),
+            1.0,
+            "sector 50 started a new batch from the FIFO"
+        );
+        assert!(!dd.has_work(0));
+        assert_eq!(dd.dispatch(0, 0), None);
+    }
+
+    #[test]
+    fn after_writes_starved_read_batches_a_write_batch_is_served() {
+        // fifo_batch 2, writes_starved 2 (default).
+        let mut dd = with(&[("fifo_batch", 2)]);
+        for i in 0..7 {
+            dd.insert(read(i, i as u64 * 8), 0);
+        }
+        assert_eq!(
+            take(&mut dd, 1, 0),
+            [0],
+            "a read batch starts before any write waits"
+        );
+        dd.insert(write(100, 1000), 0);
+        assert_eq!(take(&mut dd, 1, 0), [1], "batch continues: reads 0, 1");
+        // Batch boundary with a write waiting: starved 0 -> 1, reads again.
+        assert_eq!(take(&mut dd, 2, 0), [2, 3]);
+        assert_eq!(stat(&dd, "starved"), 1.0);
+        // starved 1 -> 2, reads again.
+        assert_eq!(take(&mut dd, 2, 0), [4, 5]);
+        assert_eq!(stat(&dd, "starved"), 2.0);
+        // starved 2 >= writes_starved: the write gets its batch, starved resets.
+        assert_eq!(take(&mut dd, 1, 0), [100]);
+        assert_eq!(stat(&dd, "starved"), 0.0);
+        assert_eq!(take(&mut dd, 2, 0), [6]);
+    }
+
+    #[test]
+    fn writes_alone_are_served_and_reads_win_by_default() {
+        let mut dd = with(&[("fifo_batch", 1)]);
+        dd.insert(write(1, 0), 0);
+        dd.insert(read(2, 0), 0);
+        dd.insert(write(3, 8), 0);
+        // last_dir starts as write (as in the kernel), so a fresh scheduler continues a "write batch" first.
+        assert_eq!(take(&mut dd, 1, 0), [1]);
+        // batch over: reads pending, writes pending, starved 0 < 2 -> read.
+        assert_eq!(take(&mut dd, 2, 0), [2, 3]);
+    }
+
+    #[test]
+    fn an_expired_request_is_served_first_even_out_of_sector_order() {
+        let setup = || {
+            let mut dd = with(&[("fifo_batch", 1)]);
+            dd.insert(read(1, 1000), 0); // deadline 500 ms
+            dd.insert(read(2, 10), 100 * MS);
+            dd.insert(read(3, 20), 100 * MS);
+            assert_eq!(
+                take(&mut dd, 1, 100 * MS),
+                [2],
+                "nothing expired: sector order"
+            );
+            dd
+        };
+        let mut early = setup();
+        assert_eq!(
+            take(&mut early, 2, 400 * MS),
+            [3, 1],
+            "not expired at 400 ms"
+        );
+
+        let mut late = setup();
+        assert_eq!(
+            take(&mut late, 1, 500 * MS),
+            [1],
+            "expired at 500 ms: FIFO head"
+        );
+        // The scan position is now sector 1000; nothing lies past it, so the FIFO head again.
+        assert_eq!(take(&mut late, 1, 500 * MS), [3]);
+    }
+
+    #[test]
+    fn an_expired_request_waits_for_the_current_batch_to_end() {
+        let mut dd = with(&[("fifo_batch", 3)]);
+        dd.insert(read(1, 1000), 0);
+        dd.insert(read(2, 10), 0);
+        dd.insert(read(3, 20), 0);
+        dd.insert(read(4, 30), 0);
+        dd.insert(read(5, 40), 0);
+        assert_eq!(take(&mut dd, 1, 0), [2]);
+        // Everything has expired, but the batch (3 requests) continues in sector order first.
+        assert_eq!(take(&mut dd, 2, 600 * MS), [3, 4]);
+        assert_eq!(
+            take(&mut dd, 1, 600 * MS),
+            [1],
+            "new batch: the expired FIFO head"
+        );
+    }
+
+    #[test]
+    fn higher_level_first_and_a_lower_level_waits_for_in_flight_requests() {
+        let mut dd = MqDeadline::new();
+        dd.insert(rq(1, Op::Read, 0, IoprioClass::BestEffort), 0);
+        dd.insert(rq(2, Op::Read, 500, IoprioClass::Idle), 0);
+        dd.insert(rq(3, Op::Read, 100, IoprioClass::RealTime), 0);
+        let rt = dd.dispatch(0, 0).unwrap();
+        assert_eq!(rt.id, 3, "RT before BE despite the sector order");
+        assert!(dd.has_work(0));
+        assert_eq!(
+            dd.dispatch(0, MS),
+            None,
+            "BE waits while the RT request is in flight"
+        );
+        assert_eq!(stat(&dd, "rt_in_flight"), 1.0);
+        assert_eq!(dd.completed(&rt, 0, 2 * MS), AfterCompletion::RunQueue);
+        let be = dd.dispatch(1, 2 * MS).unwrap();
+        assert_eq!(be.id, 1);
+        assert_eq!(
+            dd.dispatch(0, 2 * MS),
+            None,
+            "IDLE waits for BE to complete"
+        );
+        dd.completed(&be, 0, 3 * MS);
+        assert_eq!(take(&mut dd, 1, 3 * MS), [2]);
+    }
+
+    #[test]
+    fn aging_serves_an_old_be_request_despite_rt_work() {
+        let mut dd = MqDeadline::new();
+        dd.insert(rq(1, Op::Read, 0, IoprioClass::BestEffort), 0);
+        let mut next_id = 10;
+        let mut serve_rt = |dd: &mut MqDeadline, now: u64| {
+            dd.insert(rq(next_id, Op::Read, 100, IoprioClass::RealTime), now);
+            next_id += 1;
+            let got = dd.dispatch(0, now).unwrap();
+            dd.completed(&got, now, now);
+            got.id
+        };
+        // Up to just before 10 s, RT work keeps the BE request waiting.
+        for now in [MS, 5_000 * MS, 10_000 * MS - 1] {
+            assert_ne!(serve_rt(&mut dd, now), 1);
+        }
+        assert_eq!(stat(&dd, "be_reads_queued"), 1.0);
+        // At 10 s the BE request has aged: it goes even though an RT request is queued.
+        dd.insert(rq(99, Op::Read, 100, IoprioClass::RealTime), 10_000 * MS);
+        assert_eq!(take(&mut dd, 1, 10_000 * MS), [1]);
+        assert_eq!(take(&mut dd, 1, 10_000 * MS), [99]);
+    }
+
+    #[test]
+    fn aging_needs_two_busy_levels() {
+        let mut dd = with(&[("prio_aging_expire", 0)]);
+        dd.insert(rq(1, Op::Read, 0, IoprioClass::Idle), 0);
+        // Only one level busy: no aging pass, plain dispatch.
+        assert_eq!(take(&mut dd, 1, 0), [1]);
+    }
+
+    #[test]
+    fn back_and_front_merges() {
+        let mut dd = MqDeadline::new();
+        dd.insert(read(1, 0), 0);
+        dd.insert(read(2, 100), 0);
+        assert_eq!(
+            dd.bio_merge(&read(10, 8), 256),
+            Some(1),
+            "back merge: 0..8 + 8..16"
+        );
+        assert_eq!(
+            dd.bio_merge(&read(11, 92), 256),
+            Some(2),
+            "front merge: 92..100 + 100..108"
+        );
+        assert_eq!(
+            dd.bio_merge(&write(12, 16), 256),
+            None,
+            "a write never joins a read"
+        );
+        assert_eq!(
+            dd.bio_merge(&rq(13, Op::Read, 16, IoprioClass::RealTime), 256),
+            None,
+            "different I/O priority"
+        );
+        assert_eq!(
+            dd.bio_merge(&read(14, 16), 16),
+            None,
+            "would exceed max_sectors"
+        );
+        assert_eq!(dd.held[&1].deadline_ns, 500 * MS);
+        assert_eq!(dd.bio_merge(&read(15, 16), 256), Some(1));
+        assert_eq!(
+            dd.held[&1].deadline_ns,
+            500 * MS,
+            "a merge keeps the request's deadline"
+        );
+        let first = dd.dispatch(0, 0).unwrap();
+        assert_eq!((first.id, first.sector, first.nr_sectors), (1, 0, 24));
+        let second = dd.dispatch(0, 0).unwrap();
+        assert_eq!((second.id, second.sector, second.nr_sectors), (2, 92, 16));
+    }
+
+    #[test]
+    fn a_front_merge_moves_the_request_in_sector_order() {
+        let mut dd = with(&[("fifo_batch", 4)]);
+        dd.insert(read(1, 100), 0);
+        dd.insert(read(2, 60), 0);
+        assert_eq!(take(&mut dd, 1, 0), [2], "scan position now 60");
+        dd.insert(read(3, 80), 0);
+        // Grow request 1 (100..108) downwards three times, to 76..108: it now sorts before request 3 (80..88).
+        for (bio, sector) in [(10, 92), (11, 84), (12, 76)] {
+            assert_eq!(dd.bio_merge(&read(bio, sector), 256), Some(1));
+        }
+        assert_eq!((dd.held[&1].rq.sector, dd.held[&1].rq.nr_sectors), (76, 32));
+        assert_eq!(
+            take(&mut dd, 2, 0),
+            [1, 3],
+            "76 before 80 after the front merges"
+        );
+    }
+
+    #[test]
+    fn front_merges_zero_disables_only_front_merges() {
+        let mut dd = with(&[("front_merges", 0)]);
+        dd.insert(read(1, 100), 0);
+        assert_eq!(
+            dd.bio_merge(&read(10, 92), 256),
+            None,
+            "front merge disabled"
+        );
+        assert_eq!(
+            dd.bio_merge(&read(11, 108), 256),
+            Some(1),
+            "back merge still on"
+        );
+        dd.set_tunable("front_merges", 1).unwrap();
+        assert_eq!(dd.bio_merge(&read(12, 92), 256), Some(1));
+    }
+
+    #[test]
+    fn tunables_have_sysfs_names_units_and_ranges() {
+        let mut dd = MqDeadline::new();
+        assert_eq!(
+            dd.tunables(),
+            vec![
+                ("read_expire", 500),
+                ("write_expire", 5000),
+                ("writes_starved", 2),
+                ("front_merges", 1),
+                ("async_depth", 0),
+                ("fifo_batch", 16),
+                ("prio_aging_expire", 10_000),
+            ]
+        );
+        // Milliseconds: read_expire 20 means a read inserted at 0 expires at 20 ms.
+        dd.set_tunable("read_expire", 20).unwrap();
+        dd.set_tunable("write_expire", 30).unwrap();
+        dd.insert(read(1, 0), 0);
+        dd.insert(write(2, 0), 0);
+        assert_eq!(dd.held[&1].deadline_ns, 20 * MS);
+        assert_eq!(dd.held[&2].deadline_ns, 30 * MS);
+        dd.set_tunable("async_depth", 64).unwrap();
+        assert!(dd.tunables().contains(&("async_depth", 64)));
+
+        for (name, bad) in [
+            ("read_expire", -1),
+            ("write_expire", i32::MAX as i64 + 1),
+            ("prio_aging_expire", -5),
+            ("fifo_batch", -1),
+            ("writes_starved", -1),
+            ("async_depth", -1),
+            ("front_merges", 2),
+        ] {
+            let err = dd.set_tunable(name, bad).unwrap_err();
+            assert!(
+                matches!(&err, TunableError::OutOfRange { name: n, value, .. } if n == name && *value == bad),
+                "{name}={bad}: {err}"
+            );
+        }
+        assert_eq!(
+            dd.set_tunable("front_merges", 2).unwrap_err().to_string(),
+            "tunable front_merges=2: expected 0 or 1"
+        );
+        let unknown = dd.set_tunable("slice_idle", 0).unwrap_err();
+        assert!(matches!(unknown, TunableError::Unknown { ref known, .. } if known.len() == 7));
+        assert_eq!(
+            dd.tunables()[0],
+            ("read_expire", 20),
+            "a rejected value changes nothing"
+        );
+    }
+
+    #[test]
+    fn by_name_builds_it() {
+        let dd = crate::by_name("mq-deadline", 4).unwrap();
+        assert_eq!(dd.name(), "mq-deadline");
+        assert_eq!(dd.locking(), Locking::Device);
+        assert!(crate::SCHEDULERS.contains(&"mq-deadline"));
+    }
+
+    /// xorshift64*: deterministic, no dependencies.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Bookkeeping of the property test: what went in, what came out, what the device holds.
+    struct Harness {
+        dd: MqDeadline,
+        inserted: std::collections::HashSet<u32>,
+        dispatched: std::collections::HashSet<u32>,
+        in_flight: Vec<Request>,
+    }
+
+    impl Harness {
+        /// Dispatch once and check it against `has_work`. Returns whether a request came out.
+        fn dispatch(&mut self, now: u64) -> bool {
+            let had_work = self.dd.has_work(0);
+            let device_idle = self.in_flight.is_empty();
+            match self.dd.dispatch((now % 4) as u32, now) {
+                Some(r) => {
+                    assert!(had_work, "dispatched {} while has_work was false", r.id);
+                    assert!(self.inserted.contains(&r.id), "unknown request {}", r.id);
+                    assert!(
+                        self.dispatched.insert(r.id),
+                        "request {} dispatched twice",
+                        r.id
+                    );
+                    self.in_flight.push(r);
+                    true
+                }
+                None => {
+                    assert!(
+                        !(had_work && device_idle),
+                        "has_work with nothing in flight, yet nothing dispatched"
+                    );
+                    false
+                }
+            }
+        }
+
+        fn check_counts(&self) {
+            let sum = |suffixes: &[&str]| -> usize {
+                LEVEL_NAMES
+                    .iter()
+                    .flat_map(|l| suffixes.iter().map(move |s| format!("{l}_{s}")))
+                    .map(|n| stat(&self.dd, &n) as usize)
+                    .sum()
+            };
+            assert_eq!(
+                sum(&["reads_queued", "writes_queued"]),
+                self.inserted.len() - self.dispatched.len()
+            );
+            assert_eq!(sum(&["in_flight"]), self.in_flight.len());
+        }
+    }
+
+    #[test]
+    fn random_operations_never_lose_or_duplicate_a_request() {
+        let classes = [
+            IoprioClass::None,
+            IoprioClass::RealTime,
+            IoprioClass::BestEffort,
+            IoprioClass::Idle,
+        ];
+        for seed in 1..=40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let mut dd = MqDeadline::new();
+            if seed % 3 == 0 {
+                // Small values make expiry, aging, starvation and batch ends frequent.
+                dd.set_tunable("fifo_batch", rng.below(4) as i64).unwrap();
+                dd.set_tunable("writes_starved", rng.below(3) as i64)
+                    .unwrap();
+                dd.set_tunable("read_expire", rng.below(5) as i64).unwrap();
+                dd.set_tunable("prio_aging_expire", rng.below(20) as i64)
+                    .unwrap();
+                dd.set_tunable("front_merges", (seed % 2) as i64).unwrap();
+            }
+            let mut h = Harness {
+                dd,
+                inserted: Default::default(),
+                dispatched: Default::default(),
+                in_flight: Vec::new(),
+            };
+            let (mut now, mut next_id, mut merged_bios) = (0u64, 0u32, 0);
+            for _ in 0..3000 {
+                now += rng.below(3 * MS);
+                match rng.below(10) {
+                    0..=3 => {
+                        let op = if rng.below(3) == 0 {
+                            Op::Write
+                        } else {
+                            Op::Read
+                        };
+                        let class = classes[rng.below(4) as usize];
+                        let mut bio = rq(next_id, op, rng.below(64) * 8, class);
+                        bio.nr_sectors = 8 * (1 + rng.below(2) as u32);
+                        next_id += 1;
+                        if let Some(into) = h.dd.bio_merge(&bio, 64) {
+                            assert!(
+                                h.dd.held.contains_key(&into),
+                                "merged into a request not held"
+                            );
+                            merged_bios += 1;
+                        } else {
+                            h.inserted.insert(bio.id);
+                            h.dd.insert(bio, now);
+                        }
+                    }
+                    4..=6 => {
+                        h.dispatch(now);
+                    }
+                    _ => {
+                        if !h.in_flight.is_empty() {
+                            let i = rng.below(h.in_flight.len() as u64) as usize;
+                            let done = h.in_flight.swap_remove(i);
+                            h.dd.completed(&done, 0, now);
+                        }
+                    }
+                }
+                h.check_counts();
+            }
+            // Drain: complete everything, dispatch until empty.
+            loop {
+                while let Some(done) = h.in_flight.pop() {
+                    h.dd.completed(&done, 0, now);
+                }
+                now += MS;
+                if !h.dispatch(now) {
+                    break;
+                }
+            }
+            assert!(!h.dd.has_work(0));
+            assert_eq!(
+                h.dispatched, h.inserted,
+                "seed {seed}: every request dispatched exactly once"
+            );
+            assert!(h.dd.levels.iter().all(|l| l.queued() == 0));
+            assert!(merged_bios > 0, "seed {seed}: the run exercised merging");
+        }
+    }
+}
