@@ -758,6 +758,16 @@ mod tests {
             None,
             "would exceed max_sectors"
         );
+        let mut other_level = read(16, 16);
+        other_level.ioprio_level = 0;
+        assert_eq!(
+            dd.bio_merge(&other_level, 256),
+            None,
+            "same class, other priority level"
+        );
+        let mut other_cgroup = read(17, 16);
+        other_cgroup.cgroup = 1;
+        assert_eq!(dd.bio_merge(&other_cgroup, 256), None, "other cgroup");
         assert_eq!(dd.held[&1].deadline_ns, 500 * MS);
         assert_eq!(dd.bio_merge(&read(15, 16), 256), Some(1));
         assert_eq!(
