@@ -1,0 +1,1195 @@
+//! `kyber`: the Linux Kyber scheduler (the design in the kernel since 4.20), written from the facts of
+//! `block/kyber-iosched.c`.
+//!
+//! # Model
+//!
+//! Kyber limits the number of requests *in flight on the device* per scheduling domain and adjusts those limits
+//! from the latencies it observes. It never reorders requests within a domain.
+//!
+//! * **Domains.** [`Op::Read`] → READ, [`Op::Write`] (sync and async alike) → WRITE, [`Op::Discard`] → DISCARD,
+//!   [`Op::Flush`] → OTHER.
+//!
+//!   | domain  | maximum = initial depth | batch | latency target                      |
+//!   |---------|-------------------------|-------|-------------------------------------|
+//!   | READ    | 256                     | 16    | `read_lat_nsec` (default 2 ms)      |
+//!   | WRITE   | 128                     | 8     | `write_lat_nsec` (default 10 ms)    |
+//!   | DISCARD | 64                      | 1     | 5 s, fixed                          |
+//!   | OTHER   | 16                      | 1     | none; OTHER keeps no statistics     |
+//!
+//! * **Tokens.** One pool per domain for the whole device. A request takes a token when it is dispatched and gives
+//!   it back when it completes. The timer changes a pool's depth within `[1, maximum]`.
+//! * **Staging.** Each hardware queue has, per CPU mapped to it, a staging queue (the kernel's `kyber_ctx_queue`)
+//!   with one list per domain; `insert` appends to the submitting CPU's list (`rq.cpu`). Bio merges look only at
+//!   that CPU's list of the bio's domain (the last 8 requests, newest first, as `blk_bio_list_merge` does). The
+//!   staging queues are created lazily: a hardware queue grows its vector of per-CPU queues when a request from a
+//!   higher CPU number arrives.
+//! * **Dispatch** (per hardware queue, under its lock): while `batching` is below the current domain's batch size,
+//!   try that domain; otherwise, or if that fails, reset `batching` and advance `cur_domain` round-robin, trying
+//!   each domain once (four tries, so the loop may come back to where it started). Trying a domain: if the hardware
+//!   queue's list for it holds a request, take a token and dispatch its head; else, if some staging list of that
+//!   domain is non-empty, take a token, then move *all* staging lists of that domain (CPUs in ascending order) to
+//!   the tail of the hardware queue's list and dispatch the head. Requests are only moved once a token is in hand,
+//!   so requests waiting for a token stay where later bios can still merge into them. When no token is left the
+//!   hardware queue records that it waits on that domain's pool.
+//! * **Completion.** The token goes back to its pool. If any hardware queue was waiting on that pool, the waits
+//!   are cleared and [`AfterCompletion::RunAllQueues`] asks the simulator to re-run the hardware queues (the
+//!   kernel's wait-queue callback runs each waiting hardware queue). For READ, WRITE and DISCARD two samples are
+//!   recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an 8-bucket
+//!   histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
+//!   latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
+//!   to fire at most 100 ms later (earlier if it is already due sooner); OTHER completions do not touch it.
+//! * **Timer.** For each of READ, WRITE, DISCARD: the I/O-latency P90 bucket, then the total-latency P99 bucket.
+//!   A percentile is computed only if the histogram holds samples and either holds at least 500 or the domain's
+//!   window deadline (set to 1 s after the first check that found samples) has passed. The result is the smallest
+//!   bucket whose cumulative count reaches ceil(N × pct / 100); the histogram is then cleared and the deadline
+//!   forgotten. The device is *congested* if any domain's P90 bucket is ≥ 4. For each domain, with its fresh P99
+//!   bucket `b` (if any): under congestion, a missing fresh value is replaced by the remembered one, which is then
+//!   forgotten (so a remembered P99 is used at most once); without congestion a fresh value is remembered. If a
+//!   value results and (congested or `b ≥ 4`), depth = depth × (b + 1) / 4 (integer division), clamped to
+//!   `[1, maximum]`.
+//!
+//!   One consequence of the kernel's design, reproduced here on purpose: the window deadline is kept *per domain*
+//!   and shared by the domain's two histograms. When the P90 is computed because the deadline passed (fewer than
+//!   500 samples), it clears the deadline, and the P99 check right after it finds no deadline, sets a new one and
+//!   declines. So at low but steady rates (fewer than 500 completions of the domain between evaluations) the 1 s
+//!   rule releases only the I/O-latency P90; the total-latency P99 keeps accumulating across windows and is
+//!   evaluated once it holds 500 samples (or once a timer run finds the I/O-latency histogram empty and the
+//!   deadline passed).
+//!
+//! # Simplifications and deviations
+//!
+//! * **Latency histograms are device-wide**, not per CPU. The kernel sums (and clears) the per-CPU histograms at
+//!   the start of every timer run before looking at them, so the results are the same.
+//! * **Tokens are counters**, not sbitmap bits: a token is available while `in use < depth`. After the timer shrinks
+//!   a pool below the number in use, the kernel can hand out a freed bit numbered below the new depth while bits
+//!   above it are still held; here no token is handed out until the total in use falls below the depth. The
+//!   difference is transient and bounded by the requests that were in flight above the new depth.
+//! * **Token waits**: the kernel puts a waiting hardware queue on one of the pool's sbitmap wait queues, and frees
+//!   wake waiters in batches (`wake_batch`, up to 8 frees per wake-up for large pools). Here every freed token of a
+//!   pool with waiters wakes all of them at once (the simulator re-runs all hardware queues). A hardware queue that
+//!   gets a token while marked waiting drops its wait, as in the kernel. The kernel's second attempt right after
+//!   queueing the wait cannot succeed in this serialized model and is omitted.
+//! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
+//!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
+//! * **Async depth is not applied.** Kyber's `limit_depth` lets asynchronous requests use only 75 % of the
+//!   scheduler tags (`async_depth`, shown in debugfs); that is a tag-allocation limit the simulator does not yet
+//!   enforce, and this policy cannot enforce it from here.
+//! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
+//!   no request comes back after dispatch.
+//! * **Merge failures**: `blk_bio_list_merge` stops at the first candidate that is adjacent but cannot merge (for
+//!   example because of the size limit); [`mergeable`] does not distinguish that case, so the scan goes on to older
+//!   requests. Only the sector, operation and size rules of [`mergeable`] are checked.
+//! * **Time** is in nanoseconds rather than jiffies: the 100 ms timer and the 1 s window are exact.
+//! * No tracepoints (`kyber_adjust`, `kyber_latency`, `kyber_throttled`); [`Kyber::introspect`] reports the depths.
+//!
+//! # Tunables (sysfs names and units)
+//!
+//! `read_lat_nsec` (default 2,000,000) and `write_lat_nsec` (default 10,000,000), in nanoseconds, any value ≥ 0.
+//! 0 is accepted as in the kernel: the bucket width then becomes 1 ns, so practically every sample is "bad".
+//! A new target applies to samples recorded from then on; samples already in the histograms keep their buckets.
+
+use std::collections::VecDeque;
+
+use crate::{
+    apply_merge, mergeable, AfterCompletion, Elevator, Locking, Op, Request, TunableError,
+};
+
+/// Scheduling domains, in the kernel's order (which is also the round-robin order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Domain {
+    Read = 0,
+    Write = 1,
+    Discard = 2,
+    Other = 3,
+}
+
+impl Domain {
+    pub const ALL: [Domain; NR_DOMAINS] =
+        [Domain::Read, Domain::Write, Domain::Discard, Domain::Other];
+
+    pub fn of(op: Op) -> Domain {
+        match op {
+            Op::Read => Domain::Read,
+            Op::Write => Domain::Write,
+            Op::Discard => Domain::Discard,
+            Op::Flush => Domain::Other,
+        }
+    }
+
+    /// Lower-case name as the debugfs files use it (`read_tokens`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Domain::Read => "read",
+            Domain::Write => "write",
+            Domain::Discard => "discard",
+            Domain::Other => "other",
+        }
+    }
+
+    /// Largest (and initial) number of tokens of the domain's pool.
+    pub fn max_depth(self) -> u32 {
+        MAX_DEPTH[self as usize]
+    }
+
+    pub fn batch_size(self) -> u32 {
+        BATCH_SIZE[self as usize]
+    }
+}
+
+const NR_DOMAINS: usize = 4;
+/// READ, WRITE and DISCARD keep latency statistics; OTHER does not.
+const NR_STAT_DOMAINS: usize = 3;
+const MAX_DEPTH: [u32; NR_DOMAINS] = [256, 128, 64, 16];
+const BATCH_SIZE: [u32; NR_DOMAINS] = [16, 8, 1, 1];
+
+pub const DEFAULT_READ_LAT_NS: u64 = 2_000_000;
+pub const DEFAULT_WRITE_LAT_NS: u64 = 10_000_000;
+pub const DISCARD_LAT_NS: u64 = 5_000_000_000;
+
+/// Buckets are target / 2^SHIFT wide: four at or below the target, four above.
+const LATENCY_SHIFT: u32 = 2;
+const GOOD_BUCKETS: usize = 1 << LATENCY_SHIFT;
+const NR_BUCKETS: usize = 2 << LATENCY_SHIFT;
+
+/// Histogram index: latency from request allocation, and latency from issue to the device.
+const TOTAL: usize = 0;
+const IO: usize = 1;
+
+/// A window is evaluated once it has this many samples ...
+const WINDOW_SAMPLES: u32 = 500;
+/// ... or this long after its first check.
+const WINDOW_NS: u64 = 1_000_000_000;
+/// A completion makes the timer fire at most this much later.
+const TIMER_DELAY_NS: u64 = 100_000_000;
+
+/// Histogram bucket of one latency sample for a domain with latency target `target_ns`.
+fn latency_bucket(latency_ns: u64, target_ns: u64) -> usize {
+    if latency_ns == 0 {
+        return 0;
+    }
+    let width = (target_ns >> LATENCY_SHIFT).max(1);
+    ((latency_ns - 1) / width).min(NR_BUCKETS as u64 - 1) as usize
+}
+
+/// Bucket holding the `percentile`-th percentile of `buckets`: the first whose running count reaches
+/// ceil(N × percentile / 100). None for an empty histogram.
+fn percentile_bucket(buckets: &[u32; NR_BUCKETS], percentile: u32) -> Option<usize> {
+    let samples: u64 = buckets.iter().map(|&n| n as u64).sum();
+    if samples == 0 {
+        return None;
+    }
+    let mut needed = (samples * percentile as u64).div_ceil(100);
+    for (bucket, &count) in buckets.iter().enumerate().take(NR_BUCKETS - 1) {
+        if count as u64 >= needed {
+            return Some(bucket);
+        }
+        needed -= count as u64;
+    }
+    Some(NR_BUCKETS - 1)
+}
+
+/// Requests of one CPU waiting in a hardware queue's staging area, one list per domain.
+#[derive(Default)]
+struct StagingQueue {
+    lists: [VecDeque<Request>; NR_DOMAINS],
+}
+
+/// Kyber's per-hardware-queue state.
+#[derive(Default)]
+struct HwQueue {
+    /// Requests moved out of the staging queues, waiting only for a token.
+    rqs: [VecDeque<Request>; NR_DOMAINS],
+    cur_domain: usize,
+    batching: u32,
+    /// Indexed by CPU number; grown on demand.
+    staging: Vec<StagingQueue>,
+    /// Requests in the staging queues per domain (the kernel keeps a bitmap of non-empty ones).
+    staged: [usize; NR_DOMAINS],
+    /// This hardware queue failed to get a token of the domain and waits for one to be freed.
+    waiting: [bool; NR_DOMAINS],
+}
+
+impl HwQueue {
+    fn staging_for(&mut self, cpu: u32) -> &mut StagingQueue {
+        let cpu = cpu as usize;
+        if self.staging.len() <= cpu {
+            self.staging.resize_with(cpu + 1, StagingQueue::default);
+        }
+        &mut self.staging[cpu]
+    }
+
+    /// Move every CPU's staged requests of `domain` to the tail of this queue's list, CPUs in ascending order.
+    fn flush_staging(&mut self, domain: usize) {
+        for queue in &mut self.staging {
+            self.rqs[domain].append(&mut queue.lists[domain]);
+        }
+        self.staged[domain] = 0;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TokenPool {
+    depth: u32,
+    in_use: u32,
+}
+
+pub struct Kyber {
+    hctxs: Vec<HwQueue>,
+    tokens: [TokenPool; NR_DOMAINS],
+    /// Latency targets of READ, WRITE, DISCARD in nanoseconds.
+    targets: [u64; NR_STAT_DOMAINS],
+    /// Per statistics domain: total- and I/O-latency histograms gathered since each was last evaluated.
+    histograms: [[[u32; NR_BUCKETS]; 2]; NR_STAT_DOMAINS],
+    /// Per statistics domain: the window's deadline, set by the first check that found samples.
+    window_deadline: [Option<u64>; NR_STAT_DOMAINS],
+    /// Per statistics domain: the last total-latency P99 bucket seen without congestion.
+    remembered_p99: [Option<usize>; NR_STAT_DOMAINS],
+    timer_at: Option<u64>,
+}
+
+impl Kyber {
+    pub fn new(nr_hw_queues: u32) -> Self {
+        Self {
+            hctxs: (0..nr_hw_queues.max(1))
+                .map(|_| HwQueue::default())
+                .collect(),
+            tokens: MAX_DEPTH.map(|depth| TokenPool { depth, in_use: 0 }),
+            targets: [DEFAULT_READ_LAT_NS, DEFAULT_WRITE_LAT_NS, DISCARD_LAT_NS],
+            histograms: [[[0; NR_BUCKETS]; 2]; NR_STAT_DOMAINS],
+            window_deadline: [None; NR_STAT_DOMAINS],
+            remembered_p99: [None; NR_STAT_DOMAINS],
+            timer_at: None,
+        }
+    }
+
+    /// Current size of the domain's token pool (debugfs `{domain}_tokens`).
+    pub fn depth(&self, domain: Domain) -> u32 {
+        self.tokens[domain as usize].depth
+    }
+
+    /// Tokens of the domain held by dispatched, not yet completed requests.
+    pub fn tokens_in_use(&self, domain: Domain) -> u32 {
+        self.tokens[domain as usize].in_use
+    }
+
+    /// The domain hardware queue `hctx` is batching from, and how many it has dispatched in this batch.
+    pub fn batch_state(&self, hctx: u32) -> (Domain, u32) {
+        let queue = &self.hctxs[hctx as usize];
+        (Domain::ALL[queue.cur_domain], queue.batching)
+    }
+
+    /// Whether hardware queue `hctx` waits for a token of `domain` (debugfs `{domain}_waiting`).
+    pub fn waiting(&self, hctx: u32, domain: Domain) -> bool {
+        self.hctxs
+            .get(hctx as usize)
+            .is_some_and(|queue| queue.waiting[domain as usize])
+    }
+
+    fn hctx_mut(&mut self, hctx: u32) -> &mut HwQueue {
+        let index = hctx as usize;
+        if self.hctxs.len() <= index {
+            self.hctxs.resize_with(index + 1, HwQueue::default);
+        }
+        &mut self.hctxs[index]
+    }
+
+    /// Take a token of `domain` for hardware queue `hctx`, or record that the queue waits for one.
+    fn get_token(&mut self, hctx: usize, domain: usize) -> bool {
+        let pool = &mut self.tokens[domain];
+        let queue = &mut self.hctxs[hctx];
+        if pool.in_use < pool.depth {
+            pool.in_use += 1;
+            queue.waiting[domain] = false;
+            true
+        } else {
+            queue.waiting[domain] = true;
+            false
+        }
+    }
+
+    /// Try to dispatch from the hardware queue's current domain.
+    fn dispatch_cur_domain(&mut self, hctx: usize) -> Option<Request> {
+        let domain = self.hctxs[hctx].cur_domain;
+        let queue = &self.hctxs[hctx];
+        let has_flushed = !queue.rqs[domain].is_empty();
+        if !has_flushed && queue.staged[domain] == 0 {
+            return None;
+        }
+        if !self.get_token(hctx, domain) {
+            return None;
+        }
+        let queue = &mut self.hctxs[hctx];
+        if !has_flushed {
+            queue.flush_staging(domain);
+        }
+        queue.batching += 1;
+        queue.rqs[domain].pop_front()
+    }
+
+    fn record_sample(&mut self, domain: usize, kind: usize, latency_ns: u64) {
+        let bucket = latency_bucket(latency_ns, self.targets[domain]);
+        self.histograms[domain][kind][bucket] += 1;
+    }
+
+    /// Evaluate one histogram if its window is complete (see the module doc), clearing it.
+    fn window_percentile(
+        &mut self,
+        domain: usize,
+        kind: usize,
+        percentile: u32,
+        now_ns: u64,
+    ) -> Option<usize> {
+        let histogram = &mut self.histograms[domain][kind];
+        let samples: u32 = histogram.iter().sum();
+        if samples == 0 {
+            return None;
+        }
+        let deadline = *self.window_deadline[domain].get_or_insert(now_ns + WINDOW_NS);
+        if samples < WINDOW_SAMPLES && now_ns < deadline {
+            return None;
+        }
+        self.window_deadline[domain] = None;
+        let bucket = percentile_bucket(histogram, percentile);
+        *histogram = [0; NR_BUCKETS];
+        bucket
+    }
+
+    fn resize(&mut self, domain: usize, depth: u32) {
+        self.tokens[domain].depth = depth.clamp(1, MAX_DEPTH[domain]);
+    }
+}
+
+impl Elevator for Kyber {
+    fn name(&self) -> &'static str {
+        "kyber"
+    }
+
+    fn locking(&self) -> Locking {
+        Locking::PerHctx
+    }
+
+    fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
+        let domain = Domain::of(bio.op) as usize;
+        let queue = self.hctxs.get_mut(bio.hctx as usize)?;
+        let list = &mut queue.staging.get_mut(bio.cpu as usize)?.lists[domain];
+        for held in list.iter_mut().rev().take(8) {
+            if let Some(side) = mergeable(held, bio, max_sectors) {
+                apply_merge(held, bio, side);
+                return Some(held.id);
+            }
+        }
+        None
+    }
+
+    fn insert(&mut self, rq: Request, _now_ns: u64) {
+        let domain = Domain::of(rq.op) as usize;
+        let queue = self.hctx_mut(rq.hctx);
+        queue.staged[domain] += 1;
+        queue.staging_for(rq.cpu).lists[domain].push_back(rq);
+    }
+
+    fn dispatch(&mut self, hctx: u32, _now_ns: u64) -> Option<Request> {
+        let hctx = hctx as usize;
+        if hctx >= self.hctxs.len() {
+            return None;
+        }
+        let queue = &self.hctxs[hctx];
+        if queue.batching < BATCH_SIZE[queue.cur_domain] {
+            if let Some(rq) = self.dispatch_cur_domain(hctx) {
+                return Some(rq);
+            }
+        }
+        self.hctxs[hctx].batching = 0;
+        for _ in 0..NR_DOMAINS {
+            let queue = &mut self.hctxs[hctx];
+            queue.cur_domain = (queue.cur_domain + 1) % NR_DOMAINS;
+            if let Some(rq) = self.dispatch_cur_domain(hctx) {
+                return Some(rq);
+            }
+        }
+        None
+    }
+
+    fn has_work(&self, hctx: u32) -> bool {
+        self.hctxs.get(hctx as usize).is_some_and(|queue| {
+            (0..NR_DOMAINS).any(|d| !queue.rqs[d].is_empty() || queue.staged[d] > 0)
+        })
+    }
+
+    fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion {
+        let domain = Domain::of(rq.op) as usize;
+        if domain < NR_STAT_DOMAINS {
+            self.record_sample(domain, TOTAL, now_ns.saturating_sub(rq.start_ns));
+            self.record_sample(domain, IO, now_ns.saturating_sub(issue_ns));
+            let due = now_ns + TIMER_DELAY_NS;
+            self.timer_at = Some(self.timer_at.map_or(due, |at| at.min(due)));
+        }
+
+        let pool = &mut self.tokens[domain];
+        debug_assert!(
+            pool.in_use > 0,
+            "completion of a request that holds no {domain} token"
+        );
+        pool.in_use = pool.in_use.saturating_sub(1);
+        let mut woke = false;
+        for queue in &mut self.hctxs {
+            woke |= std::mem::take(&mut queue.waiting[domain]);
+        }
+        if woke {
+            AfterCompletion::RunAllQueues
+        } else {
+            AfterCompletion::RunQueue
+        }
+    }
+
+    fn next_timer_ns(&self) -> Option<u64> {
+        self.timer_at
+    }
+
+    fn timer(&mut self, now_ns: u64) {
+        self.timer_at = None;
+
+        let mut congested = false;
+        for domain in 0..NR_STAT_DOMAINS {
+            if self
+                .window_percentile(domain, IO, 90, now_ns)
+                .is_some_and(|p90| p90 >= GOOD_BUCKETS)
+            {
+                congested = true;
+            }
+        }
+
+        for domain in 0..NR_STAT_DOMAINS {
+            let fresh = self.window_percentile(domain, TOTAL, 99, now_ns);
+            let p99 = if congested {
+                // A remembered value stands in for a missing fresh one once; congestion forgets it either way.
+                let remembered = self.remembered_p99[domain].take();
+                fresh.or(remembered)
+            } else {
+                if fresh.is_some() {
+                    self.remembered_p99[domain] = fresh;
+                }
+                fresh
+            };
+            let Some(p99) = p99 else { continue };
+            if congested || p99 >= GOOD_BUCKETS {
+                let depth = (self.tokens[domain].depth * (p99 as u32 + 1)) >> LATENCY_SHIFT;
+                self.resize(domain, depth);
+            }
+        }
+    }
+
+    fn tunables(&self) -> Vec<(&'static str, i64)> {
+        vec![
+            ("read_lat_nsec", self.targets[Domain::Read as usize] as i64),
+            (
+                "write_lat_nsec",
+                self.targets[Domain::Write as usize] as i64,
+            ),
+        ]
+    }
+
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
+        let domain = match name {
+            "read_lat_nsec" => Domain::Read,
+            "write_lat_nsec" => Domain::Write,
+            _ => {
+                return Err(TunableError::Unknown {
+                    name: name.to_string(),
+                    known: vec!["read_lat_nsec", "write_lat_nsec"],
+                })
+            }
+        };
+        if value < 0 {
+            return Err(TunableError::OutOfRange {
+                name: name.to_string(),
+                value,
+                expected: "a latency target in nanoseconds, >= 0".to_string(),
+            });
+        }
+        self.targets[domain as usize] = value as u64;
+        Ok(())
+    }
+
+    fn introspect(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::with_capacity(3 * NR_DOMAINS);
+        for domain in Domain::ALL {
+            let pool = self.tokens[domain as usize];
+            out.push((format!("{}_tokens", domain.name()), pool.depth as f64));
+            out.push((
+                format!("{}_tokens_in_use", domain.name()),
+                pool.in_use as f64,
+            ));
+            let waiting = self
+                .hctxs
+                .iter()
+                .filter(|q| q.waiting[domain as usize])
+                .count();
+            out.push((format!("{}_waiting_hctxs", domain.name()), waiting as f64));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::IoprioClass;
+    use std::collections::HashSet;
+
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+
+    fn rq(id: u32, op: Op, cpu: u32, hctx: u32, sector: u64, nr_sectors: u32) -> Request {
+        Request {
+            id,
+            op,
+            sector,
+            nr_sectors,
+            cpu,
+            hctx,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            process: 0,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync: op == Op::Read,
+            start_ns: 0,
+        }
+    }
+
+    /// Pushes requests through one hardware queue, one at a time, with chosen latencies.
+    struct Driver {
+        kyber: Kyber,
+        next_id: u32,
+    }
+
+    impl Driver {
+        fn new() -> Self {
+            Self {
+                kyber: Kyber::new(1),
+                next_id: 0,
+            }
+        }
+
+        /// `n` requests of `op`, each allocated `total_ns` and issued `io_ns` before `now`, all completing at `now`.
+        fn complete(&mut self, op: Op, n: u32, total_ns: u64, io_ns: u64, now: u64) {
+            for _ in 0..n {
+                let id = self.next_id;
+                self.next_id += 1;
+                let mut request = rq(id, op, 0, 0, id as u64 * 1000, 8);
+                request.start_ns = now - total_ns;
+                self.kyber.insert(request, now - total_ns);
+                let issued = self
+                    .kyber
+                    .dispatch(0, now - io_ns)
+                    .expect("a token is free");
+                assert_eq!(issued.id, id);
+                self.kyber.completed(&issued, now - io_ns, now);
+            }
+        }
+
+        fn depths(&self) -> (u32, u32) {
+            (
+                self.kyber.depth(Domain::Read),
+                self.kyber.depth(Domain::Write),
+            )
+        }
+    }
+
+    #[test]
+    fn buckets_are_quarters_of_the_target() {
+        // Read target 2 ms: buckets are 0.5 ms wide, the upper bound belongs to the bucket.
+        assert_eq!(latency_bucket(0, 2 * MS), 0);
+        assert_eq!(latency_bucket(500_000, 2 * MS), 0);
+        assert_eq!(latency_bucket(500_001, 2 * MS), 1);
+        assert_eq!(
+            latency_bucket(2 * MS, 2 * MS),
+            3,
+            "exactly on target is still good"
+        );
+        assert_eq!(latency_bucket(2 * MS + 1, 2 * MS), 4, "first bad bucket");
+        assert_eq!(latency_bucket(3 * MS, 2 * MS), 5);
+        assert_eq!(
+            latency_bucket(60 * S, 2 * MS),
+            7,
+            "everything beyond 1.75x lands in the last bucket"
+        );
+        // A target of 0 (or below 4 ns) makes the buckets 1 ns wide.
+        assert_eq!(latency_bucket(1, 0), 0);
+        assert_eq!(latency_bucket(5, 0), 4);
+        assert_eq!(latency_bucket(1_000, 3), 7);
+    }
+
+    #[test]
+    fn percentile_is_the_first_bucket_reaching_the_rank() {
+        // 100 samples: 89 good ones in bucket 0, 11 in bucket 5. P90 needs 90 samples: bucket 0 has only 89.
+        let mut h = [0; NR_BUCKETS];
+        h[0] = 89;
+        h[5] = 11;
+        assert_eq!(percentile_bucket(&h, 90), Some(5));
+        // 90 + 10: exactly 90 of 100 in bucket 0 reach the rank.
+        h[0] = 90;
+        h[5] = 10;
+        assert_eq!(percentile_bucket(&h, 90), Some(0));
+        // 90 + 11: the rank is ceil(90.9) = 91, so bucket 0 no longer suffices.
+        h[5] = 11;
+        assert_eq!(percentile_bucket(&h, 90), Some(5));
+        // Rounding up: 7 samples, P99 needs ceil(6.93) = 7, i.e. the largest sample.
+        let mut h = [0; NR_BUCKETS];
+        h[1] = 6;
+        h[2] = 1;
+        assert_eq!(percentile_bucket(&h, 99), Some(2));
+        assert_eq!(percentile_bucket(&[0; NR_BUCKETS], 99), None);
+    }
+
+    #[test]
+    fn write_depth_shrinks_while_reads_are_congested_and_grows_back_when_writes_wait_too_long() {
+        let mut d = Driver::new();
+        assert_eq!(d.depths(), (256, 128));
+
+        // Reads take 3 ms on the device (target 2 ms: bucket 5, so the read I/O P90 says "congested").
+        // Writes are fine at 5 ms of their 10 ms target (bucket 1), so under congestion they are throttled
+        // to (1 + 1) / 4 of their depth. Reads, with P99 bucket 5, would grow by 6/4 but are at their maximum.
+        d.complete(Op::Read, 500, 3 * MS, 3 * MS, S);
+        d.complete(Op::Write, 500, 5 * MS, 5 * MS, S);
+        d.kyber.timer(S);
+        assert_eq!(d.depths(), (256, 64));
+        d.complete(Op::Read, 500, 3 * MS, 3 * MS, 2 * S);
+        d.complete(Op::Write, 500, 5 * MS, 5 * MS, 2 * S);
+        d.kyber.timer(2 * S);
+        assert_eq!(d.depths(), (256, 32));
+
+        // Reads recover (1 ms, bucket 1): no congestion. Good write latency alone leaves the depth alone.
+        d.complete(Op::Read, 500, MS, MS, 3 * S);
+        d.complete(Op::Write, 500, 5 * MS, 5 * MS, 3 * S);
+        d.kyber.timer(3 * S);
+        assert_eq!(d.depths(), (256, 32));
+
+        // Throttled writes now wait in the scheduler: 18 ms in total (bucket 7) though the device takes 5 ms.
+        // A bad P99 grows the depth by (7 + 1) / 4 = 2x per window, up to the maximum of 128.
+        for (window, expected) in [(4, 64), (5, 128), (6, 128)] {
+            d.complete(Op::Read, 500, MS, MS, window * S);
+            d.complete(Op::Write, 500, 18 * MS, 5 * MS, window * S);
+            d.kyber.timer(window * S);
+            assert_eq!(d.depths(), (256, expected), "window {window}");
+        }
+    }
+
+    #[test]
+    fn depth_never_drops_below_one() {
+        let mut d = Driver::new();
+        // Writes so good they land in bucket 0 shrink to a quarter per congested window: 128, 32, 8, 2, 1, 1.
+        for (window, expected) in [(1, 32), (2, 8), (3, 2), (4, 1), (5, 1)] {
+            d.complete(Op::Read, 500, 3 * MS, 3 * MS, window * S);
+            d.complete(Op::Write, 500, MS, MS, window * S);
+            d.kyber.timer(window * S);
+            assert_eq!(d.kyber.depth(Domain::Write), expected, "window {window}");
+        }
+        // With one token, writes still flow one at a time.
+        d.complete(Op::Write, 3, MS, MS, 6 * S);
+    }
+
+    #[test]
+    fn a_remembered_p99_is_used_once_when_congestion_comes_without_fresh_samples() {
+        let mut d = Driver::new();
+        // Window 1: only writes, good (bucket 1), no congestion: nothing changes, their P99 is remembered.
+        d.complete(Op::Write, 500, 5 * MS, 5 * MS, S);
+        d.kyber.timer(S);
+        assert_eq!(d.depths(), (256, 128));
+        // Window 2: only reads, congested. Writes have no fresh P99, so the remembered bucket 1 halves them.
+        d.complete(Op::Read, 500, 3 * MS, 3 * MS, 2 * S);
+        d.kyber.timer(2 * S);
+        assert_eq!(d.depths(), (256, 64));
+        // Window 3: congested again, still no write samples: the remembered value is gone.
+        d.complete(Op::Read, 500, 3 * MS, 3 * MS, 3 * S);
+        d.kyber.timer(3 * S);
+        assert_eq!(d.depths(), (256, 64));
+    }
+
+    #[test]
+    fn a_window_closes_at_500_samples() {
+        let mut d = Driver::new();
+        // Writes at 12 ms on the device (bucket 4) signal congestion; reads at 1 ms (bucket 1) would be halved.
+        d.complete(Op::Read, 499, MS, MS, S);
+        d.complete(Op::Write, 499, 12 * MS, 12 * MS, S);
+        d.kyber.timer(S);
+        assert_eq!(
+            d.depths(),
+            (256, 128),
+            "499 samples and no second elapsed: no percentiles yet"
+        );
+        d.complete(Op::Read, 1, MS, MS, S + 50 * MS);
+        d.complete(Op::Write, 1, 12 * MS, 12 * MS, S + 50 * MS);
+        d.kyber.timer(S + 50 * MS);
+        assert_eq!(
+            d.depths(),
+            (128, 128),
+            "the 500th sample closes both windows"
+        );
+        let empty = [[0; NR_BUCKETS]; 2];
+        assert_eq!(
+            d.kyber.histograms[Domain::Read as usize],
+            empty,
+            "evaluated histograms are cleared"
+        );
+        assert_eq!(d.kyber.window_deadline, [None; NR_STAT_DOMAINS]);
+    }
+
+    #[test]
+    fn a_small_window_closes_one_second_after_its_first_check() {
+        let (read, write) = (Domain::Read as usize, Domain::Write as usize);
+        let mut d = Driver::new();
+        // Remember a good read P99 (bucket 1) without congestion.
+        d.complete(Op::Read, 500, MS, MS, S);
+        d.kyber.timer(S);
+
+        // A few congested writes (12 ms, bucket 4). The first check at 2 s opens the window until 3 s.
+        d.complete(Op::Write, 10, 12 * MS, 12 * MS, 2 * S);
+        d.kyber.timer(2 * S);
+        assert_eq!(d.kyber.window_deadline[write], Some(3 * S));
+        d.kyber.timer(3 * S - 1);
+        assert_eq!(d.depths(), (256, 128), "not yet");
+        d.kyber.timer(3 * S);
+        assert_eq!(
+            d.depths(),
+            (128, 128),
+            "write P90 shows congestion; reads use their remembered P99"
+        );
+
+        // The deadline is per domain, shared by both histograms: the P90 evaluation cleared it, so the P99 check
+        // right after it opened a new window and declined. The total-latency samples stay and accumulate.
+        assert_eq!(d.kyber.window_deadline[write], Some(4 * S));
+        let count = |d: &Driver, kind: usize| d.kyber.histograms[write][kind].iter().sum::<u32>();
+        assert_eq!((count(&d, IO), count(&d, TOTAL)), (0, 10));
+        d.complete(Op::Write, 10, 12 * MS, 12 * MS, 4 * S);
+        d.kyber.timer(4 * S);
+        assert_eq!(
+            (count(&d, IO), count(&d, TOTAL)),
+            (0, 20),
+            "same again one second later"
+        );
+        // Only 500 accumulated samples release the total-latency P99.
+        d.complete(Op::Write, 480, 12 * MS, 12 * MS, 4 * S + 10 * MS);
+        d.kyber.timer(4 * S + 10 * MS);
+        assert_eq!((count(&d, IO), count(&d, TOTAL)), (480, 0));
+        assert_eq!(
+            d.kyber.remembered_p99[read], None,
+            "congestion at 3 s forgot the read P99"
+        );
+    }
+
+    #[test]
+    fn completions_pull_the_timer_to_at_most_100_ms_ahead() {
+        let mut d = Driver::new();
+        assert_eq!(d.kyber.next_timer_ns(), None);
+        d.complete(Op::Read, 1, MS, MS, S);
+        assert_eq!(d.kyber.next_timer_ns(), Some(S + 100 * MS));
+        d.complete(Op::Write, 1, MS, MS, S + 60 * MS);
+        assert_eq!(
+            d.kyber.next_timer_ns(),
+            Some(S + 100 * MS),
+            "an earlier expiry is kept"
+        );
+        d.kyber.timer(S + 100 * MS);
+        assert_eq!(
+            d.kyber.next_timer_ns(),
+            None,
+            "the timer does not re-arm itself"
+        );
+        d.complete(Op::Flush, 1, MS, MS, 2 * S);
+        assert_eq!(d.kyber.next_timer_ns(), None, "OTHER keeps no statistics");
+        d.complete(Op::Discard, 1, MS, MS, 2 * S);
+        assert_eq!(d.kyber.next_timer_ns(), Some(2 * S + 100 * MS));
+    }
+
+    #[test]
+    fn domains_take_turns_in_batches() {
+        let mut k = Kyber::new(1);
+        let mut id = 0;
+        for (op, n) in [(Op::Read, 20), (Op::Write, 10), (Op::Discard, 2)] {
+            for _ in 0..n {
+                k.insert(rq(id, op, 0, 0, id as u64 * 1000, 8), 0);
+                id += 1;
+            }
+        }
+        let mut order = Vec::new();
+        while let Some(r) = k.dispatch(0, 0) {
+            match order.last_mut() {
+                Some((op, n)) if *op == r.op => *n += 1,
+                _ => order.push((r.op, 1)),
+            }
+        }
+        // 16 reads, 8 writes, 1 discard (OTHER is empty, so back to READ), the last 4 reads end their batch early,
+        // the last 2 writes, the last discard.
+        assert_eq!(
+            order,
+            [
+                (Op::Read, 16),
+                (Op::Write, 8),
+                (Op::Discard, 1),
+                (Op::Read, 4),
+                (Op::Write, 2),
+                (Op::Discard, 1)
+            ]
+        );
+        assert!(!k.has_work(0));
+        // The failed call went once around all four domains and came back to DISCARD.
+        assert_eq!(k.batch_state(0), (Domain::Discard, 0));
+    }
+
+    #[test]
+    fn requests_keep_their_order_within_a_domain_across_cpus() {
+        let mut k = Kyber::new(1);
+        // CPU 1 submits first, but staging lists are flushed CPU by CPU in ascending order.
+        k.insert(rq(1, Op::Read, 1, 0, 100, 8), 0);
+        k.insert(rq(2, Op::Read, 0, 0, 200, 8), 0);
+        k.insert(rq(3, Op::Read, 1, 0, 300, 8), 0);
+        let ids: Vec<u32> = std::iter::from_fn(|| k.dispatch(0, 0))
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, [2, 1, 3]);
+    }
+
+    #[test]
+    fn without_a_token_dispatch_waits_and_the_next_completion_runs_all_queues() {
+        let mut k = Kyber::new(2);
+        // OTHER has 16 tokens for the whole device.
+        let mut held = Vec::new();
+        for id in 0..16 {
+            k.insert(rq(id, Op::Flush, 0, 0, 0, 0), 0);
+            held.push(k.dispatch(0, 0).unwrap());
+        }
+        assert_eq!(k.tokens_in_use(Domain::Other), 16);
+        k.insert(rq(16, Op::Flush, 0, 0, 0, 0), 0);
+        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), 0);
+        assert_eq!(k.dispatch(0, 0), None);
+        assert_eq!(k.dispatch(1, 0), None);
+        assert!(k.has_work(0) && k.has_work(1));
+        assert!(k.waiting(0, Domain::Other) && k.waiting(1, Domain::Other));
+
+        // A freed token wakes both hardware queues; the first to run takes it.
+        let first = held.pop().unwrap();
+        assert_eq!(k.completed(&first, 0, MS), AfterCompletion::RunAllQueues);
+        assert!(!k.waiting(0, Domain::Other) && !k.waiting(1, Domain::Other));
+        assert_eq!(k.dispatch(0, MS).map(|r| r.id), Some(16));
+        assert_eq!(k.dispatch(1, MS), None);
+        assert!(k.waiting(1, Domain::Other) && !k.waiting(0, Domain::Other));
+
+        let second = held.pop().unwrap();
+        assert_eq!(
+            k.completed(&second, 0, 2 * MS),
+            AfterCompletion::RunAllQueues
+        );
+        assert_eq!(k.dispatch(1, 2 * MS).map(|r| r.id), Some(17));
+        // Nobody waits any more: a completion only restarts its own queue.
+        let third = held.pop().unwrap();
+        assert_eq!(k.completed(&third, 0, 3 * MS), AfterCompletion::RunQueue);
+        assert_eq!(k.tokens_in_use(Domain::Other), 15);
+    }
+
+    #[test]
+    fn a_waiting_request_stays_in_its_staging_list_where_bios_can_still_merge() {
+        let mut k = Kyber::new(1);
+        // Use up DISCARD's 64 tokens.
+        let mut held = Vec::new();
+        for id in 0..64 {
+            k.insert(rq(id, Op::Discard, 0, 0, id as u64 * 1000, 8), 0);
+        }
+        while let Some(r) = k.dispatch(0, 0) {
+            held.push(r);
+        }
+        assert_eq!(held.len(), 64);
+        k.insert(rq(64, Op::Discard, 0, 0, 100_000, 8), 0);
+        assert_eq!(k.dispatch(0, 0), None);
+        assert_eq!(
+            k.bio_merge(&rq(65, Op::Discard, 0, 0, 100_008, 8), 256),
+            Some(64)
+        );
+        assert_eq!(k.completed(&held[0], 0, MS), AfterCompletion::RunAllQueues);
+        let merged = k.dispatch(0, MS).unwrap();
+        assert_eq!(
+            (merged.id, merged.sector, merged.nr_sectors),
+            (64, 100_000, 16)
+        );
+    }
+
+    #[test]
+    fn bios_merge_only_into_the_submitting_cpus_staging_list() {
+        let mut k = Kyber::new(1);
+        k.insert(rq(1, Op::Read, 0, 0, 0, 8), 0);
+        assert_eq!(
+            k.bio_merge(&rq(2, Op::Read, 1, 0, 8, 8), 256),
+            None,
+            "another CPU of the same queue"
+        );
+        assert_eq!(
+            k.bio_merge(&rq(3, Op::Write, 0, 0, 8, 8), 256),
+            None,
+            "another domain"
+        );
+        assert_eq!(
+            k.bio_merge(&rq(4, Op::Read, 0, 0, 8, 8), 256),
+            Some(1),
+            "back merge"
+        );
+        assert_eq!(
+            k.bio_merge(&rq(5, Op::Read, 0, 0, 0, 8), 32),
+            None,
+            "front side is taken by request 1"
+        );
+        assert_eq!(
+            k.bio_merge(&rq(6, Op::Read, 0, 0, 16, 8), 16),
+            None,
+            "would exceed max_sectors"
+        );
+
+        // Dispatch moves all of the domain's staged requests to the hardware queue's list: no merging there.
+        k.insert(rq(7, Op::Read, 0, 0, 1000, 8), 0);
+        assert_eq!(
+            k.dispatch(0, 0).map(|r| (r.id, r.nr_sectors)),
+            Some((1, 16))
+        );
+        assert_eq!(k.bio_merge(&rq(8, Op::Read, 0, 0, 1008, 8), 256), None);
+        assert_eq!(k.dispatch(0, 0).map(|r| (r.id, r.nr_sectors)), Some((7, 8)));
+    }
+
+    #[test]
+    fn latency_targets_are_tunable_in_nanoseconds() {
+        let mut k = Kyber::new(1);
+        assert_eq!(
+            k.tunables(),
+            [("read_lat_nsec", 2_000_000), ("write_lat_nsec", 10_000_000)]
+        );
+        k.set_tunable("read_lat_nsec", 0).unwrap();
+        k.set_tunable("write_lat_nsec", 50_000_000).unwrap();
+        assert_eq!(
+            k.tunables(),
+            [("read_lat_nsec", 0), ("write_lat_nsec", 50_000_000)]
+        );
+        assert!(matches!(
+            k.set_tunable("write_lat_nsec", -1),
+            Err(TunableError::OutOfRange { value: -1, .. })
+        ));
+        assert!(matches!(
+            k.set_tunable("fifo_batch", 8),
+            Err(TunableError::Unknown { .. })
+        ));
+        assert_eq!(
+            k.tunables()[1],
+            ("write_lat_nsec", 50_000_000),
+            "a rejected value changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_longer_write_target_turns_congestion_into_calm() {
+        // Writes at 12 ms on the device: congested under the default 10 ms target, fine under 20 ms.
+        for (target, expected_read_depth) in [(10 * MS, 128), (20 * MS, 256)] {
+            let mut d = Driver::new();
+            d.kyber
+                .set_tunable("write_lat_nsec", target as i64)
+                .unwrap();
+            d.complete(Op::Read, 500, MS, MS, S);
+            d.complete(Op::Write, 500, 12 * MS, 12 * MS, S);
+            d.kyber.timer(S);
+            assert_eq!(
+                d.kyber.depth(Domain::Read),
+                expected_read_depth,
+                "write target {target}"
+            );
+        }
+    }
+
+    #[test]
+    fn introspection_shows_depths_and_tokens_in_use() {
+        let mut k = Kyber::new(1);
+        k.insert(rq(1, Op::Write, 0, 0, 0, 8), 0);
+        k.dispatch(0, 0).unwrap();
+        let state: std::collections::HashMap<String, f64> = k.introspect().into_iter().collect();
+        assert_eq!(state["read_tokens"], 256.0);
+        assert_eq!(state["write_tokens"], 128.0);
+        assert_eq!(state["discard_tokens"], 64.0);
+        assert_eq!(state["other_tokens"], 16.0);
+        assert_eq!(state["write_tokens_in_use"], 1.0);
+        assert_eq!(state["read_tokens_in_use"], 0.0);
+        assert_eq!(state["other_waiting_hctxs"], 0.0);
+    }
+
+    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn random_traffic_never_loses_or_duplicates_requests_and_tokens_match_requests_in_flight() {
+        const NR_HCTX: u32 = 2;
+        const NR_CPU: u32 = 6;
+        let (mut shrinks, mut grows) = (0, 0);
+        for seed in 0..16 {
+            let mut rng = Lcg(seed);
+            let mut k = Kyber::new(NR_HCTX);
+            let mut now = 0u64;
+            let mut next_id = 0u32;
+            let mut merged = 0u32;
+            let mut queued: HashSet<u32> = HashSet::new();
+            let mut in_flight: Vec<(Request, u64)> = Vec::new();
+            let mut completed: HashSet<u32> = HashSet::new();
+            let mut next_sector = [0u64; NR_CPU as usize];
+
+            let check = |k: &Kyber, in_flight: &Vec<(Request, u64)>| {
+                for domain in Domain::ALL {
+                    let holding = in_flight
+                        .iter()
+                        .filter(|(r, _)| Domain::of(r.op) == domain)
+                        .count();
+                    assert_eq!(
+                        k.tokens_in_use(domain) as usize,
+                        holding,
+                        "seed {seed}: {domain:?} tokens"
+                    );
+                    assert!((1..=domain.max_depth()).contains(&k.depth(domain)));
+                }
+            };
+
+            for step in 0..60_000 {
+                if step % 3_000 == 0 {
+                    // Change the targets now and then, so that depths shrink as well as grow.
+                    let targets = [0, 1_000_000, 1_000_000_000, 1_000_000_000];
+                    for name in ["read_lat_nsec", "write_lat_nsec"] {
+                        k.set_tunable(name, targets[rng.below(4) as usize]).unwrap();
+                    }
+                }
+                now += rng.below(400_000);
+                match rng.below(10) {
+                    0..=2 => {
+                        let op = match rng.below(20) {
+                            0..=9 => Op::Read,
+                            10..=16 => Op::Write,
+                            17..=18 => Op::Discard,
+                            _ => Op::Flush,
+                        };
+                        let cpu = rng.below(NR_CPU as u64) as u32;
+                        let sector = if rng.below(2) == 0 {
+                            next_sector[cpu as usize]
+                        } else {
+                            rng.below(1 << 24)
+                        };
+                        let nr_sectors = if op == Op::Flush {
+                            0
+                        } else {
+                            8 * (1 + rng.below(4) as u32)
+                        };
+                        next_sector[cpu as usize] = sector + nr_sectors as u64;
+                        let mut bio = rq(next_id, op, cpu, cpu % NR_HCTX, sector, nr_sectors);
+                        bio.start_ns = now;
+                        next_id += 1;
+                        match k.bio_merge(&bio, 256) {
+                            Some(into) => {
+                                assert!(
+                                    queued.contains(&into),
+                                    "seed {seed}: merged into a request not queued"
+                                );
+                                merged += 1;
+                            }
+                            None => {
+                                queued.insert(bio.id);
+                                k.insert(bio, now);
+                            }
+                        }
+                    }
+                    3..=5 => {
+                        let hctx = rng.below(NR_HCTX as u64) as u32;
+                        match k.dispatch(hctx, now) {
+                            Some(r) => {
+                                assert!(
+                                    queued.remove(&r.id),
+                                    "seed {seed}: request {} dispatched twice",
+                                    r.id
+                                );
+                                assert_eq!(
+                                    r.hctx, hctx,
+                                    "seed {seed}: dispatched on another hardware queue"
+                                );
+                                in_flight.push((r, now));
+                            }
+                            None => {
+                                // Work left behind must be waiting for a token, or no completion would restart it.
+                                if k.has_work(hctx) {
+                                    assert!(
+                                        Domain::ALL.iter().any(|&d| k.waiting(hctx, d)),
+                                        "seed {seed}: lost wake-up"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    6..=8 => {
+                        if !in_flight.is_empty() {
+                            let (r, issued) =
+                                in_flight.swap_remove(rng.below(in_flight.len() as u64) as usize);
+                            k.completed(&r, issued, now);
+                            assert!(completed.insert(r.id));
+                        }
+                    }
+                    _ => {
+                        if k.next_timer_ns().is_some_and(|at| at <= now) {
+                            let before = Domain::ALL.map(|d| k.depth(d));
+                            k.timer(now);
+                            for (domain, before) in Domain::ALL.into_iter().zip(before) {
+                                shrinks += (k.depth(domain) < before) as u32;
+                                grows += (k.depth(domain) > before) as u32;
+                            }
+                        }
+                    }
+                }
+                check(&k, &in_flight);
+            }
+
+            // Drain: everything queued is eventually dispatched and completed.
+            loop {
+                let mut progress = false;
+                for hctx in 0..NR_HCTX {
+                    while let Some(r) = k.dispatch(hctx, now) {
+                        assert!(queued.remove(&r.id));
+                        in_flight.push((r, now));
+                        progress = true;
+                    }
+                }
+                check(&k, &in_flight);
+                now += 10_000;
+                for (r, issued) in in_flight.drain(..) {
+                    k.completed(&r, issued, now);
+                    assert!(completed.insert(r.id));
+                    progress = true;
+                }
+                if !progress {
+                    break;
+                }
+            }
+            assert!(
+                queued.is_empty(),
+                "seed {seed}: {} requests stuck",
+                queued.len()
+            );
+            assert!((0..NR_HCTX).all(|h| !k.has_work(h)));
+            assert_eq!(completed.len() as u32 + merged, next_id, "seed {seed}");
+            assert!(
+                merged > 0,
+                "seed {seed}: the workload should exercise merges"
+            );
+        }
+        assert!(
+            shrinks > 10 && grows > 10,
+            "the workload should move the depths: {shrinks} shrinks, {grows} grows"
+        );
+    }
+}
