@@ -4,6 +4,7 @@
 //! random numbers: the caller passes the time in. The same code is meant to drive the simulator and, later, a
 //! userspace io_uring runtime, so nothing here may depend on simulator types.
 
+pub mod bfq;
 pub mod none;
 
 /// Sector size the kernel's block layer counts in.
@@ -166,12 +167,13 @@ pub trait Elevator: Send {
 }
 
 /// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &["none"];
+pub const SCHEDULERS: &[&str] = &["none", "bfq"];
 
 /// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
     match name {
         "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
+        "bfq" => Ok(Box::new(bfq::Bfq::new())),
         other => Err(format!(
             "unknown scheduler {other:?}: expected one of {}",
             SCHEDULERS.join(", ")
