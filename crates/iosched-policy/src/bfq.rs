@@ -466,7 +466,15 @@ impl Bfq {
         if let Some(&q) = self.queue_index.get(&key) {
             let qq = &self.queues[q];
             if !qq.busy && (qq.class != class || qq.level != level) {
-                // ioprio change: applied while the queue is not busy.
+                // ioprio change: applied while the queue is not busy. Leave the old class's idle tree first.
+                let e = EntityId::Queue(q);
+                if self.ent(e).state == State::Idle {
+                    let w = self.ent(e).weight as u64;
+                    let tree = self.tree_mut(e);
+                    tree.idle.retain(|&x| x != e);
+                    tree.wsum -= w;
+                    self.ent_mut(e).state = State::Off;
+                }
                 let qq = &mut self.queues[q];
                 qq.class = class;
                 qq.level = level;
@@ -1662,5 +1670,735 @@ impl Elevator for Bfq {
                 self.idle_timer_at.is_some() as u8 as f64,
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    fn rq(id: u32, process: u32, sector: u64, nr_sectors: u32) -> Request {
+        Request {
+            id,
+            op: Op::Read,
+            sector,
+            nr_sectors,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: IoprioClass::BestEffort,
+            ioprio_level: 4,
+            process,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync: true,
+            start_ns: 0,
+        }
+    }
+
+    /// A process that keeps `depth` sequential requests outstanding (queued or in flight).
+    #[derive(Clone)]
+    struct Proc {
+        template: Request,
+        depth: usize,
+        next_sector: u64,
+        outstanding: usize,
+        dispatched_sectors: u64,
+        active_from_ns: u64,
+    }
+
+    /// A device with `slots` parallel slots and a fixed service time per request.
+    struct Harness {
+        bfq: Bfq,
+        now: u64,
+        slots: usize,
+        service_ns: u64,
+        inflight: Vec<(u64, Request)>,
+        procs: Vec<Proc>,
+        next_id: u32,
+        /// (process index, insert time, dispatch time) of every dispatched request.
+        log: Vec<(usize, u64, u64)>,
+        inserted_at: HashMap<u32, (usize, u64)>,
+    }
+
+    impl Harness {
+        fn new(bfq: Bfq, slots: usize, service_ns: u64) -> Self {
+            Self {
+                bfq,
+                now: 0,
+                slots,
+                service_ns,
+                inflight: Vec::new(),
+                procs: Vec::new(),
+                next_id: 0,
+                log: Vec::new(),
+                inserted_at: HashMap::new(),
+            }
+        }
+
+        fn add_proc(&mut self, template: Request, depth: usize, active_from_ns: u64) -> usize {
+            self.procs.push(Proc {
+                next_sector: template.process as u64 * (1 << 32),
+                template,
+                depth,
+                outstanding: 0,
+                dispatched_sectors: 0,
+                active_from_ns,
+            });
+            self.procs.len() - 1
+        }
+
+        fn refill(&mut self) {
+            for p in 0..self.procs.len() {
+                while self.procs[p].active_from_ns <= self.now
+                    && self.procs[p].outstanding < self.procs[p].depth
+                {
+                    let pr = &mut self.procs[p];
+                    let mut r = pr.template.clone();
+                    r.id = self.next_id;
+                    r.sector = pr.next_sector;
+                    pr.next_sector += r.nr_sectors as u64;
+                    pr.outstanding += 1;
+                    self.inserted_at.insert(r.id, (p, self.now));
+                    self.next_id += 1;
+                    self.bfq.insert(r, self.now);
+                }
+            }
+        }
+
+        fn run_until(&mut self, end_ns: u64) {
+            while self.now < end_ns {
+                self.refill();
+                while self.inflight.len() < self.slots {
+                    let Some(r) = self.bfq.dispatch(0, self.now) else {
+                        break;
+                    };
+                    let (p, at) = self.inserted_at[&r.id];
+                    self.procs[p].dispatched_sectors += r.nr_sectors as u64;
+                    self.log.push((p, at, self.now));
+                    self.inflight.push((self.now + self.service_ns, r));
+                }
+                let next_completion = self.inflight.iter().map(|(t, _)| *t).min();
+                let next_timer = self.bfq.next_timer_ns();
+                let next_arrival = self
+                    .procs
+                    .iter()
+                    .map(|p| p.active_from_ns)
+                    .filter(|&t| t > self.now)
+                    .min();
+                let Some(next) = [next_completion, next_timer, next_arrival]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                else {
+                    self.now = end_ns;
+                    break;
+                };
+                self.now = next.max(self.now);
+                if next_timer.is_some_and(|t| t <= self.now) {
+                    self.bfq.timer(self.now);
+                }
+                while let Some(i) = self.inflight.iter().position(|(t, _)| *t <= self.now) {
+                    let (_, r) = self.inflight.swap_remove(i);
+                    let (p, _) = self.inserted_at[&r.id];
+                    self.procs[p].outstanding -= 1;
+                    self.bfq.completed(&r, 0, self.now);
+                }
+            }
+        }
+
+        fn shares(&self) -> Vec<f64> {
+            let total: u64 = self.procs.iter().map(|p| p.dispatched_sectors).sum();
+            self.procs
+                .iter()
+                .map(|p| p.dispatched_sectors as f64 / total as f64)
+                .collect()
+        }
+    }
+
+    fn assert_shares(got: &[f64], weights: &[f64], tolerance: f64) {
+        let sum: f64 = weights.iter().sum();
+        for (i, (g, w)) in got.iter().zip(weights).enumerate() {
+            let want = w / sum;
+            assert!(
+                (g - want).abs() <= tolerance * want,
+                "process {i}: share {g:.4}, want {want:.4} (±{:.0}%); all shares {got:?}",
+                tolerance * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn four_backlogged_processes_share_by_ioprio_weight() {
+        // BE levels 0, 4, 6, 7 give weights 80, 40, 20, 10. Raising is off: it would only favour the level-4
+        // (default-weight) queue for its first seconds.
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        bfq.set_tunable("max_budget", 2048).unwrap();
+        let mut h = Harness::new(bfq, 4, 100 * US);
+        for (p, level) in [0u8, 4, 6, 7].into_iter().enumerate() {
+            let mut t = rq(0, p as u32, 0, 8);
+            t.ioprio_level = level;
+            h.add_proc(t, 32, 0);
+        }
+        h.run_until(5_000 * MS);
+        assert_shares(&h.shares(), &[80.0, 40.0, 20.0, 10.0], 0.03);
+    }
+
+    #[test]
+    fn four_cgroups_share_by_cgroup_weight() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("max_budget", 2048).unwrap();
+        let mut h = Harness::new(bfq, 4, 100 * US);
+        for (p, weight) in [1000u32, 500, 250, 100].into_iter().enumerate() {
+            let mut t = rq(0, p as u32, 0, 8);
+            t.cgroup = p as u32 + 1;
+            t.cgroup_weight = weight;
+            h.add_proc(t, 32, 0);
+        }
+        h.run_until(5_000 * MS);
+        assert_shares(&h.shares(), &[1000.0, 500.0, 250.0, 100.0], 0.03);
+    }
+
+    fn queue_of(bfq: &Bfq, process: u32) -> &Queue {
+        &bfq.queues[bfq.queue_index[&QueueKey::Sync { process, cgroup: 0 }]]
+    }
+
+    fn intro(bfq: &Bfq, name: &str) -> f64 {
+        bfq.introspect()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn a_new_queue_after_two_seconds_is_weight_raised_and_served_at_once() {
+        // Two processes keep the device busy; a third turns up at 3 s with one small read.
+        fn newcomer(low_latency: bool) -> (u64, u32, u32) {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("low_latency", low_latency as i64).unwrap();
+            let mut h = Harness::new(bfq, 4, 100 * US);
+            h.add_proc(rq(0, 0, 0, 8), 32, 0);
+            h.add_proc(rq(0, 1, 0, 8), 32, 0);
+            let p = h.add_proc(rq(0, 2, 0, 8), 1, 3_000 * MS);
+            h.run_until(3_000 * MS + 50 * US);
+            let coeff = queue_of(&h.bfq, 2).wr_coeff;
+            h.run_until(3_500 * MS);
+            let (_, at, dispatched) = *h.log.iter().find(|(q, _, _)| *q == p).unwrap();
+            (dispatched - at, coeff, queue_of(&h.bfq, 0).wr_coeff)
+        }
+        let (raised_wait, coeff, old_coeff) = newcomer(true);
+        assert_eq!(coeff, 30, "interactive raising ×30");
+        assert_eq!(
+            old_coeff, 1,
+            "the backlogged queues' own raising ended (120000 sectors of service)"
+        );
+        assert!(
+            raised_wait <= 100 * US,
+            "served as soon as a slot frees: waited {raised_wait} ns"
+        );
+        let (plain_wait, coeff, _) = newcomer(false);
+        assert_eq!(coeff, 1);
+        assert!(
+            plain_wait > 10 * raised_wait.max(100 * US),
+            "without raising it waits its turn: {plain_wait} ns"
+        );
+    }
+
+    #[test]
+    fn only_queues_with_the_default_weight_count_as_interactive() {
+        let mut bfq = Bfq::new();
+        let mut r = rq(1, 0, 0, 8);
+        r.ioprio_level = 0;
+        bfq.insert(r, 0);
+        bfq.insert(rq(2, 1, 0, 8), 0);
+        assert_eq!(queue_of(&bfq, 0).wr_coeff, 1);
+        assert_eq!(queue_of(&bfq, 1).wr_coeff, 30);
+        assert_eq!(intro(&bfq, "wr_queues"), 1.0);
+    }
+
+    #[test]
+    fn the_sole_sync_queue_idles_until_its_next_request_or_the_slice_timer() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap(); // raised queues idle at least 20 ms
+        bfq.insert(rq(1, 7, 0, 8), 0);
+        let first = bfq.dispatch(0, 0).unwrap();
+        assert!(
+            bfq.dispatch(0, 10 * US).is_none(),
+            "empty, request in flight: keep the queue"
+        );
+        bfq.completed(&first, 0, 100 * US);
+        assert_eq!(
+            bfq.next_timer_ns(),
+            Some(100 * US + 8 * MS),
+            "slice_idle armed at the last completion"
+        );
+        assert!(bfq.dispatch(0, MS).is_none(), "idling");
+        assert_eq!(intro(&bfq, "busy_queues"), 1.0);
+
+        bfq.insert(rq(2, 7, 8, 8), 2 * MS);
+        assert_eq!(
+            bfq.next_timer_ns(),
+            None,
+            "the queue's next request ends idling"
+        );
+        let second = bfq.dispatch(0, 2 * MS).unwrap();
+        assert_eq!(second.id, 2);
+        bfq.completed(&second, 0, 2 * MS + 100 * US);
+        let at = bfq.next_timer_ns().unwrap();
+        assert!(bfq.dispatch(0, at - 1).is_none());
+        bfq.timer(at);
+        assert_eq!(
+            intro(&bfq, "busy_queues"),
+            0.0,
+            "timer fired: expired as too idle"
+        );
+        assert!(!bfq.has_work(0));
+    }
+
+    #[test]
+    fn while_idling_for_a_heavier_queue_other_requests_are_injected_one_at_a_time() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        let mut heavy = rq(1, 0, 0, 8);
+        heavy.ioprio_level = 0; // weight 80
+        bfq.insert(heavy.clone(), 0);
+        for i in 0..5 {
+            let mut light = rq(10 + i, 1, 1_000_000 + 8 * i as u64, 8);
+            light.ioprio_level = 7; // weight 10
+            bfq.insert(light, 0);
+        }
+        let a = bfq.dispatch(0, 0).unwrap();
+        assert_eq!(a.id, 1, "smallest finish time first");
+        assert!(
+            bfq.dispatch(0, 0).is_none(),
+            "asymmetric weights: idle for the heavy queue"
+        );
+        bfq.completed(&a, 0, 100 * US);
+        assert!(bfq.next_timer_ns().is_some());
+        let injected = bfq.dispatch(0, 100 * US).unwrap();
+        assert_eq!(
+            injected.process, 1,
+            "injected from the light queue while the driver is empty"
+        );
+        assert!(
+            bfq.dispatch(0, 100 * US).is_none(),
+            "injection limit: one request in the driver"
+        );
+        bfq.completed(&injected, 0, 200 * US);
+
+        heavy.id = 2;
+        heavy.sector = 8;
+        bfq.insert(heavy, 300 * US);
+        assert_eq!(
+            bfq.dispatch(0, 300 * US).unwrap().id,
+            2,
+            "the in-service queue's own request"
+        );
+        let b = bfq.in_driver.keys().copied().collect::<Vec<_>>();
+        let done = Request {
+            id: b[0],
+            ..rq(b[0], 0, 8, 8)
+        };
+        bfq.completed(&done, 0, 400 * US);
+        let at = bfq.next_timer_ns().unwrap();
+        bfq.timer(at);
+        let burst: Vec<u32> = std::iter::from_fn(|| bfq.dispatch(0, at))
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            burst.len(),
+            4,
+            "heavy queue expired: the light queue is served freely"
+        );
+    }
+
+    #[test]
+    fn budget_feedback_by_expiry_reason() {
+        fn sync_queue(low_latency: bool) -> Bfq {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("low_latency", low_latency as i64).unwrap();
+            bfq
+        }
+        // A new queue starts at 2/3 of the default max budget (16384).
+        let mut bfq = sync_queue(false);
+        for i in 0..1400 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let mut dispatched = Vec::new();
+        for _ in 0..1365 {
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.completed(&r, 0, 0);
+            dispatched.push(r.id);
+        }
+        assert_eq!(intro(&bfq, "in_service_budget"), 10922.0);
+        assert_eq!(queue_of(&bfq, 0).ent.service, 10920);
+        // The next 8 sectors do not fit in the 2 left: exhausted, ×4 capped at the device max.
+        bfq.dispatch(0, 0).unwrap();
+        assert_eq!(queue_of(&bfq, 0).max_budget, 16384);
+        assert_eq!(intro(&bfq, "in_service_budget"), 16384.0);
+
+        // Too idle (the idle timer fired with nothing in flight): budget − 4 × min budget (512).
+        let mut bfq = sync_queue(false);
+        for i in 0..10 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let all: Vec<Request> = std::iter::from_fn(|| bfq.dispatch(0, 0)).collect();
+        assert_eq!(all.len(), 10);
+        for r in &all {
+            bfq.completed(r, 0, MS);
+        }
+        bfq.timer(bfq.next_timer_ns().unwrap());
+        assert_eq!(queue_of(&bfq, 0).max_budget, 10922 - 4 * 512);
+
+        // No more requests and no idling (slice_idle 0): max(service, min budget).
+        let mut bfq = sync_queue(false);
+        bfq.set_tunable("slice_idle", 0).unwrap();
+        for i in 0..10 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let all: Vec<Request> = std::iter::from_fn(|| bfq.dispatch(0, 0)).collect();
+        for r in &all {
+            bfq.completed(r, 0, MS);
+        }
+        assert_eq!(intro(&bfq, "busy_queues"), 0.0);
+        assert_eq!(queue_of(&bfq, 0).max_budget, 512);
+
+        // Budget timeout (125 ms) with requests left: ×2 (no cap hit with a 100000-sector max).
+        let mut bfq = sync_queue(false);
+        bfq.set_tunable("max_budget", 100_000).unwrap();
+        for i in 0..20 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        for _ in 0..10 {
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.completed(&r, 0, MS);
+        }
+        bfq.dispatch(0, 130 * MS).unwrap();
+        assert_eq!(queue_of(&bfq, 0).max_budget, 2 * 10922);
+        assert_eq!(intro(&bfq, "in_service_budget"), (2 * 10922) as f64);
+
+        // A weight-raised queue gets 2 × min budget.
+        let mut bfq = sync_queue(true);
+        bfq.insert(rq(1, 0, 0, 8), 0);
+        bfq.dispatch(0, 0).unwrap();
+        assert_eq!(intro(&bfq, "in_service_budget"), 1024.0);
+    }
+
+    #[test]
+    fn an_expired_fifo_head_goes_first_once_per_slot() {
+        let setup = || {
+            let mut bfq = Bfq::new();
+            bfq.insert(rq(1, 0, 10_000_000, 8), 0);
+            bfq.insert(rq(2, 0, 0, 8), 0);
+            bfq.insert(rq(3, 0, 8, 8), 0);
+            bfq
+        };
+        let ids = |bfq: &mut Bfq, now: u64| -> Vec<u32> {
+            std::iter::from_fn(|| bfq.dispatch(0, now))
+                .map(|r| r.id)
+                .collect()
+        };
+        assert_eq!(
+            ids(&mut setup(), 0),
+            vec![2, 3, 1],
+            "sector order from position 0"
+        );
+        assert_eq!(ids(&mut setup(), 126 * MS), vec![1, 2, 3], "FIFO head expired after 125 ms: served first, then sector order (wrapped: lowest first)");
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("fifo_expire_sync", 500).unwrap();
+        for (id, sector) in [(1, 10_000_000), (2, 0), (3, 8)] {
+            bfq.insert(rq(id, 0, sector, 8), 0);
+        }
+        assert_eq!(
+            ids(&mut bfq, 126 * MS),
+            vec![2, 3, 1],
+            "fifo_expire_sync = 500 ms: not expired yet"
+        );
+    }
+
+    #[test]
+    fn backward_seeks_cost_back_seek_penalty_and_are_limited_by_back_seek_max() {
+        // Position the head at sector 1000, then offer one request behind and one ahead.
+        fn choice(behind: u64, ahead: u64, back_seek_max: i64) -> u64 {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("back_seek_max", back_seek_max).unwrap();
+            bfq.insert(rq(1, 0, 992, 8), 0);
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.insert(rq(2, 0, behind, 8), 0);
+            bfq.insert(rq(3, 0, ahead, 8), 0);
+            bfq.completed(&r, 0, 0);
+            bfq.dispatch(0, 0).unwrap().sector
+        }
+        assert_eq!(
+            choice(900, 1150, 16384),
+            1150,
+            "100 back ×2 = 200 > 150 ahead"
+        );
+        assert_eq!(
+            choice(950, 1150, 16384),
+            950,
+            "50 back ×2 = 100 < 150 ahead"
+        );
+        assert_eq!(choice(950, 1150, 0), 1150, "no backward seeks allowed");
+    }
+
+    #[test]
+    fn tunables_by_sysfs_name_and_unit_with_validation() {
+        let mut bfq = Bfq::new();
+        let get = |bfq: &Bfq, n: &str| bfq.tunables().into_iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(
+            bfq.tunables(),
+            vec![
+                ("fifo_expire_sync", 125),
+                ("fifo_expire_async", 250),
+                ("back_seek_max", 16384),
+                ("back_seek_penalty", 2),
+                ("slice_idle", 8),
+                ("slice_idle_us", 8000),
+                ("max_budget", 16384),
+                ("timeout_sync", 125),
+                ("strict_guarantees", 0),
+                ("low_latency", 1),
+            ]
+        );
+        bfq.set_tunable("slice_idle_us", 2500).unwrap();
+        assert_eq!(
+            (get(&bfq, "slice_idle"), get(&bfq, "slice_idle_us")),
+            (2, 2500)
+        );
+        bfq.set_tunable("strict_guarantees", 1).unwrap();
+        assert_eq!(
+            get(&bfq, "slice_idle"),
+            8,
+            "strict guarantees raise slice_idle to 8 ms"
+        );
+        bfq.set_tunable("max_budget", 4096).unwrap();
+        assert_eq!(get(&bfq, "max_budget"), 4096);
+        bfq.set_tunable("max_budget", 0).unwrap();
+        assert!(
+            get(&bfq, "max_budget") > 0,
+            "0 selects automatic tuning from the peak rate"
+        );
+        for (name, bad) in [
+            ("fifo_expire_sync", 0),
+            ("fifo_expire_async", -1),
+            ("back_seek_penalty", 0),
+            ("timeout_sync", 0),
+            ("slice_idle", -5),
+            ("max_budget", 1 << 40),
+            ("low_latency", 2),
+            ("strict_guarantees", -1),
+        ] {
+            assert!(
+                matches!(
+                    bfq.set_tunable(name, bad),
+                    Err(TunableError::OutOfRange { .. })
+                ),
+                "{name}={bad} accepted"
+            );
+        }
+        match bfq.set_tunable("quantum", 1) {
+            Err(TunableError::Unknown { known, .. }) => assert_eq!(known.len(), 10),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(bfq.name(), "bfq");
+        assert_eq!(bfq.locking(), Locking::Device);
+    }
+
+    #[test]
+    fn strict_guarantees_keep_one_request_in_the_driver() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("strict_guarantees", 1).unwrap();
+        for i in 0..4 {
+            bfq.insert(rq(i, i % 2, 8 * i as u64, 8), 0);
+        }
+        let r = bfq.dispatch(0, 0).unwrap();
+        assert!(bfq.dispatch(0, 0).is_none());
+        bfq.completed(&r, 0, 100 * US);
+        assert!(bfq.dispatch(0, 100 * US).is_some());
+    }
+
+    #[test]
+    fn merges_only_into_the_submitting_queue() {
+        let mut bfq = Bfq::new();
+        bfq.insert(rq(1, 0, 0, 8), 0);
+        assert_eq!(
+            bfq.bio_merge(&rq(2, 1, 8, 8), 256),
+            None,
+            "another process's queue"
+        );
+        assert_eq!(bfq.bio_merge(&rq(3, 0, 8, 8), 256), Some(1));
+        let r = bfq.dispatch(0, 0).unwrap();
+        assert_eq!((r.sector, r.nr_sectors), (0, 16));
+    }
+
+    /// Every tree's weight sum is the weight of the entities it holds (active, idle or in service), and every
+    /// busy queue is in a tree or in service.
+    fn check_invariants(bfq: &Bfq) {
+        let mut sums = vec![[0u64; 3]; bfq.groups.len()];
+        let all = (0..bfq.queues.len())
+            .map(EntityId::Queue)
+            .chain((1..bfq.groups.len()).map(EntityId::Group));
+        for e in all {
+            if bfq.ent(e).state != State::Off {
+                let (g, c) = bfq.tree_of(e);
+                sums[g][c] += bfq.ent(e).weight as u64;
+            }
+        }
+        for (g, grp) in bfq.groups.iter().enumerate() {
+            for (c, tree) in grp.trees.iter().enumerate() {
+                assert_eq!(tree.wsum, sums[g][c], "group {g} class {c}");
+            }
+        }
+        for &q in &bfq.busy_list {
+            assert!(matches!(
+                bfq.queues[q].ent.state,
+                State::Active | State::InService
+            ));
+        }
+        let queued: usize = bfq.queues.iter().map(|q| q.rqs.len()).sum();
+        assert_eq!(queued, bfq.queued);
+        assert!(
+            bfq.queues.iter().all(|q| q.rqs.is_empty() || q.busy),
+            "a queue with requests is busy"
+        );
+    }
+
+    /// Small deterministic generator (64-bit LCG, high bits).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn random_operations_never_lose_or_duplicate_a_request() {
+        for seed in 0..40u64 {
+            let mut g = Lcg(seed * 7919 + 1);
+            let mut bfq = Bfq::new();
+            let mut now = 0u64;
+            let mut next_id = 0u32;
+            let mut inserted: HashMap<u32, bool> = HashMap::new(); // id → dispatched
+            let mut inflight: Vec<Request> = Vec::new();
+            let mut last_end: HashMap<u32, u64> = HashMap::new();
+            for _ in 0..3000 {
+                now += g.below(300 * US);
+                match g.below(100) {
+                    0..=39 => {
+                        let process = g.below(6) as u32;
+                        let mut r = rq(next_id, process, 0, 1 + g.below(64) as u32);
+                        next_id += 1;
+                        r.cgroup = process % 3;
+                        r.cgroup_weight = [100, 700, 30][r.cgroup as usize];
+                        r.sync = g.below(4) != 0;
+                        r.op = if r.sync { Op::Read } else { Op::Write };
+                        r.ioprio_class = [
+                            IoprioClass::BestEffort,
+                            IoprioClass::RealTime,
+                            IoprioClass::Idle,
+                            IoprioClass::None,
+                        ][g.below(4) as usize];
+                        r.ioprio_level = g.below(8) as u8;
+                        r.sector = match g.below(2) {
+                            0 => *last_end.get(&process).unwrap_or(&0),
+                            _ => g.below(1 << 30),
+                        };
+                        last_end.insert(process, r.end_sector());
+                        if bfq.bio_merge(&r, 128).is_none() {
+                            inserted.insert(r.id, false);
+                            bfq.insert(r, now);
+                        }
+                    }
+                    40..=69 => {
+                        if let Some(r) = bfq.dispatch(g.below(4) as u32, now) {
+                            let seen = inserted
+                                .get_mut(&r.id)
+                                .expect("dispatched an unknown request");
+                            assert!(!*seen, "request {} dispatched twice", r.id);
+                            *seen = true;
+                            inflight.push(r);
+                        }
+                    }
+                    70..=89 => {
+                        if !inflight.is_empty() {
+                            let r = inflight.swap_remove(g.below(inflight.len() as u64) as usize);
+                            bfq.completed(&r, 0, now);
+                        }
+                    }
+                    90..=95 => {
+                        if let Some(at) = bfq.next_timer_ns() {
+                            now = now.max(at);
+                            bfq.timer(now);
+                        }
+                    }
+                    _ => {
+                        let (name, value) = [
+                            ("strict_guarantees", g.below(2) as i64),
+                            ("low_latency", g.below(2) as i64),
+                            ("slice_idle", [0, 8][g.below(2) as usize]),
+                            ("max_budget", [0, 64, 4096][g.below(3) as usize]),
+                            ("timeout_sync", [5, 125][g.below(2) as usize]),
+                        ][g.below(5) as usize];
+                        bfq.set_tunable(name, value).unwrap();
+                    }
+                }
+                check_invariants(&bfq);
+            }
+            assert!(
+                inserted.values().filter(|d| **d).count() > 300,
+                "seed {seed}: the random phase dispatches"
+            );
+            // Drain: complete everything, dispatch what is left, let timers fire.
+            for _ in 0..100_000 {
+                for r in inflight.drain(..) {
+                    bfq.completed(&r, 0, now);
+                }
+                while let Some(r) = bfq.dispatch(0, now) {
+                    let seen = inserted
+                        .get_mut(&r.id)
+                        .expect("dispatched an unknown request");
+                    assert!(!*seen, "request {} dispatched twice", r.id);
+                    *seen = true;
+                    inflight.push(r);
+                }
+                if inflight.is_empty() && !bfq.has_work(0) && bfq.next_timer_ns().is_none() {
+                    break;
+                }
+                now += MS;
+                if let Some(at) = bfq.next_timer_ns() {
+                    now = now.max(at);
+                    bfq.timer(now);
+                }
+            }
+            let lost: Vec<u32> = inserted
+                .iter()
+                .filter(|(_, d)| !**d)
+                .map(|(id, _)| *id)
+                .collect();
+            assert!(lost.is_empty(), "seed {seed}: never dispatched: {lost:?}");
+            assert!(!bfq.has_work(0));
+            assert!(bfq.in_driver.is_empty() && bfq.tot_in_driver == 0);
+            assert_eq!(intro(&bfq, "busy_queues"), 0.0, "seed {seed}");
+            for grp in &bfq.groups {
+                for t in &grp.trees {
+                    assert!(t.active.is_empty());
+                    let counted: u64 = t.idle.iter().map(|&e| bfq.ent(e).weight as u64).sum();
+                    assert_eq!(
+                        t.wsum, counted,
+                        "weight sum = idle-tree weights once nothing is busy"
+                    );
+                }
+            }
+        }
     }
 }
