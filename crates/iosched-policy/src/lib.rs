@@ -4,6 +4,7 @@
 //! random numbers: the caller passes the time in. The same code is meant to drive the simulator and, later, a
 //! userspace io_uring runtime, so nothing here may depend on simulator types.
 
+pub mod bfq;
 pub mod kyber;
 pub mod mq_deadline;
 pub mod none;
@@ -168,7 +169,7 @@ pub trait Elevator: Send {
 }
 
 /// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber"];
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
 
 /// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
@@ -176,6 +177,7 @@ pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, Strin
         "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
         "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
         "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
+        "bfq" => Ok(Box::new(bfq::Bfq::new())),
         other => Err(format!(
             "unknown scheduler {other:?}: expected one of {}",
             SCHEDULERS.join(", ")

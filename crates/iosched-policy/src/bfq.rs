@@ -1,0 +1,2404 @@
+//! `bfq`: Budget Fair Queueing, modelled on the Linux scheduler (block/bfq-iosched.c, block/bfq-wf2q.c).
+//!
+//! # What is modelled
+//!
+//! * **Queues.** One sync queue per (process, cgroup); async queues shared per (cgroup, ioprio class, level).
+//!   Queue weight = (8 − level) × 10 (level clamped to 0..=7, class `None` treated as best effort). Classes are
+//!   served strictly RT > BE > IDLE, except that a waiting IDLE entity is served once every 200 ms.
+//! * **B-WF2Q+.** Every group has one service tree per class with a virtual time V and a weight sum W. Δ(s, w) =
+//!   s·2^22 / w. A newly busy entity gets S = V (S = max(V, F) if it was still on the idle tree), F = S + Δ(budget,
+//!   w). The next entity is the one with the smallest F among those with S ≤ V; if none is eligible, V jumps to the
+//!   smallest S. Every dispatched request advances V of each tree on its path by Δ(charge, W). An expired entity
+//!   that still has work is requeued with S = S + Δ(service, w); one that has none keeps being counted in W (the
+//!   "idle tree") until V passes its finish time. Async requests of non-raised queues are charged 3× their sectors
+//!   in a symmetric scenario.
+//! * **Groups.** Requests with `cgroup != 0` belong to a group that is an entity of the root group's BE tree,
+//!   weighted by `cgroup_weight` (1..=1000). Only one level below the root is modelled (the simulator's cgroups are
+//!   flat). Queues of cgroup 0 compete directly with the group entities in the root trees, as in the kernel.
+//! * **Budgets** (sectors). `max_budget` 0 = automatic: 16384 until estimated from the peak rate × `timeout_sync`;
+//!   min = max/32; a new queue starts at 2/3 of the max. Expiry reasons: budget exhausted, budget timeout
+//!   (`timeout_sync`, × the raising coefficient for interactive queues), too idle (idle timer fired), no more
+//!   requests, preempted. Feedback for sync non-raised queues: too idle → ×2 if requests still in flight, else −4·min
+//!   (or min); timeout ×2; exhausted ×4 (both capped at the device max); no more requests → max(service, min);
+//!   preemption leaves the budget alone. Async queues get the max, raised queues 2·min. Slow (seeky, or < max/2
+//!   sectors in > 20 ms) and timed-out queues with ≥ 1/3 of the budget left are charged by time
+//!   (max_budget × elapsed / timeout). A queue that expired without waiting and gets a request within
+//!   3 × slice_idle keeps its unused budget and its place in virtual time (`non_blocking_wait_rq`).
+//! * **Idling.** When the in-service sync queue empties it is kept (dispatch returns None or an injected request)
+//!   if idling is needed: strict_guarantees, or a weight-raised queue while non-raised queues are busy (or ≥ 4 more
+//!   requests of others in the driver), or an asymmetric scenario (different weights of queues with pending I/O
+//!   unless this queue has the smallest, several classes busy, several groups with pending I/O), or it is the only
+//!   busy queue. Once its last request completes, the idle timer is armed for slice_idle (≥ 20 ms for raised queues,
+//!   ≤ 2 ms for seeky queues in symmetric scenarios). A new request of the queue ends idling; the timer expiry
+//!   expires the queue (too idle, or budget timeout). strict_guarantees: always idle, at most one request in the
+//!   driver.
+//! * **Injection** while idling: first the async queue of the same group and priority, then the first busy queue (in
+//!   activation order) whose next request fits its budget, only while fewer than `inject_limit` requests are in the
+//!   driver and (for ≥ 32 KiB requests) the driver is empty.
+//! * **Weight raising** (low_latency): a sync queue with the default weight (40) that becomes busy after ≥ 2 s idle
+//!   (or for the first time) and is not in a large burst (≥ 8 queues created within 180 ms of each other, with no
+//!   busy queue at the start) is raised ×30 for clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received
+//!   120000 sectors; a queue that becomes busy again after `soft_rt_next_start` (its past rate below 7000
+//!   sectors/s, and not sooner than slice_idle + 4 ms after going idle) is raised ×3000 for 300 ms (then back to
+//!   interactive raising if that period is still running). Raised queues may preempt the in-service queue.
+//! * **Request choice** within a queue: on the first dispatch of each service slot, the FIFO head if its deadline
+//!   (fifo_expire_sync/async) passed; otherwise the request nearest after the device's last position, a backward
+//!   seek within back_seek_max counting back_seek_penalty × its distance; "wrapped" requests last.
+//!
+//! # Simplifications (all deliberate; the simulator is the judge of whether they matter)
+//!
+//! * The device is assumed non-rotational with internal queueing (NVMe/SATA SSD), so BFQ's "idling boosts
+//!   throughput" branch is always false; idling happens only for service guarantees.
+//! * One level of groups; no per-group statistics, no group weight-raising. A group entity's budget is that of the
+//!   queue that activated it (or of its first busy queue on requeue); it only affects the group's provisional
+//!   finish time, while service is always charged exactly.
+//! * Weight changes (raising starting/ending, ioprio or cgroup weight changes) take effect on the tree weight sum
+//!   immediately rather than at the next (re)activation. A process's ioprio change is picked up only while its
+//!   queue is not busy.
+//! * The injection limit is fixed at 1 request in the driver (the kernel adapts it from measured service times);
+//!   no waker/wakee detection, no queue merging (cooperating processes), no actuator awareness.
+//! * The FIFO check follows the kernel's "once per service slot" rule but is done at dispatch, not when `next_rq` is
+//!   recomputed; the next request is chosen among all queued requests of the queue against the device's last
+//!   position (the kernel keeps a cached `next_rq` chosen among the two neighbours).
+//! * Peak rate: dispatched sectors over windows of ≥ 300 ms with ≥ 32 dispatches (restarted after 20 ms of an empty
+//!   driver), filtered with the kernel's divisor 10 − 9 × sequential fraction; it feeds the automatic max_budget and
+//!   the interactive raising duration. No rotational/queueing detection.
+//! * Budget timeouts are checked lazily at dispatch, insert and completion, as in the kernel (no timer); the only
+//!   timer is the idle slice. Time-based charging uses `timeout_sync` (the kernel uses the compile-time default).
+//! * Jiffies are replaced by nanoseconds; "4 jiffies" in the soft real-time rule are taken as 4 ms (HZ = 1000).
+//! * Tag limits for async/sync writes (blk-mq depth limits) are not modelled here: the policy has no tag hook.
+//! * Tunables are validated rather than clamped: out-of-range values are rejected (the kernel clamps).
+//!   `max_budget` reads back the effective value, like sysfs (0 selects automatic tuning).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{
+    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, Locking, Request, TunableError,
+};
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+const WFQ_SERVICE_SHIFT: u32 = 22;
+const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
+const STATS_MIN_BUDGETS: u32 = 194;
+const ASYNC_CHARGE_FACTOR: u64 = 3;
+const CLASS_IDLE_TIMEOUT_NS: u64 = 200 * MS;
+const MIN_TT_NS: u64 = 2 * MS;
+const SEEK_THR_SECTORS: u64 = 8 * 100;
+const SECT_THR_NONROT: u32 = 2 * 32;
+const WR_COEFF: u32 = 30;
+const SOFTRT_WEIGHT_FACTOR: u32 = 100;
+const WR_RT_MAX_TIME_NS: u64 = 300 * MS;
+const WR_MIN_IDLE_TIME_NS: u64 = 2000 * MS;
+const WR_MAX_SOFTRT_RATE: u64 = 7000; // sectors per second
+const MAX_SERVICE_FROM_WR: u64 = 120_000;
+const BURST_INTERVAL_NS: u64 = 180 * MS;
+const LARGE_BURST_THRESH: u32 = 8;
+const DEFAULT_WEIGHT: u32 = 40;
+/// Reference rate (33000 in the kernel's sectors/µs << 16) and interactive raising duration of a non-rotational
+/// device.
+const REF_RATE_SECT_PER_NS: f64 = 33000.0 / 65536.0 / 1000.0;
+const REF_WR_DURATION_NS: f64 = 2500.0 * MS as f64;
+const RATE_MIN_SAMPLES: u32 = 32;
+const RATE_MIN_INTERVAL_NS: u64 = 300 * MS;
+const RATE_REF_INTERVAL_NS: u64 = 1000 * MS;
+const INJECT_LIMIT: u32 = 1;
+
+const CLASS_RT: usize = 0;
+const CLASS_BE: usize = 1;
+const CLASS_IDLE: usize = 2;
+
+fn delta(service: u64, weight: u64) -> u64 {
+    (((service as u128) << WFQ_SERVICE_SHIFT) / weight.max(1) as u128) as u64
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Not in any tree and not counted in the weight sum.
+    Off,
+    /// Backlogged, waiting in its tree.
+    Active,
+    /// Done, but still counted in the weight sum until V passes its finish time.
+    Idle,
+    /// Being served (out of the active set, counted in the weight sum).
+    InService,
+}
+
+#[derive(Debug, Clone)]
+struct Entity {
+    start: u64,
+    finish: u64,
+    budget: u64,
+    service: u64,
+    weight: u32,
+    state: State,
+}
+
+impl Entity {
+    fn new(weight: u32) -> Self {
+        Self {
+            start: 0,
+            finish: 0,
+            budget: 0,
+            service: 0,
+            weight,
+            state: State::Off,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntityId {
+    Queue(usize),
+    Group(usize),
+}
+
+#[derive(Debug, Default, Clone)]
+struct Tree {
+    vtime: u64,
+    wsum: u64,
+    active: Vec<EntityId>,
+    idle: Vec<EntityId>,
+}
+
+struct Group {
+    cgroup: u32,
+    ent: Entity,
+    trees: [Tree; 3],
+    in_service: Option<EntityId>,
+    idle_class_last_service: u64,
+    pending_queues: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum QueueKey {
+    Sync {
+        process: u32,
+        cgroup: u32,
+    },
+    Async {
+        cgroup: u32,
+        class: usize,
+        level: u8,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    TooIdle,
+    BudgetTimeout,
+    BudgetExhausted,
+    NoMoreRequests,
+    Preempted,
+}
+
+struct Queued {
+    rq: Request,
+    deadline_ns: u64,
+}
+
+struct Queue {
+    sync: bool,
+    class: usize,
+    level: u8,
+    orig_weight: u32,
+    group: usize,
+    ent: Entity,
+    /// Queued requests in arrival (FIFO) order.
+    rqs: Vec<Queued>,
+    busy: bool,
+    dispatched: u32,
+    max_budget: u64,
+    budget_timeout_at: u64,
+    wait_request: bool,
+    fifo_checked: bool,
+    non_blocking_wait_rq: bool,
+    just_created: bool,
+    /// When the queue last became idle (no requests, none in flight); None = never used.
+    idle_since: Option<u64>,
+    last_end_request: u64,
+    ttime_samples: u64,
+    ttime_total: u64,
+    ttime_mean: u64,
+    seek_history: u32,
+    last_request_pos: u64,
+    wr_coeff: u32,
+    wr_cur_max_time: u64,
+    last_wr_start_finish: u64,
+    wr_start_at_switch_to_srt: Option<u64>,
+    service_from_wr: u64,
+    soft_rt_next_start: Option<u64>,
+    last_idle_bklogged: u64,
+    service_from_backlogged: u64,
+    softrt_update: bool,
+    in_large_burst: bool,
+    counted_weight: Option<u32>,
+}
+
+impl Queue {
+    fn budget_left(&self) -> u64 {
+        self.ent.budget.saturating_sub(self.ent.service)
+    }
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 19
+    }
+    fn totally_seeky(&self) -> bool {
+        self.seek_history == u32::MAX
+    }
+}
+
+/// Tunables by sysfs name.
+#[derive(Debug, Clone)]
+struct Tunables {
+    fifo_expire_sync_ns: u64,
+    fifo_expire_async_ns: u64,
+    back_seek_max_kib: u64,
+    back_seek_penalty: u64,
+    slice_idle_ns: u64,
+    user_max_budget: u64,
+    timeout_ns: u64,
+    strict_guarantees: bool,
+    low_latency: bool,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Self {
+            fifo_expire_sync_ns: 125 * MS,
+            fifo_expire_async_ns: 250 * MS,
+            back_seek_max_kib: 16 * 1024,
+            back_seek_penalty: 2,
+            slice_idle_ns: 8 * MS,
+            user_max_budget: 0,
+            timeout_ns: 125 * MS,
+            strict_guarantees: false,
+            low_latency: true,
+        }
+    }
+}
+
+const TUNABLE_NAMES: &[&str] = &[
+    "fifo_expire_sync",
+    "fifo_expire_async",
+    "back_seek_max",
+    "back_seek_penalty",
+    "slice_idle",
+    "slice_idle_us",
+    "max_budget",
+    "timeout_sync",
+    "strict_guarantees",
+    "low_latency",
+];
+
+pub struct Bfq {
+    t: Tunables,
+    queues: Vec<Queue>,
+    queue_index: HashMap<QueueKey, usize>,
+    groups: Vec<Group>,
+    group_index: HashMap<u32, usize>,
+    /// Busy queues in activation order (the kernel's active list, used for injection).
+    busy_list: Vec<usize>,
+    busy_per_class: [u32; 3],
+    in_service: Option<usize>,
+    in_driver: HashMap<u32, usize>,
+    tot_in_driver: u32,
+    queued: usize,
+    idle_timer_at: Option<u64>,
+    last_idling_start: u64,
+    last_budget_start: u64,
+    last_position: u64,
+    budgets_assigned: u32,
+    max_budget: u64,
+    /// Weights of queues with pending I/O (queued or in flight) → how many.
+    pending_weights: BTreeMap<u32, u32>,
+    groups_with_pending: u32,
+    // Peak rate estimation.
+    peak_rate: f64,
+    rate_window_start: Option<u64>,
+    rate_sectors: u64,
+    rate_samples: u32,
+    rate_seq_samples: u32,
+    last_dispatch_ns: u64,
+    // Burst detection.
+    burst_size: u32,
+    large_burst: bool,
+    last_ins_in_burst: Option<u64>,
+    burst_list: Vec<usize>,
+    burst_parent: usize,
+}
+
+impl Default for Bfq {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Bfq {
+    pub fn new() -> Self {
+        let root = Group {
+            cgroup: 0,
+            ent: Entity::new(100),
+            trees: Default::default(),
+            in_service: None,
+            idle_class_last_service: 0,
+            pending_queues: 0,
+        };
+        Self {
+            t: Tunables::default(),
+            queues: Vec::new(),
+            queue_index: HashMap::new(),
+            groups: vec![root],
+            group_index: HashMap::from([(0, 0)]),
+            busy_list: Vec::new(),
+            busy_per_class: [0; 3],
+            in_service: None,
+            in_driver: HashMap::new(),
+            tot_in_driver: 0,
+            queued: 0,
+            idle_timer_at: None,
+            last_idling_start: 0,
+            last_budget_start: 0,
+            last_position: 0,
+            budgets_assigned: 0,
+            max_budget: DEFAULT_MAX_BUDGET,
+            pending_weights: BTreeMap::new(),
+            groups_with_pending: 0,
+            peak_rate: REF_RATE_SECT_PER_NS * 2.0 / 3.0,
+            rate_window_start: None,
+            rate_sectors: 0,
+            rate_samples: 0,
+            rate_seq_samples: 0,
+            last_dispatch_ns: 0,
+            burst_size: 0,
+            large_burst: false,
+            last_ins_in_burst: None,
+            burst_list: Vec::new(),
+            burst_parent: 0,
+        }
+    }
+
+    // ---------------------------------------------------------------- budgets and parameters
+
+    /// The max budget as the kernel's bfq_max_budget(): the default until enough budgets were assigned.
+    fn stats_max_budget(&self) -> u64 {
+        if self.budgets_assigned < STATS_MIN_BUDGETS {
+            DEFAULT_MAX_BUDGET
+        } else {
+            self.max_budget
+        }
+    }
+
+    fn min_budget(&self) -> u64 {
+        (self.stats_max_budget() / 32).max(1)
+    }
+
+    fn calc_max_budget(&self) -> u64 {
+        ((self.peak_rate * self.t.timeout_ns as f64) as u64).max(32)
+    }
+
+    fn wr_duration(&self) -> u64 {
+        let d = REF_RATE_SECT_PER_NS * REF_WR_DURATION_NS / self.peak_rate.max(1e-12);
+        (d as u64).clamp(3000 * MS, 25000 * MS)
+    }
+
+    fn charge(&self, q: usize, rq: &Request) -> u64 {
+        let qq = &self.queues[q];
+        let sectors = rq.nr_sectors as u64;
+        if qq.sync || qq.wr_coeff > 1 || self.asymmetric_scenario(q) {
+            sectors
+        } else {
+            sectors * ASYNC_CHARGE_FACTOR
+        }
+    }
+
+    // ---------------------------------------------------------------- queues and groups
+
+    fn group_for(&mut self, cgroup: u32, weight: u32) -> usize {
+        let weight = weight.clamp(1, 1000);
+        if let Some(&g) = self.group_index.get(&cgroup) {
+            if g != 0 && self.groups[g].ent.weight != weight {
+                self.set_weight(EntityId::Group(g), weight);
+            }
+            return g;
+        }
+        let g = self.groups.len();
+        self.groups.push(Group {
+            cgroup,
+            ent: Entity::new(weight),
+            trees: Default::default(),
+            in_service: None,
+            idle_class_last_service: 0,
+            pending_queues: 0,
+        });
+        self.group_index.insert(cgroup, g);
+        g
+    }
+
+    fn class_and_level(rq: &Request) -> (usize, u8) {
+        let class = match rq.ioprio_class {
+            IoprioClass::RealTime => CLASS_RT,
+            IoprioClass::Idle => CLASS_IDLE,
+            IoprioClass::BestEffort | IoprioClass::None => CLASS_BE,
+        };
+        (class, rq.ioprio_level.min(7))
+    }
+
+    fn key_of(rq: &Request) -> QueueKey {
+        if rq.sync {
+            QueueKey::Sync {
+                process: rq.process,
+                cgroup: rq.cgroup,
+            }
+        } else {
+            let (class, level) = Self::class_and_level(rq);
+            QueueKey::Async {
+                cgroup: rq.cgroup,
+                class,
+                level,
+            }
+        }
+    }
+
+    fn queue_for(&mut self, rq: &Request) -> usize {
+        let key = Self::key_of(rq);
+        let (class, level) = Self::class_and_level(rq);
+        let g = self.group_for(rq.cgroup, rq.cgroup_weight);
+        if let Some(&q) = self.queue_index.get(&key) {
+            let qq = &self.queues[q];
+            if !qq.busy && (qq.class != class || qq.level != level) {
+                // ioprio change: applied while the queue is not busy. Leave the old class's idle tree first.
+                let e = EntityId::Queue(q);
+                if self.ent(e).state == State::Idle {
+                    let w = self.ent(e).weight as u64;
+                    let tree = self.tree_mut(e);
+                    tree.idle.retain(|&x| x != e);
+                    tree.wsum -= w;
+                    self.ent_mut(e).state = State::Off;
+                }
+                let qq = &mut self.queues[q];
+                qq.class = class;
+                qq.level = level;
+                qq.orig_weight = (8 - level as u32) * 10;
+                self.apply_queue_weight(q);
+            }
+            return q;
+        }
+        let orig_weight = (8 - level as u32) * 10;
+        let q = self.queues.len();
+        let max_budget = 2 * self.stats_max_budget() / 3;
+        self.queues.push(Queue {
+            sync: rq.sync,
+            class,
+            level,
+            orig_weight,
+            group: g,
+            ent: Entity::new(orig_weight),
+            rqs: Vec::new(),
+            busy: false,
+            dispatched: 0,
+            max_budget,
+            budget_timeout_at: 0,
+            wait_request: false,
+            fifo_checked: false,
+            non_blocking_wait_rq: false,
+            just_created: true,
+            idle_since: None,
+            last_end_request: 0,
+            ttime_samples: 0,
+            ttime_total: 0,
+            ttime_mean: 0,
+            seek_history: 0,
+            last_request_pos: 0,
+            wr_coeff: 1,
+            wr_cur_max_time: 0,
+            last_wr_start_finish: 0,
+            wr_start_at_switch_to_srt: None,
+            service_from_wr: 0,
+            soft_rt_next_start: None,
+            last_idle_bklogged: 0,
+            service_from_backlogged: 0,
+            softrt_update: false,
+            in_large_burst: false,
+            counted_weight: None,
+        });
+        self.queue_index.insert(key, q);
+        q
+    }
+
+    fn ent(&self, e: EntityId) -> &Entity {
+        match e {
+            EntityId::Queue(q) => &self.queues[q].ent,
+            EntityId::Group(g) => &self.groups[g].ent,
+        }
+    }
+
+    fn ent_mut(&mut self, e: EntityId) -> &mut Entity {
+        match e {
+            EntityId::Queue(q) => &mut self.queues[q].ent,
+            EntityId::Group(g) => &mut self.groups[g].ent,
+        }
+    }
+
+    /// (group holding the entity's tree, class of the tree).
+    fn tree_of(&self, e: EntityId) -> (usize, usize) {
+        match e {
+            EntityId::Queue(q) => (self.queues[q].group, self.queues[q].class),
+            EntityId::Group(_) => (0, CLASS_BE),
+        }
+    }
+
+    fn tree_mut(&mut self, e: EntityId) -> &mut Tree {
+        let (g, c) = self.tree_of(e);
+        &mut self.groups[g].trees[c]
+    }
+
+    /// Keep the bookkeeping behind `asymmetric_scenario` in step with a queue's pending state and weight.
+    fn refresh_pending(&mut self, q: usize) {
+        let qq = &self.queues[q];
+        let want = (qq.busy || qq.dispatched > 0).then_some(qq.ent.weight);
+        let had = qq.counted_weight;
+        if want == had {
+            return;
+        }
+        let g = qq.group;
+        if let Some(w) = had {
+            let n = self.pending_weights.get_mut(&w).expect("counted weight");
+            *n -= 1;
+            if *n == 0 {
+                self.pending_weights.remove(&w);
+            }
+            if want.is_none() {
+                self.groups[g].pending_queues -= 1;
+                if self.groups[g].pending_queues == 0 {
+                    self.groups_with_pending -= 1;
+                }
+            }
+        }
+        if let Some(w) = want {
+            *self.pending_weights.entry(w).or_insert(0) += 1;
+            if had.is_none() {
+                if self.groups[g].pending_queues == 0 {
+                    self.groups_with_pending += 1;
+                }
+                self.groups[g].pending_queues += 1;
+            }
+        }
+        self.queues[q].counted_weight = want;
+    }
+
+    fn set_weight(&mut self, e: EntityId, w: u32) {
+        let old = self.ent(e).weight;
+        if old == w {
+            return;
+        }
+        if self.ent(e).state != State::Off {
+            let tree = self.tree_mut(e);
+            tree.wsum = tree.wsum - old as u64 + w as u64;
+        }
+        self.ent_mut(e).weight = w;
+    }
+
+    fn apply_queue_weight(&mut self, q: usize) {
+        let w = self.queues[q].orig_weight * self.queues[q].wr_coeff;
+        self.set_weight(EntityId::Queue(q), w);
+        self.refresh_pending(q);
+    }
+
+    // ---------------------------------------------------------------- B-WF2Q+
+
+    fn forget_idle(&mut self, g: usize, c: usize) {
+        let tree = &self.groups[g].trees[c];
+        if tree.idle.is_empty() {
+            return;
+        }
+        let vtime = tree.vtime;
+        let idle = std::mem::take(&mut self.groups[g].trees[c].idle);
+        let mut keep = Vec::with_capacity(idle.len());
+        for e in idle {
+            if self.ent(e).finish > vtime {
+                keep.push(e);
+            } else {
+                let w = self.ent(e).weight as u64;
+                self.ent_mut(e).state = State::Off;
+                self.groups[g].trees[c].wsum -= w;
+            }
+        }
+        self.groups[g].trees[c].idle = keep;
+    }
+
+    /// Insert an entity that was off or on the idle tree into its active tree.
+    fn activate(&mut self, e: EntityId, non_blocking: bool) {
+        let (g, c) = self.tree_of(e);
+        let vtime = self.groups[g].trees[c].vtime;
+        let ent = self.ent(e).clone();
+        let (mut min_vstart, mut backshifted) = (vtime, false);
+        if non_blocking && vtime > ent.finish {
+            min_vstart = ent.finish;
+            backshifted = true;
+        }
+        let start = match ent.state {
+            State::Idle => {
+                self.groups[g].trees[c].idle.retain(|&x| x != e);
+                min_vstart.max(ent.finish)
+            }
+            State::Off => {
+                self.groups[g].trees[c].wsum += ent.weight as u64;
+                min_vstart
+            }
+            State::Active | State::InService => return,
+        };
+        let mut finish = start + delta(ent.budget, ent.weight as u64);
+        let mut start = start;
+        if backshifted && vtime > finish {
+            let d = vtime - finish;
+            start += d;
+            finish += d;
+        }
+        let ent = self.ent_mut(e);
+        ent.start = start;
+        ent.finish = finish;
+        ent.state = State::Active;
+        self.groups[g].trees[c].active.push(e);
+    }
+
+    /// Put the in-service entity back into its active tree after its slot, charged with the service it received.
+    fn requeue_in_service(&mut self, e: EntityId) {
+        let ent = self.ent_mut(e);
+        ent.start += delta(ent.service, ent.weight as u64);
+        ent.finish = ent.start + delta(ent.budget, ent.weight as u64);
+        ent.state = State::Active;
+        self.tree_mut(e).active.push(e);
+    }
+
+    /// Take an entity out of the active set (or out of service). `into_idle`: keep it counted until V passes F.
+    fn deactivate(&mut self, e: EntityId, into_idle: bool) {
+        let (g, c) = self.tree_of(e);
+        let was = self.ent(e).state;
+        match was {
+            State::Off | State::Idle => return,
+            State::Active => self.groups[g].trees[c].active.retain(|&x| x != e),
+            State::InService => {}
+        }
+        let ent = self.ent_mut(e);
+        ent.finish = ent.start + delta(ent.service, ent.weight as u64);
+        if was != State::InService {
+            ent.service = 0;
+        }
+        let (finish, weight) = (ent.finish, ent.weight as u64);
+        let tree = &mut self.groups[g].trees[c];
+        if into_idle && finish > tree.vtime {
+            tree.idle.push(e);
+            self.ent_mut(e).state = State::Idle;
+        } else {
+            tree.wsum -= weight;
+            self.ent_mut(e).state = State::Off;
+        }
+    }
+
+    fn group_has_backlog(&self, g: usize) -> bool {
+        self.groups[g].trees.iter().any(|t| !t.active.is_empty())
+            || self.groups[g].in_service.is_some()
+    }
+
+    /// The next entity of group `g` per B-WF2Q+, or None. May move V forward (the jump to the smallest start).
+    fn lookup_next(&mut self, g: usize, now: u64) -> Option<EntityId> {
+        let idle_first = !self.groups[g].trees[CLASS_IDLE].active.is_empty()
+            && now >= self.groups[g].idle_class_last_service + CLASS_IDLE_TIMEOUT_NS;
+        let order: [usize; 3] = if idle_first {
+            [CLASS_IDLE, CLASS_RT, CLASS_BE]
+        } else {
+            [CLASS_RT, CLASS_BE, CLASS_IDLE]
+        };
+        for c in order {
+            if self.groups[g].trees[c].active.is_empty() {
+                continue;
+            }
+            let min_start = self.groups[g].trees[c]
+                .active
+                .iter()
+                .map(|&e| self.ent(e).start)
+                .min()
+                .unwrap();
+            if min_start > self.groups[g].trees[c].vtime {
+                self.groups[g].trees[c].vtime = min_start;
+                self.forget_idle(g, c);
+            }
+            let vtime = self.groups[g].trees[c].vtime;
+            let mut best: Option<(u64, EntityId)> = None;
+            for &e in &self.groups[g].trees[c].active {
+                let ent = self.ent(e);
+                if ent.start <= vtime && best.is_none_or(|(f, _)| ent.finish < f) {
+                    best = Some((ent.finish, e));
+                }
+            }
+            if c == CLASS_IDLE {
+                self.groups[g].idle_class_last_service = now;
+            }
+            return best.map(|(_, e)| e);
+        }
+        None
+    }
+
+    /// Walk down from the root choosing entities; the leaf is the next queue to serve.
+    fn get_next_queue(&mut self, now: u64) -> Option<usize> {
+        if self.busy_list.is_empty() {
+            return None;
+        }
+        let mut g = 0;
+        loop {
+            let e = self.lookup_next(g, now)?;
+            self.tree_mut(e).active.retain(|&x| x != e);
+            let ent = self.ent_mut(e);
+            ent.state = State::InService;
+            ent.service = 0;
+            self.groups[g].in_service = Some(e);
+            match e {
+                EntityId::Group(h) => g = h,
+                EntityId::Queue(q) => return Some(q),
+            }
+        }
+    }
+
+    /// Charge `served` sectors to a queue and every tree on its path.
+    fn served(&mut self, q: usize, served: u64) {
+        let qq = &mut self.queues[q];
+        if qq.wr_coeff > 1 {
+            qq.service_from_wr += served;
+        }
+        qq.service_from_backlogged += served;
+        let mut e = EntityId::Queue(q);
+        loop {
+            self.ent_mut(e).service += served;
+            let (g, c) = self.tree_of(e);
+            let tree = &mut self.groups[g].trees[c];
+            tree.vtime += delta(served, tree.wsum);
+            self.forget_idle(g, c);
+            if g == 0 {
+                break;
+            }
+            e = EntityId::Group(g);
+        }
+    }
+
+    /// A busy queue becomes active in its tree, and its group in the root tree if needed.
+    fn add_busy(&mut self, q: usize) {
+        let non_blocking = self.queues[q].non_blocking_wait_rq;
+        self.activate(EntityId::Queue(q), non_blocking);
+        self.queues[q].non_blocking_wait_rq = false;
+        let qq = &mut self.queues[q];
+        qq.busy = true;
+        let (g, class, budget) = (qq.group, qq.class, qq.ent.budget);
+        self.busy_per_class[class] += 1;
+        self.busy_list.push(q);
+        if g != 0 && matches!(self.groups[g].ent.state, State::Off | State::Idle) {
+            self.groups[g].ent.budget = budget;
+            self.activate(EntityId::Group(g), false);
+        }
+        self.refresh_pending(q);
+    }
+
+    fn del_busy(&mut self, q: usize, into_idle: bool) {
+        self.deactivate(EntityId::Queue(q), into_idle);
+        let qq = &mut self.queues[q];
+        qq.busy = false;
+        let (g, class) = (qq.group, qq.class);
+        self.busy_per_class[class] -= 1;
+        self.busy_list.retain(|&x| x != q);
+        if g != 0 && self.groups[g].ent.state == State::Active && !self.group_has_backlog(g) {
+            self.deactivate(EntityId::Group(g), into_idle);
+        }
+        self.refresh_pending(q);
+    }
+
+    // ---------------------------------------------------------------- idling decisions
+
+    fn asymmetric_scenario(&self, q: usize) -> bool {
+        let qq = &self.queues[q];
+        let smallest = qq.counted_weight.is_some()
+            && self.pending_weights.keys().next() == qq.counted_weight.as_ref();
+        let varied_weights = !smallest && self.pending_weights.len() > 1;
+        let classes_busy = self.busy_per_class.iter().filter(|&&n| n > 0).count();
+        varied_weights || classes_busy > 1 || self.groups_with_pending > 1
+    }
+
+    fn wr_busy_queues(&self) -> usize {
+        self.busy_list
+            .iter()
+            .filter(|&&q| self.queues[q].wr_coeff > 1)
+            .count()
+    }
+
+    fn idling_needed_for_service_guarantees(&self, q: usize) -> bool {
+        let qq = &self.queues[q];
+        let busy = self.busy_list.len();
+        (qq.wr_coeff > 1
+            && (self.wr_busy_queues() < busy || self.tot_in_driver >= qq.dispatched + 4))
+            || self.asymmetric_scenario(q)
+            || busy == 1
+    }
+
+    fn better_to_idle(&self, q: usize) -> bool {
+        if self.t.strict_guarantees {
+            return true;
+        }
+        let qq = &self.queues[q];
+        if self.t.slice_idle_ns == 0 || !qq.sync || qq.class == CLASS_IDLE {
+            return false;
+        }
+        // On a non-rotational device with internal queueing idling never "boosts throughput".
+        self.idling_needed_for_service_guarantees(q)
+    }
+
+    fn must_idle(&self, q: usize) -> bool {
+        self.queues[q].rqs.is_empty() && self.better_to_idle(q)
+    }
+
+    fn has_short_ttime(&self, q: usize) -> bool {
+        let qq = &self.queues[q];
+        !(qq.sync
+            && self.t.slice_idle_ns > 0
+            && qq.ttime_samples > 80
+            && qq.ttime_mean > self.t.slice_idle_ns / 2)
+    }
+
+    fn budget_timed_out(&self, q: usize, now: u64) -> bool {
+        now > self.queues[q].budget_timeout_at
+    }
+
+    fn may_expire_for_budget_timeout(&self, q: usize, now: u64) -> bool {
+        let qq = &self.queues[q];
+        (!qq.wait_request || qq.budget_left() >= qq.ent.budget / 3) && self.budget_timed_out(q, now)
+    }
+
+    fn arm_slice_timer(&mut self, q: usize, now: u64) {
+        let qq = &self.queues[q];
+        let mut sl = self.t.slice_idle_ns;
+        if qq.seeky() && qq.wr_coeff == 1 && !self.asymmetric_scenario(q) {
+            sl = sl.min(MIN_TT_NS);
+        } else if qq.wr_coeff > 1 {
+            sl = sl.max(20 * MS);
+        }
+        self.last_idling_start = now;
+        self.queues[q].wait_request = true;
+        self.idle_timer_at = Some(now + sl);
+    }
+
+    // ---------------------------------------------------------------- service slots
+
+    fn set_in_service(&mut self, q: usize, now: u64) {
+        self.budgets_assigned = (self.budgets_assigned * 7 + 256) / 8;
+        let qq = &mut self.queues[q];
+        qq.fifo_checked = false;
+        qq.wait_request = false;
+        let coeff = if qq.wr_coeff > 1 && qq.wr_cur_max_time != WR_RT_MAX_TIME_NS {
+            qq.wr_coeff as u64
+        } else {
+            1
+        };
+        qq.budget_timeout_at = now + self.t.timeout_ns * coeff;
+        self.last_budget_start = now;
+        self.in_service = Some(q);
+    }
+
+    fn is_slow(&self, q: usize, compensate: bool, now: u64) -> (bool, u64) {
+        let qq = &self.queues[q];
+        let mut slow = qq.seeky();
+        if !qq.sync {
+            return (false, 0);
+        }
+        let end = if compensate {
+            self.last_idling_start
+        } else {
+            now
+        };
+        let elapsed = end.saturating_sub(self.last_budget_start);
+        if elapsed < MS {
+            return (slow, MIN_TT_NS);
+        }
+        if elapsed > 20 * MS {
+            slow = qq.ent.service < self.max_budget / 2;
+        }
+        (slow, elapsed / MS * MS)
+    }
+
+    fn charge_time(&mut self, q: usize, elapsed_ns: u64) {
+        let timeout = self.t.timeout_ns.max(1);
+        let bounded = elapsed_ns.min(timeout);
+        let for_time = (self.max_budget as u128 * bounded as u128 / timeout as u128) as u64;
+        let ent = &mut self.queues[q].ent;
+        let total = for_time.max(ent.service);
+        if total > ent.budget {
+            ent.budget = total;
+        }
+        let extra = total - ent.service;
+        if extra > 0 {
+            self.served(q, extra);
+        }
+    }
+
+    fn recalc_budget(&mut self, q: usize, reason: Expiry, now: u64) {
+        let min_budget = self.min_budget();
+        let device_max = self.max_budget;
+        let qq = &self.queues[q];
+        let mut budget = if qq.wr_coeff == 1 {
+            qq.max_budget
+        } else {
+            2 * min_budget
+        };
+        if qq.sync && qq.wr_coeff == 1 {
+            budget = match reason {
+                Expiry::TooIdle => {
+                    if qq.dispatched > 0 {
+                        (budget * 2).min(device_max)
+                    } else if budget > 5 * min_budget {
+                        budget - 4 * min_budget
+                    } else {
+                        min_budget
+                    }
+                }
+                Expiry::BudgetTimeout => (budget * 2).min(device_max),
+                Expiry::BudgetExhausted => (budget * 4).min(device_max),
+                Expiry::NoMoreRequests => qq.ent.service.max(min_budget),
+                Expiry::Preempted => return,
+            };
+        } else if !qq.sync {
+            budget = device_max;
+        }
+        let mut new_max = budget;
+        if self.budgets_assigned >= STATS_MIN_BUDGETS && self.t.user_max_budget == 0 {
+            new_max = new_max.min(device_max);
+        }
+        self.queues[q].max_budget = new_max;
+        if let Some(i) = self.peek_rq(q, now) {
+            let charge = self.charge(q, &self.queues[q].rqs[i].rq);
+            self.queues[q].ent.budget = new_max.max(charge);
+        }
+    }
+
+    /// End the in-service queue's slot.
+    fn expire(&mut self, q: usize, compensate: bool, reason: Expiry, now: u64) {
+        debug_assert_eq!(self.in_service, Some(q));
+        let (slow, elapsed) = self.is_slow(q, compensate, now);
+        {
+            let qq = &self.queues[q];
+            if qq.wr_coeff == 1
+                && (slow
+                    || (reason == Expiry::BudgetTimeout && qq.budget_left() >= qq.ent.budget / 3))
+            {
+                self.charge_time(q, elapsed);
+            }
+        }
+        if self.t.low_latency && self.queues[q].wr_coeff == 1 {
+            self.queues[q].last_wr_start_finish = now;
+        }
+        if self.t.low_latency && self.queues[q].rqs.is_empty() {
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].soft_rt_next_start = Some(self.softrt_next_start(q, now));
+            } else {
+                self.queues[q].softrt_update = true;
+            }
+        }
+        self.recalc_budget(q, reason, now);
+
+        // Requeue or deactivate the queue, then its group.
+        let g = self.queues[q].group;
+        let keep = !self.queues[q].rqs.is_empty()
+            || (reason == Expiry::Preempted && self.idling_needed_for_service_guarantees(q));
+        self.groups[g].in_service = None;
+        if keep {
+            self.requeue_in_service(EntityId::Queue(q));
+        } else {
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].idle_since = Some(now);
+            }
+            self.del_busy(q, true);
+        }
+        if g != 0 {
+            self.groups[0].in_service = None;
+            let ge = EntityId::Group(g);
+            if self.group_has_backlog(g) {
+                let next_budget = self.groups[g]
+                    .trees
+                    .iter()
+                    .flat_map(|t| t.active.first())
+                    .next()
+                    .map(|&e| self.ent(e).budget)
+                    .unwrap_or(self.groups[g].ent.budget);
+                self.groups[g].ent.budget = next_budget;
+                self.requeue_in_service(ge);
+            } else {
+                self.deactivate(ge, true);
+            }
+        }
+        self.in_service = None;
+        self.queues[q].wait_request = false;
+        self.idle_timer_at = None;
+        if !self.queues[q].busy
+            && reason != Expiry::BudgetTimeout
+            && reason != Expiry::BudgetExhausted
+        {
+            self.queues[q].non_blocking_wait_rq = true;
+        }
+    }
+
+    fn softrt_next_start(&self, q: usize, now: u64) -> u64 {
+        let qq = &self.queues[q];
+        let by_rate =
+            qq.last_idle_bklogged + qq.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE;
+        let soonest = now + self.t.slice_idle_ns + 4 * MS;
+        by_rate.max(soonest).max(qq.soft_rt_next_start.unwrap_or(0))
+    }
+
+    fn end_wr(&mut self, q: usize, now: u64) {
+        let qq = &mut self.queues[q];
+        qq.wr_coeff = 1;
+        qq.wr_cur_max_time = 0;
+        qq.last_wr_start_finish = now;
+        self.apply_queue_weight(q);
+    }
+
+    fn update_wr_data(&mut self, q: usize, now: u64) {
+        if self.queues[q].wr_coeff == 1 {
+            return;
+        }
+        let wr_duration = self.wr_duration();
+        let qq = &self.queues[q];
+        if qq.in_large_burst {
+            self.end_wr(q, now);
+        } else if now > qq.last_wr_start_finish + qq.wr_cur_max_time {
+            let soft_rt = qq.wr_cur_max_time == WR_RT_MAX_TIME_NS;
+            match qq.wr_start_at_switch_to_srt {
+                Some(at) if soft_rt && now <= at + wr_duration => {
+                    // Back to the interactive raising period the soft real-time one interrupted.
+                    let qq = &mut self.queues[q];
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_cur_max_time = wr_duration;
+                    qq.last_wr_start_finish = at;
+                    self.apply_queue_weight(q);
+                }
+                _ => self.end_wr(q, now),
+            }
+        }
+        let qq = &self.queues[q];
+        if qq.wr_coeff > 1
+            && qq.wr_cur_max_time != WR_RT_MAX_TIME_NS
+            && qq.service_from_wr > MAX_SERVICE_FROM_WR
+        {
+            self.end_wr(q, now);
+        }
+    }
+
+    // ---------------------------------------------------------------- request choice
+
+    /// Index of the request the queue would dispatch next.
+    fn peek_rq(&self, q: usize, now: u64) -> Option<usize> {
+        let qq = &self.queues[q];
+        let head = qq.rqs.first()?;
+        if !qq.fifo_checked && now >= head.deadline_ns && self.in_service == Some(q) {
+            return Some(0);
+        }
+        let last = self.last_position;
+        let back_max = self.t.back_seek_max_kib * 2;
+        let penalty = self.t.back_seek_penalty;
+        // Smaller key wins: forward or short backward seeks by (weighted) distance, higher sector on ties; then
+        // wrapped requests, lowest sector first.
+        let key = |r: &Request| -> (u8, u64, u64) {
+            let s = r.sector;
+            if s >= last {
+                (0, s - last, u64::MAX - s)
+            } else if s + back_max >= last {
+                (0, (last - s).saturating_mul(penalty), u64::MAX - s)
+            } else {
+                (1, s, 0)
+            }
+        };
+        qq.rqs
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, x)| (key(&x.rq), *i))
+            .map(|(i, _)| i)
+    }
+
+    // ---------------------------------------------------------------- arrival side
+
+    fn update_ttime_and_seek(&mut self, q: usize, rq: &Request, now: u64) {
+        let slice_idle = self.t.slice_idle_ns;
+        let qq = &mut self.queues[q];
+        if qq.sync && !qq.busy && qq.dispatched == 0 && !qq.just_created {
+            let elapsed = now.saturating_sub(qq.last_end_request).min(2 * slice_idle);
+            qq.ttime_samples = (7 * qq.ttime_samples + 256) / 8;
+            qq.ttime_total = (7 * qq.ttime_total + 256 * elapsed) / 8;
+            qq.ttime_mean = (qq.ttime_total + 128) / qq.ttime_samples.max(1);
+        }
+        let dist = rq.sector.abs_diff(qq.last_request_pos);
+        let seeky = dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT;
+        qq.seek_history = (qq.seek_history << 1) | seeky as u32;
+        qq.last_request_pos = rq.end_sector();
+    }
+
+    fn handle_burst(&mut self, q: usize, now: u64) {
+        if self.queues[q].in_large_burst {
+            return;
+        }
+        let g = self.queues[q].group;
+        if self
+            .last_ins_in_burst
+            .is_none_or(|t| now > t + BURST_INTERVAL_NS)
+            || g != self.burst_parent
+        {
+            self.large_burst = false;
+            self.burst_list.clear();
+            self.burst_list.push(q);
+            self.burst_size = 1;
+            self.burst_parent = g;
+        } else if self.large_burst {
+            self.queues[q].in_large_burst = true;
+        } else {
+            self.burst_size += 1;
+            if self.burst_size >= LARGE_BURST_THRESH {
+                self.large_burst = true;
+                for &b in &self.burst_list {
+                    self.queues[b].in_large_burst = true;
+                }
+                self.queues[q].in_large_burst = true;
+                self.burst_list.clear();
+            } else {
+                self.burst_list.push(q);
+            }
+        }
+        self.last_ins_in_burst = Some(now);
+    }
+
+    /// A queue with no requests gets one: weight raising decisions, budget, activation, maybe preemption.
+    fn idle_busy_switch(&mut self, q: usize, now: u64) {
+        let qq = &self.queues[q];
+        let idle_for_long =
+            qq.dispatched == 0 && qq.idle_since.is_none_or(|t| now > t + WR_MIN_IDLE_TIME_NS);
+        let arrived_in_time = now <= qq.last_end_request + 3 * self.t.slice_idle_ns;
+        let in_burst = qq.in_large_burst;
+        let default_weight = qq.orig_weight == DEFAULT_WEIGHT;
+        let soft_rt = !qq.totally_seeky()
+            && !in_burst
+            && qq.soft_rt_next_start.is_some_and(|t| now > t)
+            && qq.dispatched == 0
+            && default_weight;
+        let interactive = !in_burst && idle_for_long && default_weight;
+        let wr_or_deserves =
+            self.t.low_latency && (qq.wr_coeff > 1 || (qq.sync && (interactive || soft_rt)));
+        let old_wr_coeff = qq.wr_coeff;
+
+        // Budget for the activation (non_blocking_wait_rq: continue the previous slot's leftover).
+        let wants_to_preempt = {
+            let left = qq.budget_left();
+            let max_budget = qq.max_budget;
+            if qq.non_blocking_wait_rq && arrived_in_time && left > 0 {
+                let qq = &mut self.queues[q];
+                qq.ent.budget = left.min(max_budget);
+                qq.ent.service = 0;
+                true
+            } else {
+                let charge = self.charge(q, &self.queues[q].rqs[0].rq);
+                let qq = &mut self.queues[q];
+                qq.ent.service = 0;
+                qq.ent.budget = max_budget.max(charge);
+                qq.non_blocking_wait_rq = false;
+                false
+            }
+        };
+
+        let qq = &mut self.queues[q];
+        if !qq.just_created && idle_for_long && qq.idle_since.is_some_and(|t| now > t + 10_000 * MS)
+        {
+            qq.in_large_burst = false;
+        }
+        qq.just_created = false;
+
+        if self.t.low_latency {
+            let wr_duration = self.wr_duration();
+            let two_min = 2 * self.min_budget();
+            let qq = &mut self.queues[q];
+            if old_wr_coeff == 1 && wr_or_deserves {
+                if interactive {
+                    qq.service_from_wr = 0;
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_cur_max_time = wr_duration;
+                } else {
+                    qq.wr_start_at_switch_to_srt = None;
+                    qq.wr_coeff = WR_COEFF * SOFTRT_WEIGHT_FACTOR;
+                    qq.wr_cur_max_time = WR_RT_MAX_TIME_NS;
+                }
+                qq.last_wr_start_finish = now;
+                qq.ent.budget = qq.ent.budget.min(two_min);
+            } else if old_wr_coeff > 1 {
+                if interactive {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_cur_max_time = wr_duration;
+                } else if in_burst {
+                    qq.wr_coeff = 1;
+                } else if soft_rt {
+                    if qq.wr_cur_max_time != WR_RT_MAX_TIME_NS {
+                        qq.wr_start_at_switch_to_srt = Some(qq.last_wr_start_finish);
+                        qq.wr_cur_max_time = WR_RT_MAX_TIME_NS;
+                        qq.wr_coeff = WR_COEFF * SOFTRT_WEIGHT_FACTOR;
+                    }
+                    qq.last_wr_start_finish = now;
+                }
+            }
+            self.apply_queue_weight(q);
+        }
+
+        let qq = &mut self.queues[q];
+        qq.last_idle_bklogged = now;
+        qq.service_from_backlogged = 0;
+        qq.softrt_update = false;
+        self.add_busy(q);
+
+        if let Some(inq) = self.in_service {
+            if inq != q
+                && ((wants_to_preempt && self.queues[q].wr_coeff >= self.queues[inq].wr_coeff)
+                    || self.higher_class_or_weight(q, inq)
+                    || !self.better_to_idle(inq))
+                && !self.groups[0].trees.iter().all(|t| t.active.is_empty())
+            {
+                self.expire(inq, false, Expiry::Preempted, now);
+            }
+        }
+    }
+
+    fn higher_class_or_weight(&self, q: usize, inq: usize) -> bool {
+        let (a, b) = (&self.queues[q], &self.queues[inq]);
+        if a.class < b.class {
+            return true;
+        }
+        let weight_at_root = |x: &Queue| {
+            if x.group == 0 {
+                x.ent.weight
+            } else {
+                self.groups[x.group].ent.weight
+            }
+        };
+        if a.group == b.group {
+            a.ent.weight > b.ent.weight
+        } else {
+            weight_at_root(a) > weight_at_root(b)
+        }
+    }
+
+    // ---------------------------------------------------------------- dispatch side
+
+    /// The kernel's bfq_select_queue: the queue to dispatch from (the in-service one or one to inject from).
+    fn select_queue(&mut self, now: u64) -> Option<usize> {
+        let mut guard = 2 * self.busy_list.len() + 8;
+        let mut current = self.in_service;
+        if let Some(q) = current {
+            if self.may_expire_for_budget_timeout(q, now) && !self.must_idle(q) {
+                self.expire(q, false, Expiry::BudgetTimeout, now);
+                current = None;
+            }
+        }
+        loop {
+            guard -= 1;
+            if guard == 0 {
+                return None;
+            }
+            let q = match current {
+                Some(q) => q,
+                None => {
+                    let q = self.get_next_queue(now)?;
+                    self.set_in_service(q, now);
+                    q
+                }
+            };
+            if let Some(i) = self.peek_rq(q, now) {
+                let charge = self.charge(q, &self.queues[q].rqs[i].rq);
+                if charge > self.queues[q].budget_left() {
+                    self.expire(q, false, Expiry::BudgetExhausted, now);
+                    current = None;
+                    continue;
+                }
+                if self.queues[q].wait_request {
+                    self.queues[q].wait_request = false;
+                    self.idle_timer_at = None;
+                }
+                return Some(q);
+            }
+            let qq = &self.queues[q];
+            if qq.wait_request || (qq.dispatched > 0 && self.better_to_idle(q)) {
+                return self.choose_injection(q, now);
+            }
+            self.expire(q, false, Expiry::NoMoreRequests, now);
+            current = None;
+        }
+    }
+
+    fn fits_budget(&self, c: usize, now: u64) -> Option<&Request> {
+        let i = self.peek_rq(c, now)?;
+        let rq = &self.queues[c].rqs[i].rq;
+        (self.charge(c, rq) <= self.queues[c].budget_left()).then_some(rq)
+    }
+
+    fn choose_injection(&self, inq: usize, now: u64) -> Option<usize> {
+        if self.tot_in_driver >= INJECT_LIMIT {
+            return None;
+        }
+        let iq = &self.queues[inq];
+        // The async queue of the same group and priority (the kernel's bic->bfqq[0]).
+        let async_key = QueueKey::Async {
+            cgroup: self.groups[iq.group].cgroup,
+            class: iq.class,
+            level: iq.level,
+        };
+        if let Some(&a) = self.queue_index.get(&async_key) {
+            if a != inq && self.queues[a].busy && self.fits_budget(a, now).is_some() {
+                return Some(a);
+            }
+        }
+        let always = iq.wr_coeff == 1 || !self.has_short_ttime(inq);
+        if !(always || self.wr_busy_queues() > 1) {
+            return None;
+        }
+        for &c in &self.busy_list {
+            if c == inq || !(always || self.queues[c].wr_coeff > 1) {
+                continue;
+            }
+            if let Some(rq) = self.fits_budget(c, now) {
+                if rq.nr_sectors >= SECT_THR_NONROT && self.tot_in_driver >= 1 {
+                    continue;
+                }
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn update_peak_rate(&mut self, rq: &Request, now: u64) {
+        if self.rate_window_start.is_none()
+            || (self.tot_in_driver == 0 && now > self.last_dispatch_ns + 20 * MS)
+        {
+            self.rate_window_start = Some(now);
+            self.rate_sectors = 0;
+            self.rate_samples = 0;
+            self.rate_seq_samples = 0;
+        }
+        self.rate_sectors += rq.nr_sectors as u64;
+        self.rate_samples += 1;
+        if rq.sector == self.last_position {
+            self.rate_seq_samples += 1;
+        }
+        self.last_dispatch_ns = now;
+        let start = self.rate_window_start.unwrap();
+        let elapsed = now - start;
+        if (self.rate_samples >= RATE_MIN_SAMPLES && elapsed >= RATE_MIN_INTERVAL_NS)
+            || elapsed >= RATE_REF_INTERVAL_NS
+        {
+            let rate = self.rate_sectors as f64 / elapsed.max(1) as f64;
+            if rate > self.peak_rate || elapsed >= RATE_REF_INTERVAL_NS {
+                let weight = 9 * self.rate_seq_samples / self.rate_samples.max(1);
+                let divisor = (10 - weight.min(9)) as f64;
+                self.peak_rate = self.peak_rate * (divisor - 1.0) / divisor + rate / divisor;
+                if self.t.user_max_budget == 0 {
+                    self.max_budget = self.calc_max_budget();
+                }
+            }
+            self.rate_window_start = Some(now);
+            self.rate_sectors = 0;
+            self.rate_samples = 0;
+            self.rate_seq_samples = 0;
+        }
+    }
+
+    fn dispatch_from(&mut self, q: usize, now: u64) -> Request {
+        let i = self.peek_rq(q, now).expect("selected queue has a request");
+        let in_service = self.in_service == Some(q);
+        if in_service {
+            self.queues[q].fifo_checked = true;
+        }
+        let charge = self.charge(q, &self.queues[q].rqs[i].rq);
+        let rq = self.queues[q].rqs.remove(i).rq;
+        self.queued -= 1;
+        self.served(q, charge);
+        self.queues[q].dispatched += 1;
+        self.update_peak_rate(&rq, now);
+        self.tot_in_driver += 1;
+        self.in_driver.insert(rq.id, q);
+        self.last_position = rq.end_sector();
+        if self.queues[q].rqs.is_empty() && self.queues[q].busy && !in_service {
+            self.del_busy(q, false);
+        }
+        self.refresh_pending(q);
+        if in_service {
+            self.update_wr_data(q, now);
+            if self.busy_list.len() > 1 && self.queues[q].class == CLASS_IDLE {
+                self.expire(q, false, Expiry::BudgetExhausted, now);
+            }
+        }
+        rq
+    }
+
+    fn end_all_wr(&mut self, now: u64) {
+        for q in 0..self.queues.len() {
+            if self.queues[q].wr_coeff > 1 {
+                self.end_wr(q, now);
+            }
+        }
+    }
+}
+
+impl Elevator for Bfq {
+    fn name(&self) -> &'static str {
+        "bfq"
+    }
+
+    fn locking(&self) -> Locking {
+        Locking::Device
+    }
+
+    fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
+        let &q = self.queue_index.get(&Self::key_of(bio))?;
+        for held in self.queues[q].rqs.iter_mut().rev() {
+            if let Some(side) = mergeable(&held.rq, bio, max_sectors) {
+                apply_merge(&mut held.rq, bio, side);
+                return Some(held.rq.id);
+            }
+        }
+        None
+    }
+
+    fn insert(&mut self, rq: Request, now_ns: u64) {
+        let q = self.queue_for(&rq);
+        self.update_ttime_and_seek(q, &rq, now_ns);
+        if self.queues[q].just_created && (self.burst_size > 0 || self.busy_list.is_empty()) {
+            self.handle_burst(q, now_ns);
+        }
+        let expire = if rq.sync {
+            self.t.fifo_expire_sync_ns
+        } else {
+            self.t.fifo_expire_async_ns
+        };
+        self.queues[q].rqs.push(Queued {
+            rq,
+            deadline_ns: now_ns + expire,
+        });
+        self.queued += 1;
+        if !self.queues[q].busy {
+            self.idle_busy_switch(q, now_ns);
+        } else if self.in_service == Some(q) && self.queues[q].wait_request {
+            self.queues[q].wait_request = false;
+            self.idle_timer_at = None;
+            if self.budget_timed_out(q, now_ns) {
+                self.expire(q, false, Expiry::BudgetTimeout, now_ns);
+            }
+        }
+        self.refresh_pending(q);
+    }
+
+    fn dispatch(&mut self, _hctx: u32, now_ns: u64) -> Option<Request> {
+        if self.busy_list.is_empty() {
+            return None;
+        }
+        if self.t.strict_guarantees && self.tot_in_driver > 0 {
+            return None;
+        }
+        let q = self.select_queue(now_ns)?;
+        Some(self.dispatch_from(q, now_ns))
+    }
+
+    fn has_work(&self, _hctx: u32) -> bool {
+        self.queued > 0
+    }
+
+    fn completed(&mut self, rq: &Request, _issue_ns: u64, now_ns: u64) -> AfterCompletion {
+        let Some(q) = self.in_driver.remove(&rq.id) else {
+            return AfterCompletion::RunQueue;
+        };
+        self.tot_in_driver -= 1;
+        let qq = &mut self.queues[q];
+        qq.dispatched -= 1;
+        qq.last_end_request = now_ns;
+        if qq.dispatched == 0 && !qq.busy {
+            qq.idle_since = Some(now_ns);
+        }
+        if qq.softrt_update && qq.dispatched == 0 && qq.rqs.is_empty() && qq.wr_coeff != WR_COEFF {
+            let next = self.softrt_next_start(q, now_ns);
+            self.queues[q].soft_rt_next_start = Some(next);
+        }
+        self.refresh_pending(q);
+        let mut run_all = false;
+        if self.in_service == Some(q) {
+            if self.must_idle(q) {
+                if self.queues[q].dispatched == 0 {
+                    self.arm_slice_timer(q, now_ns);
+                }
+            } else if self.may_expire_for_budget_timeout(q, now_ns) {
+                self.expire(q, false, Expiry::BudgetTimeout, now_ns);
+                run_all = true;
+            } else if self.queues[q].rqs.is_empty()
+                && (self.queues[q].dispatched == 0 || !self.better_to_idle(q))
+            {
+                self.expire(q, false, Expiry::NoMoreRequests, now_ns);
+                run_all = true;
+            }
+        }
+        if self.in_service.is_none() && self.queued > 0 {
+            run_all = true;
+        }
+        if run_all {
+            AfterCompletion::RunAllQueues
+        } else {
+            AfterCompletion::RunQueue
+        }
+    }
+
+    fn next_timer_ns(&self) -> Option<u64> {
+        self.idle_timer_at
+    }
+
+    fn timer(&mut self, now_ns: u64) {
+        let Some(at) = self.idle_timer_at else {
+            return;
+        };
+        if at > now_ns {
+            return;
+        }
+        self.idle_timer_at = None;
+        let Some(q) = self.in_service else {
+            return;
+        };
+        if !self.queues[q].wait_request {
+            return;
+        }
+        self.queues[q].wait_request = false;
+        let reason = if self.budget_timed_out(q, now_ns) {
+            Expiry::BudgetTimeout
+        } else if self.queues[q].rqs.is_empty() {
+            Expiry::TooIdle
+        } else {
+            return;
+        };
+        self.expire(q, true, reason, now_ns);
+    }
+
+    fn tunables(&self) -> Vec<(&'static str, i64)> {
+        let t = &self.t;
+        vec![
+            ("fifo_expire_sync", (t.fifo_expire_sync_ns / MS) as i64),
+            ("fifo_expire_async", (t.fifo_expire_async_ns / MS) as i64),
+            ("back_seek_max", t.back_seek_max_kib as i64),
+            ("back_seek_penalty", t.back_seek_penalty as i64),
+            ("slice_idle", (t.slice_idle_ns / MS) as i64),
+            ("slice_idle_us", (t.slice_idle_ns / US) as i64),
+            ("max_budget", self.max_budget as i64),
+            ("timeout_sync", (t.timeout_ns / MS) as i64),
+            ("strict_guarantees", t.strict_guarantees as i64),
+            ("low_latency", t.low_latency as i64),
+        ]
+    }
+
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
+        let (lo, hi): (i64, i64) = match name {
+            "fifo_expire_sync" | "fifo_expire_async" | "back_seek_penalty" | "timeout_sync" => {
+                (1, i32::MAX as i64)
+            }
+            "back_seek_max" | "slice_idle" | "slice_idle_us" | "max_budget" => (0, i32::MAX as i64),
+            "strict_guarantees" | "low_latency" => (0, 1),
+            _ => {
+                return Err(TunableError::Unknown {
+                    name: name.to_string(),
+                    known: TUNABLE_NAMES.to_vec(),
+                })
+            }
+        };
+        if value < lo || value > hi {
+            return Err(TunableError::OutOfRange {
+                name: name.to_string(),
+                value,
+                expected: format!("{lo}..={hi}"),
+            });
+        }
+        let v = value as u64;
+        match name {
+            "fifo_expire_sync" => self.t.fifo_expire_sync_ns = v * MS,
+            "fifo_expire_async" => self.t.fifo_expire_async_ns = v * MS,
+            "back_seek_max" => self.t.back_seek_max_kib = v,
+            "back_seek_penalty" => self.t.back_seek_penalty = v,
+            "slice_idle" => self.t.slice_idle_ns = v * MS,
+            "slice_idle_us" => self.t.slice_idle_ns = v * US,
+            "max_budget" => {
+                self.t.user_max_budget = v;
+                self.max_budget = if v == 0 { self.calc_max_budget() } else { v };
+            }
+            "timeout_sync" => {
+                self.t.timeout_ns = v * MS;
+                if self.t.user_max_budget == 0 {
+                    self.max_budget = self.calc_max_budget();
+                }
+            }
+            "strict_guarantees" => {
+                if v == 1 && !self.t.strict_guarantees && self.t.slice_idle_ns < 8 * MS {
+                    self.t.slice_idle_ns = 8 * MS;
+                }
+                self.t.strict_guarantees = v == 1;
+            }
+            "low_latency" => {
+                if v == 0 && self.t.low_latency {
+                    let now = self.last_dispatch_ns;
+                    self.end_all_wr(now);
+                }
+                self.t.low_latency = v == 1;
+            }
+            _ => unreachable!(),
+        }
+        Ok(())
+    }
+
+    fn introspect(&self) -> Vec<(String, f64)> {
+        let in_service_budget = self
+            .in_service
+            .map(|q| self.queues[q].ent.budget)
+            .unwrap_or(0);
+        vec![
+            ("busy_queues".to_string(), self.busy_list.len() as f64),
+            ("in_service_budget".to_string(), in_service_budget as f64),
+            (
+                "vtime".to_string(),
+                self.groups[0].trees[CLASS_BE].vtime as f64,
+            ),
+            ("wr_queues".to_string(), self.wr_busy_queues() as f64),
+            ("max_budget".to_string(), self.max_budget as f64),
+            (
+                "idling".to_string(),
+                self.idle_timer_at.is_some() as u8 as f64,
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    fn rq(id: u32, process: u32, sector: u64, nr_sectors: u32) -> Request {
+        Request {
+            id,
+            op: Op::Read,
+            sector,
+            nr_sectors,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: IoprioClass::BestEffort,
+            ioprio_level: 4,
+            process,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync: true,
+            start_ns: 0,
+        }
+    }
+
+    /// A process that keeps `depth` sequential requests outstanding (queued or in flight).
+    #[derive(Clone)]
+    struct Proc {
+        template: Request,
+        depth: usize,
+        next_sector: u64,
+        outstanding: usize,
+        dispatched_sectors: u64,
+        active_from_ns: u64,
+    }
+
+    /// A device with `slots` parallel slots and a fixed service time per request.
+    struct Harness {
+        bfq: Bfq,
+        now: u64,
+        slots: usize,
+        service_ns: u64,
+        inflight: Vec<(u64, Request)>,
+        procs: Vec<Proc>,
+        next_id: u32,
+        /// (process index, insert time, dispatch time) of every dispatched request.
+        log: Vec<(usize, u64, u64)>,
+        inserted_at: HashMap<u32, (usize, u64)>,
+    }
+
+    impl Harness {
+        fn new(bfq: Bfq, slots: usize, service_ns: u64) -> Self {
+            Self {
+                bfq,
+                now: 0,
+                slots,
+                service_ns,
+                inflight: Vec::new(),
+                procs: Vec::new(),
+                next_id: 0,
+                log: Vec::new(),
+                inserted_at: HashMap::new(),
+            }
+        }
+
+        fn add_proc(&mut self, template: Request, depth: usize, active_from_ns: u64) -> usize {
+            self.procs.push(Proc {
+                next_sector: template.process as u64 * (1 << 32),
+                template,
+                depth,
+                outstanding: 0,
+                dispatched_sectors: 0,
+                active_from_ns,
+            });
+            self.procs.len() - 1
+        }
+
+        fn refill(&mut self) {
+            for p in 0..self.procs.len() {
+                while self.procs[p].active_from_ns <= self.now
+                    && self.procs[p].outstanding < self.procs[p].depth
+                {
+                    let pr = &mut self.procs[p];
+                    let mut r = pr.template.clone();
+                    r.id = self.next_id;
+                    r.sector = pr.next_sector;
+                    pr.next_sector += r.nr_sectors as u64;
+                    pr.outstanding += 1;
+                    self.inserted_at.insert(r.id, (p, self.now));
+                    self.next_id += 1;
+                    self.bfq.insert(r, self.now);
+                }
+            }
+        }
+
+        fn run_until(&mut self, end_ns: u64) {
+            while self.now < end_ns {
+                self.refill();
+                while self.inflight.len() < self.slots {
+                    let Some(r) = self.bfq.dispatch(0, self.now) else {
+                        break;
+                    };
+                    let (p, at) = self.inserted_at[&r.id];
+                    self.procs[p].dispatched_sectors += r.nr_sectors as u64;
+                    self.log.push((p, at, self.now));
+                    self.inflight.push((self.now + self.service_ns, r));
+                }
+                let next_completion = self.inflight.iter().map(|(t, _)| *t).min();
+                let next_timer = self.bfq.next_timer_ns();
+                let next_arrival = self
+                    .procs
+                    .iter()
+                    .map(|p| p.active_from_ns)
+                    .filter(|&t| t > self.now)
+                    .min();
+                let Some(next) = [next_completion, next_timer, next_arrival]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                else {
+                    self.now = end_ns;
+                    break;
+                };
+                self.now = next.max(self.now);
+                if next_timer.is_some_and(|t| t <= self.now) {
+                    self.bfq.timer(self.now);
+                }
+                while let Some(i) = self.inflight.iter().position(|(t, _)| *t <= self.now) {
+                    let (_, r) = self.inflight.swap_remove(i);
+                    let (p, _) = self.inserted_at[&r.id];
+                    self.procs[p].outstanding -= 1;
+                    self.bfq.completed(&r, 0, self.now);
+                }
+            }
+        }
+
+        fn shares(&self) -> Vec<f64> {
+            let total: u64 = self.procs.iter().map(|p| p.dispatched_sectors).sum();
+            self.procs
+                .iter()
+                .map(|p| p.dispatched_sectors as f64 / total as f64)
+                .collect()
+        }
+    }
+
+    fn assert_shares(got: &[f64], weights: &[f64], tolerance: f64) {
+        let sum: f64 = weights.iter().sum();
+        for (i, (g, w)) in got.iter().zip(weights).enumerate() {
+            let want = w / sum;
+            assert!(
+                (g - want).abs() <= tolerance * want,
+                "process {i}: share {g:.4}, want {want:.4} (±{:.0}%); all shares {got:?}",
+                tolerance * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn four_backlogged_processes_share_by_ioprio_weight() {
+        // BE levels 0, 4, 6, 7 give weights 80, 40, 20, 10. Raising is off: it would only favour the level-4
+        // (default-weight) queue for its first seconds.
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        bfq.set_tunable("max_budget", 2048).unwrap();
+        let mut h = Harness::new(bfq, 4, 100 * US);
+        for (p, level) in [0u8, 4, 6, 7].into_iter().enumerate() {
+            let mut t = rq(0, p as u32, 0, 8);
+            t.ioprio_level = level;
+            h.add_proc(t, 32, 0);
+        }
+        h.run_until(5_000 * MS);
+        assert_shares(&h.shares(), &[80.0, 40.0, 20.0, 10.0], 0.03);
+    }
+
+    #[test]
+    fn four_cgroups_share_by_cgroup_weight() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("max_budget", 2048).unwrap();
+        let mut h = Harness::new(bfq, 4, 100 * US);
+        for (p, weight) in [1000u32, 500, 250, 100].into_iter().enumerate() {
+            let mut t = rq(0, p as u32, 0, 8);
+            t.cgroup = p as u32 + 1;
+            t.cgroup_weight = weight;
+            h.add_proc(t, 32, 0);
+        }
+        h.run_until(5_000 * MS);
+        assert_shares(&h.shares(), &[1000.0, 500.0, 250.0, 100.0], 0.03);
+    }
+
+    fn queue_of(bfq: &Bfq, process: u32) -> &Queue {
+        &bfq.queues[bfq.queue_index[&QueueKey::Sync { process, cgroup: 0 }]]
+    }
+
+    fn intro(bfq: &Bfq, name: &str) -> f64 {
+        bfq.introspect()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn a_new_queue_after_two_seconds_is_weight_raised_and_served_at_once() {
+        // Two processes keep the device busy; a third turns up at 3 s with one small read.
+        fn newcomer(low_latency: bool) -> (u64, u32, u32) {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("low_latency", low_latency as i64).unwrap();
+            let mut h = Harness::new(bfq, 4, 100 * US);
+            h.add_proc(rq(0, 0, 0, 8), 32, 0);
+            h.add_proc(rq(0, 1, 0, 8), 32, 0);
+            let p = h.add_proc(rq(0, 2, 0, 8), 1, 3_000 * MS);
+            h.run_until(3_000 * MS + 50 * US);
+            let coeff = queue_of(&h.bfq, 2).wr_coeff;
+            h.run_until(3_500 * MS);
+            let (_, at, dispatched) = *h.log.iter().find(|(q, _, _)| *q == p).unwrap();
+            (dispatched - at, coeff, queue_of(&h.bfq, 0).wr_coeff)
+        }
+        let (raised_wait, coeff, old_coeff) = newcomer(true);
+        assert_eq!(coeff, 30, "interactive raising ×30");
+        assert_eq!(
+            old_coeff, 1,
+            "the backlogged queues' own raising ended (120000 sectors of service)"
+        );
+        assert!(
+            raised_wait <= 100 * US,
+            "served as soon as a slot frees: waited {raised_wait} ns"
+        );
+        let (plain_wait, coeff, _) = newcomer(false);
+        assert_eq!(coeff, 1);
+        assert!(
+            plain_wait > 10 * raised_wait.max(100 * US),
+            "without raising it waits its turn: {plain_wait} ns"
+        );
+    }
+
+    #[test]
+    fn only_queues_with_the_default_weight_count_as_interactive() {
+        let mut bfq = Bfq::new();
+        let mut r = rq(1, 0, 0, 8);
+        r.ioprio_level = 0;
+        bfq.insert(r, 0);
+        bfq.insert(rq(2, 1, 0, 8), 0);
+        assert_eq!(queue_of(&bfq, 0).wr_coeff, 1);
+        assert_eq!(queue_of(&bfq, 1).wr_coeff, 30);
+        assert_eq!(intro(&bfq, "wr_queues"), 1.0);
+    }
+
+    #[test]
+    fn the_sole_sync_queue_idles_until_its_next_request_or_the_slice_timer() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap(); // raised queues idle at least 20 ms
+        bfq.insert(rq(1, 7, 0, 8), 0);
+        let first = bfq.dispatch(0, 0).unwrap();
+        assert!(
+            bfq.dispatch(0, 10 * US).is_none(),
+            "empty, request in flight: keep the queue"
+        );
+        bfq.completed(&first, 0, 100 * US);
+        assert_eq!(
+            bfq.next_timer_ns(),
+            Some(100 * US + 8 * MS),
+            "slice_idle armed at the last completion"
+        );
+        assert!(bfq.dispatch(0, MS).is_none(), "idling");
+        assert_eq!(intro(&bfq, "busy_queues"), 1.0);
+
+        bfq.insert(rq(2, 7, 8, 8), 2 * MS);
+        assert_eq!(
+            bfq.next_timer_ns(),
+            None,
+            "the queue's next request ends idling"
+        );
+        let second = bfq.dispatch(0, 2 * MS).unwrap();
+        assert_eq!(second.id, 2);
+        bfq.completed(&second, 0, 2 * MS + 100 * US);
+        let at = bfq.next_timer_ns().unwrap();
+        assert!(bfq.dispatch(0, at - 1).is_none());
+        bfq.timer(at);
+        assert_eq!(
+            intro(&bfq, "busy_queues"),
+            0.0,
+            "timer fired: expired as too idle"
+        );
+        assert!(!bfq.has_work(0));
+    }
+
+    #[test]
+    fn while_idling_for_a_heavier_queue_other_requests_are_injected_one_at_a_time() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        let mut heavy = rq(1, 0, 0, 8);
+        heavy.ioprio_level = 0; // weight 80
+        bfq.insert(heavy.clone(), 0);
+        for i in 0..5 {
+            let mut light = rq(10 + i, 1, 1_000_000 + 8 * i as u64, 8);
+            light.ioprio_level = 7; // weight 10
+            bfq.insert(light, 0);
+        }
+        let a = bfq.dispatch(0, 0).unwrap();
+        assert_eq!(a.id, 1, "smallest finish time first");
+        assert!(
+            bfq.dispatch(0, 0).is_none(),
+            "asymmetric weights: idle for the heavy queue"
+        );
+        bfq.completed(&a, 0, 100 * US);
+        assert!(bfq.next_timer_ns().is_some());
+        let injected = bfq.dispatch(0, 100 * US).unwrap();
+        assert_eq!(
+            injected.process, 1,
+            "injected from the light queue while the driver is empty"
+        );
+        assert!(
+            bfq.dispatch(0, 100 * US).is_none(),
+            "injection limit: one request in the driver"
+        );
+        bfq.completed(&injected, 0, 200 * US);
+
+        heavy.id = 2;
+        heavy.sector = 8;
+        bfq.insert(heavy, 300 * US);
+        assert_eq!(
+            bfq.dispatch(0, 300 * US).unwrap().id,
+            2,
+            "the in-service queue's own request"
+        );
+        let b = bfq.in_driver.keys().copied().collect::<Vec<_>>();
+        let done = Request {
+            id: b[0],
+            ..rq(b[0], 0, 8, 8)
+        };
+        bfq.completed(&done, 0, 400 * US);
+        let at = bfq.next_timer_ns().unwrap();
+        bfq.timer(at);
+        let burst: Vec<u32> = std::iter::from_fn(|| bfq.dispatch(0, at))
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            burst.len(),
+            4,
+            "heavy queue expired: the light queue is served freely"
+        );
+    }
+
+    #[test]
+    fn budget_feedback_by_expiry_reason() {
+        fn sync_queue(low_latency: bool) -> Bfq {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("low_latency", low_latency as i64).unwrap();
+            bfq
+        }
+        // A new queue starts at 2/3 of the default max budget (16384).
+        let mut bfq = sync_queue(false);
+        for i in 0..1400 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let mut dispatched = Vec::new();
+        for _ in 0..1365 {
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.completed(&r, 0, 0);
+            dispatched.push(r.id);
+        }
+        assert_eq!(intro(&bfq, "in_service_budget"), 10922.0);
+        assert_eq!(queue_of(&bfq, 0).ent.service, 10920);
+        // The next 8 sectors do not fit in the 2 left: exhausted, ×4 capped at the device max.
+        bfq.dispatch(0, 0).unwrap();
+        assert_eq!(queue_of(&bfq, 0).max_budget, 16384);
+        assert_eq!(intro(&bfq, "in_service_budget"), 16384.0);
+
+        // Too idle (the idle timer fired with nothing in flight): budget − 4 × min budget (512).
+        let mut bfq = sync_queue(false);
+        for i in 0..10 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let all: Vec<Request> = std::iter::from_fn(|| bfq.dispatch(0, 0)).collect();
+        assert_eq!(all.len(), 10);
+        for r in &all {
+            bfq.completed(r, 0, MS);
+        }
+        bfq.timer(bfq.next_timer_ns().unwrap());
+        assert_eq!(queue_of(&bfq, 0).max_budget, 10922 - 4 * 512);
+
+        // No more requests and no idling (slice_idle 0): max(service, min budget).
+        let mut bfq = sync_queue(false);
+        bfq.set_tunable("slice_idle", 0).unwrap();
+        for i in 0..10 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        let all: Vec<Request> = std::iter::from_fn(|| bfq.dispatch(0, 0)).collect();
+        for r in &all {
+            bfq.completed(r, 0, MS);
+        }
+        assert_eq!(intro(&bfq, "busy_queues"), 0.0);
+        assert_eq!(queue_of(&bfq, 0).max_budget, 512);
+
+        // Budget timeout (125 ms) with requests left: ×2 (no cap hit with a 100000-sector max).
+        let mut bfq = sync_queue(false);
+        bfq.set_tunable("max_budget", 100_000).unwrap();
+        for i in 0..20 {
+            bfq.insert(rq(i, 0, 8 * i as u64, 8), 0);
+        }
+        for _ in 0..10 {
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.completed(&r, 0, MS);
+        }
+        bfq.dispatch(0, 130 * MS).unwrap();
+        assert_eq!(queue_of(&bfq, 0).max_budget, 2 * 10922);
+        assert_eq!(intro(&bfq, "in_service_budget"), (2 * 10922) as f64);
+
+        // A weight-raised queue gets 2 × min budget.
+        let mut bfq = sync_queue(true);
+        bfq.insert(rq(1, 0, 0, 8), 0);
+        bfq.dispatch(0, 0).unwrap();
+        assert_eq!(intro(&bfq, "in_service_budget"), 1024.0);
+    }
+
+    #[test]
+    fn an_expired_fifo_head_goes_first_once_per_slot() {
+        let setup = || {
+            let mut bfq = Bfq::new();
+            bfq.insert(rq(1, 0, 10_000_000, 8), 0);
+            bfq.insert(rq(2, 0, 0, 8), 0);
+            bfq.insert(rq(3, 0, 8, 8), 0);
+            bfq
+        };
+        let ids = |bfq: &mut Bfq, now: u64| -> Vec<u32> {
+            std::iter::from_fn(|| bfq.dispatch(0, now))
+                .map(|r| r.id)
+                .collect()
+        };
+        assert_eq!(
+            ids(&mut setup(), 0),
+            vec![2, 3, 1],
+            "sector order from position 0"
+        );
+        assert_eq!(ids(&mut setup(), 126 * MS), vec![1, 2, 3], "FIFO head expired after 125 ms: served first, then sector order (wrapped: lowest first)");
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("fifo_expire_sync", 500).unwrap();
+        for (id, sector) in [(1, 10_000_000), (2, 0), (3, 8)] {
+            bfq.insert(rq(id, 0, sector, 8), 0);
+        }
+        assert_eq!(
+            ids(&mut bfq, 126 * MS),
+            vec![2, 3, 1],
+            "fifo_expire_sync = 500 ms: not expired yet"
+        );
+    }
+
+    #[test]
+    fn backward_seeks_cost_back_seek_penalty_and_are_limited_by_back_seek_max() {
+        // Position the head at sector 1000, then offer one request behind and one ahead.
+        fn choice(behind: u64, ahead: u64, back_seek_max: i64) -> u64 {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("back_seek_max", back_seek_max).unwrap();
+            bfq.insert(rq(1, 0, 992, 8), 0);
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.insert(rq(2, 0, behind, 8), 0);
+            bfq.insert(rq(3, 0, ahead, 8), 0);
+            bfq.completed(&r, 0, 0);
+            bfq.dispatch(0, 0).unwrap().sector
+        }
+        assert_eq!(
+            choice(900, 1150, 16384),
+            1150,
+            "100 back ×2 = 200 > 150 ahead"
+        );
+        assert_eq!(
+            choice(950, 1150, 16384),
+            950,
+            "50 back ×2 = 100 < 150 ahead"
+        );
+        assert_eq!(choice(950, 1150, 0), 1150, "no backward seeks allowed");
+    }
+
+    #[test]
+    fn tunables_by_sysfs_name_and_unit_with_validation() {
+        let mut bfq = Bfq::new();
+        let get = |bfq: &Bfq, n: &str| bfq.tunables().into_iter().find(|(k, _)| *k == n).unwrap().1;
+        assert_eq!(
+            bfq.tunables(),
+            vec![
+                ("fifo_expire_sync", 125),
+                ("fifo_expire_async", 250),
+                ("back_seek_max", 16384),
+                ("back_seek_penalty", 2),
+                ("slice_idle", 8),
+                ("slice_idle_us", 8000),
+                ("max_budget", 16384),
+                ("timeout_sync", 125),
+                ("strict_guarantees", 0),
+                ("low_latency", 1),
+            ]
+        );
+        bfq.set_tunable("slice_idle_us", 2500).unwrap();
+        assert_eq!(
+            (get(&bfq, "slice_idle"), get(&bfq, "slice_idle_us")),
+            (2, 2500)
+        );
+        bfq.set_tunable("strict_guarantees", 1).unwrap();
+        assert_eq!(
+            get(&bfq, "slice_idle"),
+            8,
+            "strict guarantees raise slice_idle to 8 ms"
+        );
+        bfq.set_tunable("max_budget", 4096).unwrap();
+        assert_eq!(get(&bfq, "max_budget"), 4096);
+        bfq.set_tunable("max_budget", 0).unwrap();
+        assert!(
+            get(&bfq, "max_budget") > 0,
+            "0 selects automatic tuning from the peak rate"
+        );
+        for (name, bad) in [
+            ("fifo_expire_sync", 0),
+            ("fifo_expire_async", -1),
+            ("back_seek_penalty", 0),
+            ("timeout_sync", 0),
+            ("slice_idle", -5),
+            ("max_budget", 1 << 40),
+            ("low_latency", 2),
+            ("strict_guarantees", -1),
+        ] {
+            assert!(
+                matches!(
+                    bfq.set_tunable(name, bad),
+                    Err(TunableError::OutOfRange { .. })
+                ),
+                "{name}={bad} accepted"
+            );
+        }
+        match bfq.set_tunable("quantum", 1) {
+            Err(TunableError::Unknown { known, .. }) => assert_eq!(known.len(), 10),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(bfq.name(), "bfq");
+        assert_eq!(bfq.locking(), Locking::Device);
+    }
+
+    #[test]
+    fn strict_guarantees_keep_one_request_in_the_driver() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("strict_guarantees", 1).unwrap();
+        for i in 0..4 {
+            bfq.insert(rq(i, i % 2, 8 * i as u64, 8), 0);
+        }
+        let r = bfq.dispatch(0, 0).unwrap();
+        assert!(bfq.dispatch(0, 0).is_none());
+        bfq.completed(&r, 0, 100 * US);
+        assert!(bfq.dispatch(0, 100 * US).is_some());
+    }
+
+    #[test]
+    fn merges_only_into_the_submitting_queue() {
+        let mut bfq = Bfq::new();
+        bfq.insert(rq(1, 0, 0, 8), 0);
+        assert_eq!(
+            bfq.bio_merge(&rq(2, 1, 8, 8), 256),
+            None,
+            "another process's queue"
+        );
+        assert_eq!(bfq.bio_merge(&rq(3, 0, 8, 8), 256), Some(1));
+        let r = bfq.dispatch(0, 0).unwrap();
+        assert_eq!((r.sector, r.nr_sectors), (0, 16));
+    }
+
+    /// Every tree's weight sum is the weight of the entities it holds (active, idle or in service), and every
+    /// busy queue is in a tree or in service.
+    fn check_invariants(bfq: &Bfq) {
+        let mut sums = vec![[0u64; 3]; bfq.groups.len()];
+        let all = (0..bfq.queues.len())
+            .map(EntityId::Queue)
+            .chain((1..bfq.groups.len()).map(EntityId::Group));
+        for e in all {
+            if bfq.ent(e).state != State::Off {
+                let (g, c) = bfq.tree_of(e);
+                sums[g][c] += bfq.ent(e).weight as u64;
+            }
+        }
+        for (g, grp) in bfq.groups.iter().enumerate() {
+            for (c, tree) in grp.trees.iter().enumerate() {
+                assert_eq!(tree.wsum, sums[g][c], "group {g} class {c}");
+            }
+        }
+        for &q in &bfq.busy_list {
+            assert!(matches!(
+                bfq.queues[q].ent.state,
+                State::Active | State::InService
+            ));
+        }
+        let queued: usize = bfq.queues.iter().map(|q| q.rqs.len()).sum();
+        assert_eq!(queued, bfq.queued);
+        assert!(
+            bfq.queues.iter().all(|q| q.rqs.is_empty() || q.busy),
+            "a queue with requests is busy"
+        );
+    }
+
+    /// Small deterministic generator (64-bit LCG, high bits).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn random_operations_never_lose_or_duplicate_a_request() {
+        for seed in 0..40u64 {
+            let mut g = Lcg(seed * 7919 + 1);
+            let mut bfq = Bfq::new();
+            let mut now = 0u64;
+            let mut next_id = 0u32;
+            let mut inserted: HashMap<u32, bool> = HashMap::new(); // id → dispatched
+            let mut inflight: Vec<Request> = Vec::new();
+            let mut last_end: HashMap<u32, u64> = HashMap::new();
+            for _ in 0..3000 {
+                now += g.below(300 * US);
+                match g.below(100) {
+                    0..=39 => {
+                        let process = g.below(6) as u32;
+                        let mut r = rq(next_id, process, 0, 1 + g.below(64) as u32);
+                        next_id += 1;
+                        r.cgroup = process % 3;
+                        r.cgroup_weight = [100, 700, 30][r.cgroup as usize];
+                        r.sync = g.below(4) != 0;
+                        r.op = if r.sync { Op::Read } else { Op::Write };
+                        r.ioprio_class = [
+                            IoprioClass::BestEffort,
+                            IoprioClass::RealTime,
+                            IoprioClass::Idle,
+                            IoprioClass::None,
+                        ][g.below(4) as usize];
+                        r.ioprio_level = g.below(8) as u8;
+                        r.sector = match g.below(2) {
+                            0 => *last_end.get(&process).unwrap_or(&0),
+                            _ => g.below(1 << 30),
+                        };
+                        last_end.insert(process, r.end_sector());
+                        if bfq.bio_merge(&r, 128).is_none() {
+                            inserted.insert(r.id, false);
+                            bfq.insert(r, now);
+                        }
+                    }
+                    40..=69 => {
+                        if let Some(r) = bfq.dispatch(g.below(4) as u32, now) {
+                            let seen = inserted
+                                .get_mut(&r.id)
+                                .expect("dispatched an unknown request");
+                            assert!(!*seen, "request {} dispatched twice", r.id);
+                            *seen = true;
+                            inflight.push(r);
+                        }
+                    }
+                    70..=89 => {
+                        if !inflight.is_empty() {
+                            let r = inflight.swap_remove(g.below(inflight.len() as u64) as usize);
+                            bfq.completed(&r, 0, now);
+                        }
+                    }
+                    90..=95 => {
+                        if let Some(at) = bfq.next_timer_ns() {
+                            now = now.max(at);
+                            bfq.timer(now);
+                        }
+                    }
+                    _ => {
+                        let (name, value) = [
+                            ("strict_guarantees", g.below(2) as i64),
+                            ("low_latency", g.below(2) as i64),
+                            ("slice_idle", [0, 8][g.below(2) as usize]),
+                            ("max_budget", [0, 64, 4096][g.below(3) as usize]),
+                            ("timeout_sync", [5, 125][g.below(2) as usize]),
+                        ][g.below(5) as usize];
+                        bfq.set_tunable(name, value).unwrap();
+                    }
+                }
+                check_invariants(&bfq);
+            }
+            assert!(
+                inserted.values().filter(|d| **d).count() > 300,
+                "seed {seed}: the random phase dispatches"
+            );
+            // Drain: complete everything, dispatch what is left, let timers fire.
+            for _ in 0..100_000 {
+                for r in inflight.drain(..) {
+                    bfq.completed(&r, 0, now);
+                }
+                while let Some(r) = bfq.dispatch(0, now) {
+                    let seen = inserted
+                        .get_mut(&r.id)
+                        .expect("dispatched an unknown request");
+                    assert!(!*seen, "request {} dispatched twice", r.id);
+                    *seen = true;
+                    inflight.push(r);
+                }
+                if inflight.is_empty() && !bfq.has_work(0) && bfq.next_timer_ns().is_none() {
+                    break;
+                }
+                now += MS;
+                if let Some(at) = bfq.next_timer_ns() {
+                    now = now.max(at);
+                    bfq.timer(now);
+                }
+            }
+            let lost: Vec<u32> = inserted
+                .iter()
+                .filter(|(_, d)| !**d)
+                .map(|(id, _)| *id)
+                .collect();
+            assert!(lost.is_empty(), "seed {seed}: never dispatched: {lost:?}");
+            assert!(!bfq.has_work(0));
+            assert!(bfq.in_driver.is_empty() && bfq.tot_in_driver == 0);
+            assert_eq!(intro(&bfq, "busy_queues"), 0.0, "seed {seed}");
+            for grp in &bfq.groups {
+                for t in &grp.trees {
+                    assert!(t.active.is_empty());
+                    let counted: u64 = t.idle.iter().map(|&e| bfq.ent(e).weight as u64).sum();
+                    assert_eq!(
+                        t.wsum, counted,
+                        "weight sum = idle-tree weights once nothing is busy"
+                    );
+                }
+            }
+        }
+    }
+}
