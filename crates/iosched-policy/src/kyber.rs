@@ -90,9 +90,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, Locking, Op, Request, TunableError,
-};
+use crate::{merge_into_recent, AfterCompletion, Elevator, Locking, Op, Request, TunableError};
 
 /// Scheduling domains, in the kernel's order (which is also the round-robin order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -372,13 +370,7 @@ impl Elevator for Kyber {
         let domain = Domain::of(bio.op) as usize;
         let queue = self.hctxs.get_mut(bio.hctx as usize)?;
         let list = &mut queue.staging.get_mut(bio.cpu as usize)?.lists[domain];
-        for held in list.iter_mut().rev().take(8) {
-            if let Some(side) = mergeable(held, bio, max_sectors) {
-                apply_merge(held, bio, side);
-                return Some(held.id);
-            }
-        }
-        None
+        merge_into_recent(list, bio, max_sectors)
     }
 
     fn insert(&mut self, rq: Request, _now_ns: u64) {

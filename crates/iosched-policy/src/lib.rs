@@ -205,6 +205,25 @@ pub enum MergeSide {
     Front,
 }
 
+/// How many of a software queue's newest requests a bio may merge into (the kernel's blk_bio_list_merge tries 8).
+pub const RECENT_MERGE_CANDIDATES: usize = 8;
+
+/// Merge `bio` into one of the newest requests of `queue` (newest first), as blk_bio_list_merge does for a
+/// per-CPU software queue. Returns the id of the request that grew.
+pub fn merge_into_recent(
+    queue: &mut std::collections::VecDeque<Request>,
+    bio: &Request,
+    max_sectors: u32,
+) -> Option<u32> {
+    for held in queue.iter_mut().rev().take(RECENT_MERGE_CANDIDATES) {
+        if let Some(side) = mergeable(held, bio, max_sectors) {
+            apply_merge(held, bio, side);
+            return Some(held.id);
+        }
+    }
+    None
+}
+
 /// Apply a merge decided by [`mergeable`].
 pub fn apply_merge(held: &mut Request, bio: &Request, side: MergeSide) {
     if side == MergeSide::Front {

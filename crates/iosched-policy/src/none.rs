@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{apply_merge, mergeable, AfterCompletion, Elevator, Locking, Request, TunableError};
+use crate::{merge_into_recent, AfterCompletion, Elevator, Locking, Request, TunableError};
 
 pub struct NoneScheduler {
     queues: Vec<VecDeque<Request>>,
@@ -32,14 +32,7 @@ impl Elevator for NoneScheduler {
 
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
         // Like blk_mq_attempt_bio_merge: only the most recently queued requests of this CPU's queue are tried.
-        let queue = &mut self.queues[bio.hctx as usize];
-        for held in queue.iter_mut().rev().take(8) {
-            if let Some(side) = mergeable(held, bio, max_sectors) {
-                apply_merge(held, bio, side);
-                return Some(held.id);
-            }
-        }
-        None
+        merge_into_recent(&mut self.queues[bio.hctx as usize], bio, max_sectors)
     }
 
     fn insert(&mut self, rq: Request, _now_ns: u64) {
