@@ -111,6 +111,24 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// Book `duration_ns` on a FIFO server (a channel, a link direction) free from `*free_at_ns`, for work ready at
+/// `ready_ns`. Returns when it ends. Callers book in event order, so the FIFO order is the arrival order.
+#[inline]
+fn book(free_at_ns: &mut u64, ready_ns: u64, duration_ns: u64) -> u64 {
+    *free_at_ns = ready_ns.max(*free_at_ns) + duration_ns;
+    *free_at_ns
+}
+
+/// Uniform extra time in [0, max_ns].
+#[inline]
+fn jitter(rng: &mut Pcg64, max_ns: u64) -> u64 {
+    if max_ns > 0 {
+        rng.random_range(0..=max_ns)
+    } else {
+        0
+    }
+}
+
 #[inline]
 fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
     (bytes * 1_000_000_000).div_ceil(bytes_per_s)
@@ -312,15 +330,14 @@ impl Device {
         self.stats.write_ios += 1;
         self.buffer_used_bytes += bytes;
         self.buffer_pending_bytes += bytes;
-        let start = events.now_ns.max(self.link_to_device_free_at_ns);
-        self.link_to_device_free_at_ns = start + transfer_ns(bytes, self.config.link_bytes_per_s);
-        let jitter = if self.config.write_ack_jitter_ns > 0 {
-            self.rng.random_range(0..=self.config.write_ack_jitter_ns)
-        } else {
-            0
-        };
+        let transferred = book(
+            &mut self.link_to_device_free_at_ns,
+            events.now_ns,
+            transfer_ns(bytes, self.config.link_bytes_per_s),
+        );
+        let ack = self.config.write_ack_ns + jitter(&mut self.rng, self.config.write_ack_jitter_ns);
         events.schedule(
-            self.link_to_device_free_at_ns + self.config.write_ack_ns + jitter,
+            transferred + ack,
             Event::DeviceComplete {
                 device: self.index,
                 request: command.request,
@@ -370,12 +387,8 @@ impl Device {
         let u = unit as usize;
         let config = &self.config;
         let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
-            let jitter = if config.read_jitter_ns > 0 {
-                self.rng.random_range(0..=config.read_jitter_ns)
-            } else {
-                0
-            };
-            let array = config.read_ns_by_page_type[read.page_type as usize] + jitter;
+            let array = config.read_ns_by_page_type[read.page_type as usize]
+                + jitter(&mut self.rng, config.read_jitter_ns);
             (
                 UnitOp::Read {
                     request: read.request,
@@ -398,13 +411,12 @@ impl Device {
             self.buffer_pending_bytes -= config.program_unit_bytes as u64;
             self.free_program_units -= 1;
             let channel = u / config.units_per_channel as usize;
-            let start = now.max(self.channel_free_at_ns[channel]);
-            self.channel_free_at_ns[channel] =
-                start + transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s);
-            (
-                UnitOp::HostProgram,
-                self.channel_free_at_ns[channel] + config.program_ns,
-            )
+            let data_in = book(
+                &mut self.channel_free_at_ns[channel],
+                now,
+                transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
+            );
+            (UnitOp::HostProgram, data_in + config.program_ns)
         } else if self.units[u].gc_active && self.units[u].gc_copies_left > 0 {
             // Copies go to blocks reserved for garbage collection, so they may dip below zero free units; only
             // host programs need free space. This keeps reclaiming from deadlocking.
@@ -439,13 +451,17 @@ impl Device {
         match self.units[u].op {
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
-                let on_channel = now.max(self.channel_free_at_ns[channel]);
-                self.channel_free_at_ns[channel] =
-                    on_channel + transfer_ns(bytes as u64, self.config.channel_bytes_per_s);
-                let on_link = self.channel_free_at_ns[channel].max(self.link_to_host_free_at_ns);
-                self.link_to_host_free_at_ns =
-                    on_link + transfer_ns(bytes as u64, self.config.link_bytes_per_s);
-                let done = self.link_to_host_free_at_ns + self.config.read_pipeline_ns;
+                let off_channel = book(
+                    &mut self.channel_free_at_ns[channel],
+                    now,
+                    transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
+                );
+                let at_host = book(
+                    &mut self.link_to_host_free_at_ns,
+                    off_channel,
+                    transfer_ns(bytes as u64, self.config.link_bytes_per_s),
+                );
+                let done = at_host + self.config.read_pipeline_ns;
                 let tracking = &mut self.reads[request as usize];
                 tracking.pages_left -= 1;
                 tracking.done_at_ns = tracking.done_at_ns.max(done);
