@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .fiojob import DeviceInfo, JobContext, RawJob, resolve_job
 from .presets import load_preset
 
 
@@ -47,22 +48,26 @@ def sim_config(host: str, device: str, jobs: tuple[Job, ...], runtime_s: float, 
     host_params = dict(load_preset("host", host).params)
     device_params = dict(load_preset("device", device).params)
     device_params["name"] = "/dev/sda" if device_params["interface"] == "sata" else "/dev/nvme0n1"
+    # Jobs go through the same fio-option resolution as user specs (one place for JobConfig's fields and defaults).
+    context = JobContext(
+        devices=[DeviceInfo(device_params["name"], device_params["capacity_bytes"],
+                            device_params["logical_block_bytes"])],
+        cores=host_params["cores"], default_runtime_ns=int(runtime_s * 1e9), default_ramp_ns=int(ramp_s * 1e9),
+        default_time_based=True)
+    resolved = [
+        resolve_job(RawJob(j.name, {"rw": j.rw, "bs": j.bs_bytes, "iodepth": j.iodepth, "numjobs": j.numjobs,
+                                    "ioengine": j.ioengine, "cpus_allowed": ",".join(map(str, j.cores)),
+                                    "cpus_allowed_policy": "split"},
+                           file="iosched.calibration", label=f'job "{j.name}"', origin="toml"), context).config
+        for j in jobs
+    ]
     return {
         "seed": seed,
         "host": host_params,
         "devices": [device_params],
         "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None},
         "sample_interval_ns": 100_000_000,
-        "jobs": [
-            {
-                "name": j.name, "rw": j.rw, "rwmixread": 50, "bs_bytes": j.bs_bytes, "iodepth": j.iodepth,
-                "iodepth_batch_submit": 1, "numjobs": j.numjobs, "ioengine": j.ioengine, "start_ns": 0,
-                "ramp_ns": int(ramp_s * 1e9), "runtime_ns": int(runtime_s * 1e9), "time_based": True,
-                "rate_iops": 0, "thinktime_ns": 0, "prioclass": 0, "prio": 4, "cgroup": "", "cgroup_weight": 100,
-                "cpus_allowed": j.cores, "cpus_split": True, "offset_bytes": 0, "size_bytes": 0, "devices": [0],
-            }
-            for j in jobs
-        ],
+        "jobs": resolved,
     }
 
 
