@@ -101,7 +101,7 @@ def presets(name):
         t = Table("parameter", "value", "provenance")
         t.columns[0].no_wrap = True
         for k, v in pr.leaves():
-            t.add_row(k, json.dumps(v), pr.provenance.get(k, ""))
+            t.add_row(k, json.dumps(v), pr.provenance_for(k) or "")
         console.print(t)
         return
     all_p = p.list_presets()

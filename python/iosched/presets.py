@@ -25,8 +25,9 @@ DEVICE_FIELDS = (
 DEVICE_OPTIONAL: tuple[str, ...] = ()
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
-HOST_FIELDS = ("cores", "context_switch_ns", "io_uring", "libaio", "psync", "scheduler_costs")
-HOST_OPTIONAL = ("scheduler_costs",)
+HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs")
+HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs")
+SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
 
 
 def presets_dir() -> Path:
@@ -59,6 +60,10 @@ class Preset:
     def leaves(self) -> list[tuple[str, Any]]:
         return _leaves(self.params)
 
+    def provenance_for(self, key: str) -> str | None:
+        """The provenance of parameter ``key``: its own entry or that of the table holding it."""
+        return next((self.provenance[p] for p in _prefixes(key) if p in self.provenance), None)
+
 
 def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
@@ -69,6 +74,17 @@ def _leaves(d: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         else:
             out.append((key, v))
     return out
+
+
+def _prefixes(key: str) -> list[str]:
+    """``a.b.c`` -> [``a.b.c``, ``a.b``, ``a``]: the entries whose provenance can cover the parameter."""
+    parts = key.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _known_schedulers() -> tuple[str, ...] | None:
+    from iosched.spec import known_schedulers  # spec imports this module; import late
+    return known_schedulers()  # None without the native module: the name check is then skipped
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -122,16 +138,18 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                     else:
                         need_int(f"{k}.{ek}", ev)
             elif k == "scheduler_costs":
-                if not isinstance(v, list):
-                    raise SpecError(file, f"params.{k}", "expected an array of tables")
-                for i, c in enumerate(v):
+                if not isinstance(v, dict):
+                    raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")
+                known = _known_schedulers()
+                for name, c in v.items():
+                    if known is not None and name not in known:
+                        raise SpecError(file, f"params.{k}.{name}",
+                                        f"unknown scheduler (expected one of: {', '.join(known)})")
                     if not isinstance(c, dict):
-                        raise SpecError(file, f"params.{k}[{i}]", "expected a table")
-                    _check_fields(file, f"params.{k}[{i}].", c, ("scheduler", "insert_ns", "dispatch_ns", "complete_ns"), ())
-                    if not isinstance(c["scheduler"], str):
-                        raise SpecError(file, f"params.{k}[{i}].scheduler", "expected a string")
-                    for ck in ("insert_ns", "dispatch_ns", "complete_ns"):
-                        need_int(f"{k}[{i}].{ck}", c[ck])
+                        raise SpecError(file, f"params.{k}.{name}", "expected a table")
+                    _check_fields(file, f"params.{k}.{name}.", c, SCHEDULER_COST_FIELDS, ())
+                    for ck in SCHEDULER_COST_FIELDS:
+                        need_int(f"{k}.{name}.{ck}", c[ck])
             else:
                 need_int(k, v)
         if params.get("cores", 0) < 1:
@@ -172,12 +190,15 @@ def load_preset_file(path: Path, kind: str | None = None) -> Preset:
     flat_prov = _flatten(prov)
     leaves = [k for k, _ in _leaves(params)]
     for k in leaves:
-        v = flat_prov.get(k)
+        # A provenance entry covers a parameter or a whole table of them (e.g. one scheduler's costs).
+        covering = [p for p in _prefixes(k) if p in flat_prov]
+        v = flat_prov[covering[0]] if covering else None
         if not isinstance(v, str) or not v.strip():
-            raise SpecError(file, f"provenance.{k}", "missing provenance for this parameter" if v is None
-                            else "expected a non-empty string")
+            raise SpecError(file, f"provenance.{covering[0] if covering else k}",
+                            "missing provenance for this parameter" if v is None else "expected a non-empty string")
+    covered = {p for k in leaves for p in _prefixes(k)}
     for k in flat_prov:
-        if k not in leaves:
+        if k not in covered:
             raise SpecError(file, f"provenance.{k}", "provenance for a parameter that is not in [params]")
     seeds = data.get("seeds", [])
     if not isinstance(seeds, list) or not all(isinstance(s, str) for s in seeds):

@@ -32,6 +32,8 @@ def known_schedulers() -> tuple[str, ...] | None:
     except ImportError:
         return None  # nothing can run without it; the check happens where the simulator is called
     return tuple(_native.schedulers())
+
+
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
 
 
@@ -338,7 +340,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     spec = validate_spec(file, data)
     host_p = presets_mod.load_preset("host", spec.host.preset, file=file, key="host.preset")
     host = copy.deepcopy(host_p.params)
-    host.setdefault("scheduler_costs", [])
+    host.setdefault("scheduler_costs", {})
     if spec.host.cores is not None:
         if spec.host.cores > host_p.params["cores"]:
             raise SpecError(file, "host.cores", f"expected at most {host_p.params['cores']} "

@@ -73,7 +73,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, Locking, Request, TunableError,
+    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking,
+    Request, TunableError,
 };
 
 const MS: u64 = 1_000_000;
@@ -1451,6 +1452,15 @@ impl Elevator for Bfq {
 
     fn locking(&self) -> Locking {
         Locking::Device
+    }
+
+    /// bfq_bio_merge, bfq_insert_requests and bfq_dispatch_request take bfqd->lock on submission;
+    /// bfq_finish_requeue_request takes it again on completion.
+    fn lock_acquisitions(&self) -> LockAcquisitions {
+        LockAcquisitions {
+            submit: 3,
+            complete: 1,
+        }
     }
 
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {

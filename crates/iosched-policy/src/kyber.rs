@@ -90,7 +90,10 @@
 
 use std::collections::VecDeque;
 
-use crate::{merge_into_recent, AfterCompletion, Elevator, Locking, Op, Request, TunableError};
+use crate::{
+    merge_into_recent, AfterCompletion, Elevator, LockAcquisitions, Locking, Op, Request,
+    TunableError,
+};
 
 /// Scheduling domains, in the kernel's order (which is also the round-robin order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -364,6 +367,16 @@ impl Elevator for Kyber {
 
     fn locking(&self) -> Locking {
         Locking::PerHctx
+    }
+
+    /// kyber_bio_merge and kyber_insert_requests take the submitting CPU's kcq lock, kyber_dispatch_request the
+    /// hctx lock; completion releases the domain token and records latency without a lock. The simulator books
+    /// all three on the hctx lock, which with one hardware queue per CPU is the same contention.
+    fn lock_acquisitions(&self) -> LockAcquisitions {
+        LockAcquisitions {
+            submit: 3,
+            complete: 0,
+        }
     }
 
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {

@@ -84,6 +84,13 @@ pub enum Locking {
     Device,
 }
 
+/// Lock acquisitions per request, by path (see [`Elevator::lock_acquisitions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LockAcquisitions {
+    pub submit: u32,
+    pub complete: u32,
+}
+
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterCompletion {
@@ -137,6 +144,13 @@ impl std::fmt::Display for TunableError {
 pub trait Elevator: Send {
     fn name(&self) -> &'static str;
     fn locking(&self) -> Locking;
+
+    /// How many times the kernel's hooks take the lock of [`Elevator::locking`] per request: on the submission
+    /// path (bio merge attempt, insert, dispatch) and on the completion path. Under contention each acquisition
+    /// is a separate hand-off of the lock and the data it protects between cores.
+    fn lock_acquisitions(&self) -> LockAcquisitions {
+        LockAcquisitions::default()
+    }
 
     /// Try to merge a new bio into a request the policy holds (back or front merge of contiguous sectors, same
     /// operation, within `max_sectors`). On success the held request grows and its id is returned.

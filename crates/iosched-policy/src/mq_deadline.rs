@@ -87,8 +87,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, Locking, MergeSide, Op,
-    Request, TunableError,
+    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking,
+    MergeSide, Op, Request, TunableError,
 };
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -340,6 +340,15 @@ impl Elevator for MqDeadline {
 
     fn locking(&self) -> Locking {
         Locking::Device
+    }
+
+    /// dd_bio_merge, dd_insert_requests and dd_dispatch_request each take dd->lock; dd_finish_request only
+    /// updates atomic counters (Linux 6.3, non-zoned devices).
+    fn lock_acquisitions(&self) -> LockAcquisitions {
+        LockAcquisitions {
+            submit: 3,
+            complete: 0,
+        }
     }
 
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {

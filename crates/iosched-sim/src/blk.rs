@@ -54,6 +54,14 @@ impl BlockQueue {
         }
     }
 
+    /// Cost of moving the scheduler's lock between cores (the host's `lock_handoff_ns`).
+    pub fn set_lock_handoff_ns(&mut self, handoff_ns: u64) {
+        self.device_lock.handoff_ns = handoff_ns;
+        for lock in &mut self.hctx_locks {
+            lock.handoff_ns = handoff_ns;
+        }
+    }
+
     #[inline]
     pub fn try_take_request_tag(&mut self, hctx: u32) -> bool {
         let free = &mut self.request_tags_free[hctx as usize];

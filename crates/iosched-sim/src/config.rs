@@ -53,16 +53,21 @@ pub struct HostConfig {
     pub io_uring: EngineCost,
     pub libaio: EngineCost,
     pub psync: EngineCost,
-    /// Scheduler CPU costs per request by scheduler name; `none` costs nothing extra.
+    /// Time to move a contended spinlock and the data it protects from one core's cache to another's; paid per
+    /// lock acquisition that changes cores (see `host::SpinLock`).
     #[serde(default)]
-    pub scheduler_costs: Vec<SchedulerCost>,
+    pub lock_handoff_ns: u64,
+    /// Scheduler CPU costs per request, by scheduler name; a scheduler without an entry (such as `none`) costs
+    /// nothing extra.
+    #[serde(default)]
+    pub scheduler_costs: std::collections::BTreeMap<String, SchedulerCost>,
 }
 
-/// CPU cost and lock hold time a scheduler adds per request (issue 3 fills these for each policy).
+/// CPU time a scheduler's hooks add per request, uncontended. It runs under the scheduler's lock when the policy's
+/// hooks take one on that path (`Elevator::lock_acquisitions`); otherwise it is plain CPU work.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerCost {
-    pub scheduler: String,
     pub insert_ns: u64,
     pub dispatch_ns: u64,
     pub complete_ns: u64,

@@ -82,6 +82,9 @@ struct Process {
 struct SchedulerCosts {
     insert_dispatch_ns: u64,
     complete_ns: u64,
+    /// Lock acquisitions per request on each path (from the policy: how often its kernel hooks take the lock).
+    submit_acquisitions: u32,
+    complete_acquisitions: u32,
 }
 
 pub struct Simulation<'c> {
@@ -216,12 +219,14 @@ impl<'c> Simulation<'c> {
                     .set_tunable(name, *value)
                     .map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
             }
-            queues.push(BlockQueue::new(
+            let mut queue = BlockQueue::new(
                 elevator,
                 nr_hw_queues,
                 device.queue_depth,
                 config.scheduler.nr_requests,
-            ));
+            );
+            queue.set_lock_handoff_ns(config.host.lock_handoff_ns);
+            queues.push(queue);
             devices.push(Device::new(
                 device.clone(),
                 index as u32,
@@ -232,11 +237,15 @@ impl<'c> Simulation<'c> {
         let costs = config
             .host
             .scheduler_costs
-            .iter()
-            .find(|c| c.scheduler == config.scheduler.name)
-            .map(|c| SchedulerCosts {
-                insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
-                complete_ns: c.complete_ns,
+            .get(&config.scheduler.name)
+            .map(|c| {
+                let acquisitions = queues[0].elevator.lock_acquisitions();
+                SchedulerCosts {
+                    insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
+                    complete_ns: c.complete_ns,
+                    submit_acquisitions: acquisitions.submit,
+                    complete_acquisitions: acquisitions.complete,
+                }
             })
             .unwrap_or_default();
 
@@ -471,6 +480,9 @@ impl<'c> Simulation<'c> {
     /// Issue as much I/O as the process may: up to its depth, within its rate, until its time or size is up.
     fn try_issue(&mut self, process: u32, now: u64) {
         let p = process as usize;
+        if self.processes[p].issue_pending {
+            return; // a pending Issue event continues this process's submissions
+        }
         let mut at = now;
         loop {
             let proc = &self.processes[p];
@@ -558,6 +570,13 @@ impl<'c> Simulation<'c> {
                 self.events.schedule(end, Event::BlockSubmit { io });
                 previous = io;
             }
+            if self.costs.insert_dispatch_ns > 0 {
+                // The scheduler's insert and dispatch run inside this batch's submission, before the process
+                // submits the next one: continue after BlockSubmit has booked them (same time, later sequence).
+                self.processes[p].issue_pending = true;
+                self.events.schedule(end, Event::Issue { process });
+                return;
+            }
             at = end;
         }
     }
@@ -614,11 +633,14 @@ impl<'c> Simulation<'c> {
             let s = &self.slots[io as usize];
             (s.core, s.process, s.device, s.hctx)
         };
-        let ready = self.run_scheduler_work(core, process, device, hctx, now, cost);
+        let acquisitions = self.costs.submit_acquisitions;
+        let ready = self.run_scheduler_work(core, process, device, hctx, now, cost, acquisitions);
         self.events.schedule(ready, Event::BlockInsert { io });
     }
 
-    /// Book `cost_ns` of scheduler work on `core`, taking the scheduler's lock if it has one. Returns when done.
+    /// Book `cost_ns` of scheduler work on `core`, under the scheduler's lock if its hooks take one on this path
+    /// (`acquisitions` > 0). Returns when done.
+    #[allow(clippy::too_many_arguments)]
     fn run_scheduler_work(
         &mut self,
         core: u32,
@@ -627,16 +649,21 @@ impl<'c> Simulation<'c> {
         hctx: u32,
         now: u64,
         cost_ns: u64,
+        acquisitions: u32,
     ) -> u64 {
         let account = &mut self.processes[process as usize].cpu;
         let (start, _) = self.host.run(core, process, now, 0, account);
         match self.queues[device as usize].lock_for(hctx) {
-            Some(lock) => {
-                let (spin, release) = lock.acquire(start, cost_ns);
-                self.host.extend_for_lock(core, spin + cost_ns, account);
-                release
+            Some(lock) if acquisitions > 0 => {
+                let booking = lock.acquire(core, start, cost_ns, acquisitions);
+                self.host.extend_for_lock(
+                    core,
+                    booking.spin_ns + booking.handoff_ns,
+                    cost_ns,
+                    account,
+                )
             }
-            None => self.host.run(core, process, start, cost_ns, account).1,
+            _ => self.host.run(core, process, start, cost_ns, account).1,
         }
     }
 
@@ -732,6 +759,8 @@ impl<'c> Simulation<'c> {
         let queue = &mut self.queues[device as usize];
         queue.release_tags(rq.hctx, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
+        // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
+        let mut sleeping = self.host.idle_at(core, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
             path_start = self.run_scheduler_work(
@@ -741,6 +770,7 @@ impl<'c> Simulation<'c> {
                 rq.hctx,
                 now,
                 self.costs.complete_ns,
+                self.costs.complete_acquisitions,
             );
         }
         // A freed request tag lets a waiting bio in.
@@ -773,13 +803,22 @@ impl<'c> Simulation<'c> {
         let mut bio = request;
         while bio != NO_IO {
             let next = self.slots[bio as usize].next_merged;
-            self.complete_bio(bio, path_start);
+            let bio_core = self.slots[bio as usize].core;
+            let bio_sleeping = if bio_core == core {
+                sleeping
+            } else {
+                self.host.idle_at(bio_core, path_start) // a bio merged in from another core's process
+            };
+            self.complete_bio(bio, path_start, bio_sleeping);
+            if bio_core == core {
+                sleeping = false; // its first bio's completion woke the process
+            }
             bio = next;
         }
     }
 
     /// The completion path of one bio on its submitting core, then the process's next I/O.
-    fn complete_bio(&mut self, io: u32, now: u64) {
+    fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
         let (process, core, issue_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)
@@ -788,7 +827,6 @@ impl<'c> Simulation<'c> {
         assert!(slot.live, "bio {io} completed twice");
         slot.live = false;
         self.free_slots.push(io);
-        let sleeping = self.host.idle_at(core, now);
         let proc = &mut self.processes[process as usize];
         let work = proc.cost.complete_ns + if sleeping { proc.cost.sleep_wake_ns } else { 0 };
         let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);

@@ -321,3 +321,72 @@ fn every_scheduler_conserves_requests() {
         assert!(r.ios_completed > 1000, "{name}: {} I/Os", r.ios_completed);
     }
 }
+
+/// With one process on one core nothing is contended: each I/O costs the engine's submit and complete plus the
+/// scheduler's hooks, and nothing else (no lock hand-offs, no sleep/wake on a busy core).
+#[test]
+fn an_uncontended_scheduler_adds_exactly_its_hook_costs_per_io() {
+    use iosched_sim::config::SchedulerCost;
+    let mut config = seed000(1, vec![job("r", Rw::Randread, 4096, 128, 1, &[0], &[0])]);
+    let engine = config.host.io_uring.clone();
+    let hooks = SchedulerCost {
+        insert_ns: 300,
+        dispatch_ns: 200,
+        complete_ns: 100,
+    };
+    config
+        .host
+        .scheduler_costs
+        .insert("mq-deadline".into(), hooks.clone());
+    config.scheduler.name = "mq-deadline".into();
+    let r = run(&config);
+    let per_io_ns = (engine.submit_ns + engine.complete_ns + 600) as f64;
+    let expected_kiops = 1e6 / per_io_ns;
+    let got = kiops(&r, 0, false);
+    assert!(
+        (got - expected_kiops).abs() / expected_kiops < 0.01,
+        "{got:.1} KIOPS, expected {expected_kiops:.1}"
+    );
+    assert_eq!(r.cores[0].lock_ns, 0, "one core never spins or hands off");
+}
+
+/// Many cores on one device-wide lock: spinning and hand-offs cap the device below what the cores could do,
+/// and the lock's share of CPU is large; per-hardware-queue locks (Kyber) do not contend with pinned processes.
+#[test]
+fn a_device_wide_lock_caps_throughput_under_contention() {
+    let mut results = Vec::new();
+    for scheduler in ["none", "kyber", "mq-deadline", "bfq"] {
+        let mut config = seed000(
+            1,
+            vec![job(
+                "t",
+                Rw::Randread,
+                4096,
+                128,
+                10,
+                &(0..10).collect::<Vec<_>>(),
+                &[0],
+            )],
+        );
+        config.scheduler.name = scheduler.into();
+        let r = run(&config);
+        let busy: u64 = r.cores.iter().map(|c| c.busy_ns).sum();
+        let lock: u64 = r.cores.iter().map(|c| c.lock_ns).sum();
+        let total: f64 = (0..r.jobs.len()).map(|j| kiops(&r, j, false)).sum();
+        results.push((scheduler, total, lock as f64 / busy as f64));
+    }
+    let [none, kyber, deadline, bfq] = [results[0], results[1], results[2], results[3]];
+    assert!(kyber.2 == 0.0 && none.2 == 0.0, "{results:?}");
+    assert!(
+        (kyber.1 - none.1).abs() / none.1 < 0.02,
+        "Kyber keeps up with none on one SSD: {results:?}"
+    );
+    assert!(
+        deadline.1 < 0.9 * none.1 && bfq.1 < 0.8 * deadline.1,
+        "{results:?}"
+    );
+    assert!(
+        deadline.2 > 0.5 && bfq.2 > 0.5,
+        "most CPU goes to the lock: {results:?}"
+    );
+}

@@ -21,7 +21,7 @@ def test_repo_presets_load_with_full_provenance(monkeypatch):
     assert len(loaded) == len(files)
     for p in loaded:
         for key, _ in p.leaves():
-            assert p.provenance.get(key), f"{p.path}: {key} has no provenance"
+            assert p.provenance_for(key), f"{p.path}: {key} has no provenance"
 
 
 def test_fixture_presets():
