@@ -66,14 +66,14 @@
 //! * Budget timeouts are checked lazily at dispatch, insert and completion, as in the kernel (no timer); the only
 //!   timer is the idle slice. Time-based charging uses `timeout_sync` (the kernel uses the compile-time default).
 //! * Jiffies are replaced by nanoseconds; "4 jiffies" in the soft real-time rule are taken as 4 ms (HZ = 1000).
-//! * Tag limits for async/sync writes (blk-mq depth limits) are not modelled here: the policy has no tag hook.
+//! * Tag limits (`limit_depth`) are applied to the tags in use on the hardware queue rather than per sbitmap word.
 //! * Tunables are validated rather than clamped: out-of-range values are rejected (the kernel clamps).
 //!   `max_budget` reads back the effective value, like sysfs (0 selects automatic tuning).
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking,
+    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, Op,
     Request, TunableError,
 };
 
@@ -1513,6 +1513,22 @@ impl Elevator for Bfq {
         Some(self.dispatch_from(q, now_ns))
     }
 
+    /// bfq_limit_depth with bfq_update_depths' fractions: synchronous reads are never limited; asynchronous
+    /// requests get 1/2 of the tags and synchronous writes 3/4, or 3/16 and 6/16 while any busy queue is weight
+    /// raised (so raised queues' reads are not starved of tags by writers).
+    fn limit_depth(&self, op: Op, sync: bool, nr_requests: u32) -> u32 {
+        if sync && op == Op::Read {
+            return nr_requests;
+        }
+        let sixteenths = match (self.wr_busy_queues() > 0, sync) {
+            (false, false) => 8,
+            (false, true) => 12,
+            (true, false) => 3,
+            (true, true) => 6,
+        };
+        (nr_requests * sixteenths / 16).max(1)
+    }
+
     fn has_work(&self, _hctx: u32) -> bool {
         self.queued > 0
     }
@@ -2410,5 +2426,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tag_limits_spare_sync_reads_and_hold_back_async_and_writes() {
+        let bfq = Bfq::new();
+        assert_eq!(bfq.limit_depth(Op::Read, true, 256), 256);
+        assert_eq!(
+            bfq.limit_depth(Op::Write, true, 256),
+            192,
+            "sync writes: 3/4"
+        );
+        assert_eq!(bfq.limit_depth(Op::Write, false, 256), 128, "async: 1/2");
     }
 }

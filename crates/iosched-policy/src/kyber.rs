@@ -71,9 +71,9 @@
 //!   queueing the wait cannot succeed in this serialized model and is omitted.
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
-//! * **Async depth is not applied.** Kyber's `limit_depth` lets asynchronous requests use only 75 % of the
-//!   scheduler tags (`async_depth`, shown in debugfs); that is a tag-allocation limit the simulator does not yet
-//!   enforce, and this policy cannot enforce it from here.
+//! * **Async depth** (`limit_depth`): asynchronous requests may use only 75 % of the scheduler tags, applied to the
+//!   tags in use on the hardware queue rather than per sbitmap word. Direct I/O from fio is synchronous (reads and,
+//!   with REQ_SYNC, writes), so it is never limited.
 //! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
 //!   no request comes back after dispatch.
 //! * **Merge failures**: `blk_bio_list_merge` stops at the first candidate that is adjacent but cannot merge (for
@@ -413,6 +413,15 @@ impl Elevator for Kyber {
             }
         }
         None
+    }
+
+    /// kyber_limit_depth: asynchronous requests get at most 75 % of the scheduler tags (KYBER_ASYNC_PERCENT).
+    fn limit_depth(&self, _op: Op, sync: bool, nr_requests: u32) -> u32 {
+        if sync {
+            nr_requests
+        } else {
+            (nr_requests * 75 / 100).max(1)
+        }
     }
 
     fn has_work(&self, hctx: u32) -> bool {
@@ -1196,5 +1205,12 @@ mod tests {
             shrinks > 10 && grows > 10,
             "the workload should move the depths: {shrinks} shrinks, {grows} grows"
         );
+    }
+
+    #[test]
+    fn only_async_requests_are_depth_limited() {
+        let kyber = Kyber::new(1);
+        assert_eq!(kyber.limit_depth(Op::Write, true, 256), 256);
+        assert_eq!(kyber.limit_depth(Op::Write, false, 256), 192);
     }
 }

@@ -163,6 +163,13 @@ pub trait Elevator: Send {
 
     fn has_work(&self, hctx: u32) -> bool;
 
+    /// The kernel's `limit_depth` hook: a new request of this kind gets a scheduler tag only while fewer than
+    /// the returned number of the hardware queue's `nr_requests` tags are in use (the sbitmap shallow depth,
+    /// taken over the whole tag set rather than per bitmap word). `nr_requests` means no limit.
+    fn limit_depth(&self, _op: Op, _sync: bool, nr_requests: u32) -> u32 {
+        nr_requests
+    }
+
     /// A dispatched request finished. `issue_ns` is when it went to the device.
     fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion;
 

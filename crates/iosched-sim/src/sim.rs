@@ -447,7 +447,7 @@ impl<'c> Simulation<'c> {
                     device.name
                 ));
             }
-            if queue.tag_waiters.iter().any(|w| !w.is_empty()) {
+            if queue.has_tag_waiters() {
                 return fail(format!("{}: bios still waiting for tags", device.name));
             }
             if (0..queue.nr_hw_queues).any(|h| queue.elevator.has_work(h)) {
@@ -680,8 +680,8 @@ impl<'c> Simulation<'c> {
             }
             return;
         }
-        if !queue.try_take_request_tag(hctx) {
-            queue.tag_waiters[hctx as usize].push_back(io);
+        if !queue.try_take_request_tag(hctx, rq.op, rq.sync) {
+            queue.wait_for_tag(hctx, rq.op == Op::Write, io);
             return;
         }
         queue.elevator.insert(rq, now);
@@ -775,15 +775,7 @@ impl<'c> Simulation<'c> {
         }
         // A freed request tag lets a waiting bio in.
         let mut inserted = false;
-        loop {
-            let queue = &mut self.queues[device as usize];
-            let Some(&waiting) = queue.tag_waiters[rq.hctx as usize].front() else {
-                break;
-            };
-            if !queue.try_take_request_tag(rq.hctx) {
-                break;
-            }
-            queue.tag_waiters[rq.hctx as usize].pop_front();
+        while let Some(waiting) = self.queues[device as usize].next_tag_waiter(rq.hctx) {
             let waiting_rq = self.make_request(waiting, now);
             self.queues[device as usize]
                 .elevator
