@@ -8,6 +8,8 @@ use std::collections::BinaryHeap;
 pub enum Event {
     /// A process may issue I/O (start, after thinktime, or when its rate limit allows).
     Issue { process: u32 },
+    /// A process finished submitting a batch and goes on with its submission loop.
+    SubmitNext { process: u32 },
     /// A submitted bio reaches the block layer (the submitting CPU finished the submission path).
     BlockSubmit { io: u32 },
     /// The scheduler's lock was taken and its insert work is done: the bio enters the elevator.

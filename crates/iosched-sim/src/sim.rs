@@ -66,6 +66,10 @@ struct Process {
     rate_period_ns: u64,
     thinktime_ns: u64,
     issue_pending: bool,
+    /// In its submission loop: a SubmitNext event is pending. Completions that arrive meanwhile wait in
+    /// `unreaped` (posted by the kernel, not yet seen by fio) until the loop ends.
+    submitting: bool,
+    unreaped: Vec<u32>,
     stopped: bool,
     finished_ns: Option<u64>,
     cost: EngineCost,
@@ -321,6 +325,8 @@ impl<'c> Simulation<'c> {
                     },
                     thinktime_ns: job.thinktime_ns,
                     issue_pending: false,
+                    submitting: false,
+                    unreaped: Vec::new(),
                     stopped: false,
                     finished_ns: None,
                     cost: engine.clone(),
@@ -382,6 +388,10 @@ impl<'c> Simulation<'c> {
             match event {
                 Event::Issue { process } => {
                     self.processes[process as usize].issue_pending = false;
+                    self.try_issue(process, now);
+                }
+                Event::SubmitNext { process } => {
+                    self.processes[process as usize].submitting = false;
                     self.try_issue(process, now);
                 }
                 Event::BlockSubmit { io } => self.block_submit(io, now),
@@ -477,28 +487,82 @@ impl<'c> Simulation<'c> {
         self.queues[device as usize].nr_hw_queues
     }
 
-    /// Issue as much I/O as the process may: up to its depth, within its rate, until its time or size is up.
+    /// fio's submit/reap loop: submit one batch at a time (its submission path, then its scheduler hooks, run
+    /// before the next batch is submitted: `SubmitNext`) for as long as the depth, rate and time allow; then reap
+    /// the completions that arrived meanwhile, and submit again if that freed depth.
     fn try_issue(&mut self, process: u32, now: u64) {
-        let p = process as usize;
-        if self.processes[p].issue_pending {
-            return; // a pending Issue event continues this process's submissions
+        if self.processes[process as usize].submitting {
+            return; // the pending SubmitNext continues the loop
         }
         let mut at = now;
         loop {
+            if let Some(end) = self.submit_batch(process, at) {
+                let proc = &mut self.processes[process as usize];
+                proc.submitting = true;
+                self.events.schedule(end, Event::SubmitNext { process });
+                return;
+            }
+            if self.processes[process as usize].unreaped.is_empty() {
+                return;
+            }
+            match self.reap(process, at) {
+                Some(end) => at = end,
+                None => return,
+            }
+        }
+    }
+
+    /// Reap every completion waiting for the process. Returns when it may submit again, or None if it stopped or
+    /// thinks first.
+    fn reap(&mut self, process: u32, at: u64) -> Option<u64> {
+        let unreaped = std::mem::take(&mut self.processes[process as usize].unreaped);
+        let mut end = at;
+        for &io in &unreaped {
+            end = self.reap_bio(io, at, false);
+        }
+        let mut unreaped = unreaped;
+        unreaped.clear();
+        self.processes[process as usize].unreaped = unreaped; // keep the allocation
+        self.after_reap(process, end)
+    }
+
+    /// What the process does after reaping: stop, think, or submit from `end` (returned).
+    fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
+        let proc = &mut self.processes[process as usize];
+        if proc.stopped {
+            self.stop(process, end);
+            None
+        } else if proc.thinktime_ns > 0 {
+            if !proc.issue_pending {
+                proc.issue_pending = true;
+                let at = end + proc.thinktime_ns;
+                self.events.schedule(at, Event::Issue { process });
+            }
+            None
+        } else {
+            Some(end)
+        }
+    }
+
+    /// Submit one batch (`iodepth_batch_submit` I/Os sharing a plug) if depth, rate and time allow. Returns when
+    /// its submission path ends on the core.
+    fn submit_batch(&mut self, process: u32, at: u64) -> Option<u64> {
+        let p = process as usize;
+        {
             let proc = &self.processes[p];
             if proc.stopped || proc.inflight >= proc.iodepth {
-                return;
+                return None;
             }
             if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes)
             {
                 self.stop(process, at);
-                return;
+                return None;
             }
             let free_slots = proc.iodepth - proc.inflight;
             let mut batch = proc.batch.min(proc.iodepth);
             if free_slots < batch {
                 // fio gathers iodepth_batch_submit I/Os before committing them; it waits for more completions.
-                return;
+                return None;
             }
             if proc.rate_period_ns > 0 {
                 // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
@@ -509,7 +573,7 @@ impl<'c> Simulation<'c> {
                         self.processes[p].issue_pending = true;
                         self.events.schedule(wake, Event::Issue { process });
                     }
-                    return;
+                    return None;
                 }
                 batch = 1;
             }
@@ -570,14 +634,7 @@ impl<'c> Simulation<'c> {
                 self.events.schedule(end, Event::BlockSubmit { io });
                 previous = io;
             }
-            if self.costs.insert_dispatch_ns > 0 {
-                // The scheduler's insert and dispatch run inside this batch's submission, before the process
-                // submits the next one: continue after BlockSubmit has booked them (same time, later sequence).
-                self.processes[p].issue_pending = true;
-                self.events.schedule(end, Event::Issue { process });
-                return;
-            }
-            at = end;
+            Some(end)
         }
     }
 
@@ -810,7 +867,23 @@ impl<'c> Simulation<'c> {
     }
 
     /// The completion path of one bio on its submitting core, then the process's next I/O.
+    /// The kernel finished bio `io` at `now`: fio reaps it at once if it is waiting for completions, or after
+    /// its current submission loop.
     fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
+        let process = self.slots[io as usize].process;
+        if self.processes[process as usize].submitting {
+            self.processes[process as usize].unreaped.push(io);
+            return;
+        }
+        let end = self.reap_bio(io, now, sleeping);
+        if let Some(at) = self.after_reap(process, end) {
+            self.try_issue(process, at);
+        }
+    }
+
+    /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
+    /// ends here. Returns when the work ends.
+    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
         let (process, core, issue_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)
@@ -833,17 +906,7 @@ impl<'c> Simulation<'c> {
         }
         proc.inflight -= 1;
         self.ios_completed += 1;
-        if proc.stopped {
-            self.stop(process, end);
-        } else if proc.thinktime_ns > 0 {
-            if !proc.issue_pending {
-                proc.issue_pending = true;
-                let at = end + proc.thinktime_ns;
-                self.events.schedule(at, Event::Issue { process });
-            }
-        } else {
-            self.try_issue(process, end);
-        }
+        end
     }
 
     fn sample(&mut self, now: u64) {
