@@ -240,7 +240,7 @@ def f13() -> list[Check]:
     for (rlat, wlat), (pr, pw, prt, pwt) in F13_TABLE:
         jobs = [Job("r", R, 128, [0]), Job("w", W, 128, [1])]
         r = simulate(jobs, "kyber", tunables=[("read_lat_nsec", rlat), ("write_lat_nsec", wlat)],
-                     runtime_s=2.0, ramp_s=2.0)
+                     runtime_s=4.0, ramp_s=6.0)
         rk, wk = value(r, "read_kiops", "r"), value(r, "write_kiops", "w")
         rt, wt = kyber_tokens(r)
         # Shape: writes throttled (W tokens well below 128) exactly where the paper's are, and reads gain then.
@@ -260,7 +260,7 @@ def f14_f15() -> list[Check]:
         for wlat in F14_WRITE:
             jobs = [Job("l", R, 1, [0]), Job("w", W, 128, [1])]
             r = simulate(jobs, "kyber", tunables=[("read_lat_nsec", rlat), ("write_lat_nsec", wlat)],
-                         runtime_s=2.0, ramp_s=2.0)
+                         runtime_s=4.0, ramp_s=6.0)
             grid[rlat, wlat] = (value(r, "read_p99_us", "l") / 1000, value(r, "write_kiops", "w"), kyber_tokens(r)[1])
     prioritised = [k for k in grid if k[0] <= 500 * US and k[1] >= 10 * MS]
     others = [k for k in grid if k[0] >= 10 * MS or k[1] <= 100 * US]
