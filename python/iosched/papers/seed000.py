@@ -62,6 +62,12 @@ def lock_share(result: dict) -> float:
     return sum(c["lock_ns"] for c in result["cores"]) / busy if busy else 0.0
 
 
+# Write-heavy runs measure after the 1 GiB write buffer has filled (~1 s) and Kyber has adapted: with a QD-1 reader
+# its read histogram reaches 500 samples slowly, so a window closes once a second and each closes one x0.25 step of
+# the write depth (128 -> 1 takes ~4 s). fio runs in the paper lasted much longer.
+KYBER_SETTLE_S = 6.0
+
+
 def t4k(n: int) -> Job:
     """n T-4KiB-apps (4 KiB random read, QD 128), one per core, wrapping over the 10 cores."""
     return Job("t", R, 128, [i % 10 for i in range(n)], numjobs=n)
@@ -175,7 +181,7 @@ def f10(backgrounds: Iterable[int] = (1, 4, 8)) -> list[Check]:
         for s in SCHEDULERS:
             for n in backgrounds:
                 jobs = [Job("l", R, 1, [0]), Job("t", rw, 128, [1 + i % 9 for i in range(n)], bs_bytes=bs, numjobs=n)]
-                r = simulate(jobs, s, runtime_s=1.0, ramp_s=2.0 if rw == W else 0.05)
+                r = simulate(jobs, s, runtime_s=1.0, ramp_s=KYBER_SETTLE_S if rw == W else 0.05)
                 p99[s, n] = value(r, "read_p99_us", "l")
         worst = {s: max(p99[s, n] for n in backgrounds) for s in SCHEDULERS}
         shown = " / ".join(f"{worst[s] / 1000:.2f}" for s in SCHEDULERS)
@@ -198,11 +204,12 @@ def f12(backgrounds: Iterable[int] = (1, 4, 8, 16, 32)) -> list[Check]:
         curves[s] = []
         for n in backgrounds:
             jobs = [Job("f", R, 128, [0]), Job("t", W, 128, [1 + i % 9 for i in range(n)], bs_bytes=65536, numjobs=n)]
-            r = simulate(jobs, s, runtime_s=1.0, ramp_s=2.0)
+            r = simulate(jobs, s, runtime_s=1.0, ramp_s=KYBER_SETTLE_S)
             curves[s].append(value(r, "read_kiops", "f"))
     shown = {s: " ".join(f"{v:.0f}" for v in curves[s]) for s in SCHEDULERS}
     flat = {s: min(curves[s]) / max(curves[s]) for s in SCHEDULERS}
-    out.append(Check("F12", "fg read KIOPS vs N 64 KiB writers (kyber)", "flat", shown["kyber"], flat["kyber"] > 0.6))
+    out.append(Check("F12", "fg read KIOPS vs N 64 KiB writers (kyber)", "flat near 148", shown["kyber"],
+                     flat["kyber"] > 0.6 and min(curves["kyber"]) > 50))
     out.append(Check("F12", "fg read KIOPS vs N 64 KiB writers (none)", "falls", shown["none"],
                      curves["none"][-1] < 0.5 * curves["kyber"][-1]))
     out.append(Check("F12", "fg read KIOPS vs N 64 KiB writers (mq-deadline)", "falls", shown["mq-deadline"],
@@ -240,7 +247,7 @@ def f13() -> list[Check]:
     for (rlat, wlat), (pr, pw, prt, pwt) in F13_TABLE:
         jobs = [Job("r", R, 128, [0]), Job("w", W, 128, [1])]
         r = simulate(jobs, "kyber", tunables=[("read_lat_nsec", rlat), ("write_lat_nsec", wlat)],
-                     runtime_s=4.0, ramp_s=6.0)
+                     runtime_s=4.0, ramp_s=KYBER_SETTLE_S)
         rk, wk = value(r, "read_kiops", "r"), value(r, "write_kiops", "w")
         rt, wt = kyber_tokens(r)
         # Shape: writes throttled (W tokens well below 128) exactly where the paper's are, and reads gain then.
@@ -260,7 +267,7 @@ def f14_f15() -> list[Check]:
         for wlat in F14_WRITE:
             jobs = [Job("l", R, 1, [0]), Job("w", W, 128, [1])]
             r = simulate(jobs, "kyber", tunables=[("read_lat_nsec", rlat), ("write_lat_nsec", wlat)],
-                         runtime_s=4.0, ramp_s=6.0)
+                         runtime_s=4.0, ramp_s=KYBER_SETTLE_S)
             grid[rlat, wlat] = (value(r, "read_p99_us", "l") / 1000, value(r, "write_kiops", "w"), kyber_tokens(r)[1])
     prioritised = [k for k in grid if k[0] <= 500 * US and k[1] >= 10 * MS]
     others = [k for k in grid if k[0] >= 10 * MS or k[1] <= 100 * US]
