@@ -521,12 +521,11 @@ impl<'c> Simulation<'c> {
     /// Reap every completion waiting for the process. Returns when it may submit again, or None if it stopped or
     /// thinks first.
     fn reap(&mut self, process: u32, at: u64) -> Option<u64> {
-        let unreaped = std::mem::take(&mut self.processes[process as usize].unreaped);
+        let mut unreaped = std::mem::take(&mut self.processes[process as usize].unreaped);
         let mut end = at;
         for &io in &unreaped {
             end = self.reap_bio(io, at, false);
         }
-        let mut unreaped = unreaped;
         unreaped.clear();
         self.processes[process as usize].unreaped = unreaped; // keep the allocation
         self.after_reap(process, end)
