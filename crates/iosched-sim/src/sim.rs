@@ -553,94 +553,91 @@ impl<'c> Simulation<'c> {
     /// its submission path ends on the core.
     fn submit_batch(&mut self, process: u32, at: u64) -> Option<u64> {
         let p = process as usize;
-        {
-            let proc = &self.processes[p];
-            if proc.stopped || proc.inflight >= proc.iodepth {
-                return None;
-            }
-            if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes)
-            {
-                self.stop(process, at);
-                return None;
-            }
-            let free_slots = proc.iodepth - proc.inflight;
-            let mut batch = proc.batch.min(proc.iodepth);
-            if free_slots < batch {
-                // fio gathers iodepth_batch_submit I/Os before committing them; it waits for more completions.
-                return None;
-            }
-            if proc.rate_period_ns > 0 {
-                // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
-                let due = proc.start_ns + proc.issued * proc.rate_period_ns;
-                if due > at {
-                    let wake = due.min(proc.end_ns);
-                    if !proc.issue_pending {
-                        self.processes[p].issue_pending = true;
-                        self.events.schedule(wake, Event::Issue { process });
-                    }
-                    return None;
-                }
-                batch = 1;
-            }
-            let core = if proc.allowed_cores.len() == 1 {
-                proc.allowed_cores[0]
-            } else {
-                self.host.least_loaded(&proc.allowed_cores, proc.core, at)
-            };
-            let submit_ns = proc.cost.submit_ns;
-            let proc = &mut self.processes[p];
-            proc.core = core;
-            let (start, end) =
-                self.host
-                    .run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
-            let mut previous = NO_IO;
-            for i in 0..batch {
-                let proc = &mut self.processes[p];
-                let plan = proc.generator.next();
-                let device = proc.devices[plan.device_slot];
-                proc.inflight += 1;
-                proc.issued += 1;
-                self.ios_issued += 1;
-                proc.bytes_issued += plan.bytes as u64;
-                let hctx = core % self.queues[device as usize].nr_hw_queues;
-                let slot = IoSlot {
-                    process,
-                    write: plan.write,
-                    device,
-                    offset_bytes: plan.offset_bytes,
-                    bytes: plan.bytes,
-                    request_bytes: plan.bytes,
-                    issue_ns: start + i as u64 * submit_ns,
-                    core,
-                    hctx,
-                    dispatch_hctx: hctx,
-                    dispatch_ns: 0,
-                    next_merged: NO_IO,
-                    tail: NO_IO,
-                    request: None,
-                    live: true,
-                };
-                // The plug: a bio contiguous with the previous one of this batch joins it.
-                if previous != NO_IO {
-                    let head = &self.slots[previous as usize];
-                    let max_bytes = self.queues[device as usize].max_sectors as u64 * SECTOR_BYTES;
-                    if head.device == device
-                        && head.write == plan.write
-                        && head.offset_bytes + head.request_bytes as u64 == plan.offset_bytes
-                        && head.request_bytes as u64 + plan.bytes as u64 <= max_bytes
-                    {
-                        let io = self.alloc_slot(slot);
-                        self.slots[previous as usize].request_bytes += plan.bytes;
-                        self.link(previous, io);
-                        continue;
-                    }
-                }
-                let io = self.alloc_slot(slot);
-                self.events.schedule(end, Event::BlockSubmit { io });
-                previous = io;
-            }
-            Some(end)
+        let proc = &self.processes[p];
+        if proc.stopped || proc.inflight >= proc.iodepth {
+            return None;
         }
+        if at >= proc.end_ns || (!proc.time_based && proc.bytes_issued >= proc.size_limit_bytes) {
+            self.stop(process, at);
+            return None;
+        }
+        let free_slots = proc.iodepth - proc.inflight;
+        let mut batch = proc.batch.min(proc.iodepth);
+        if free_slots < batch {
+            // fio gathers iodepth_batch_submit I/Os before committing them; it waits for more completions.
+            return None;
+        }
+        if proc.rate_period_ns > 0 {
+            // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
+            let due = proc.start_ns + proc.issued * proc.rate_period_ns;
+            if due > at {
+                let wake = due.min(proc.end_ns);
+                if !proc.issue_pending {
+                    self.processes[p].issue_pending = true;
+                    self.events.schedule(wake, Event::Issue { process });
+                }
+                return None;
+            }
+            batch = 1;
+        }
+        let core = if proc.allowed_cores.len() == 1 {
+            proc.allowed_cores[0]
+        } else {
+            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
+        };
+        let submit_ns = proc.cost.submit_ns;
+        let proc = &mut self.processes[p];
+        proc.core = core;
+        let (start, end) =
+            self.host
+                .run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
+        let mut previous = NO_IO;
+        for i in 0..batch {
+            let proc = &mut self.processes[p];
+            let plan = proc.generator.next();
+            let device = proc.devices[plan.device_slot];
+            proc.inflight += 1;
+            proc.issued += 1;
+            self.ios_issued += 1;
+            proc.bytes_issued += plan.bytes as u64;
+            let hctx = core % self.queues[device as usize].nr_hw_queues;
+            let slot = IoSlot {
+                process,
+                write: plan.write,
+                device,
+                offset_bytes: plan.offset_bytes,
+                bytes: plan.bytes,
+                request_bytes: plan.bytes,
+                issue_ns: start + i as u64 * submit_ns,
+                core,
+                hctx,
+                dispatch_hctx: hctx,
+                dispatch_ns: 0,
+                next_merged: NO_IO,
+                tail: NO_IO,
+                request: None,
+                live: true,
+            };
+            // The plug: a bio contiguous with the previous one of this batch joins it.
+            if previous != NO_IO {
+                let head = &self.slots[previous as usize];
+                let max_bytes = self.queues[device as usize].max_sectors as u64 * SECTOR_BYTES;
+                if head.device == device
+                    && head.write == plan.write
+                    && head.offset_bytes + head.request_bytes as u64 == plan.offset_bytes
+                    && head.request_bytes as u64 + plan.bytes as u64 <= max_bytes
+                {
+                    let io = self.alloc_slot(slot);
+                    self.slots[previous as usize].request_bytes += plan.bytes;
+                    self.link(previous, io);
+                    continue;
+                }
+            }
+            let io = self.alloc_slot(slot);
+            self.events.schedule(end, Event::BlockSubmit { io });
+            previous = io;
+        }
+        Some(end)
     }
 
     /// Append bio `io` to the chain of the request headed by `head`.
