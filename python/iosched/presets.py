@@ -19,10 +19,10 @@ DEVICE_FIELDS = (
     "interface", "capacity_bytes", "logical_block_bytes", "max_hw_queues", "queue_depth", "link_bytes_per_s",
     "controller_cores", "command_ns", "read_pipeline_ns", "write_ack_ns", "write_ack_jitter_ns", "channels", "units_per_channel",
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
-    "program_ns", "erase_ns", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
+    "program_ns", "erase_ns", "read_suspend_ns", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
     "gc_free_units_low", "condition", "trimmed_fraction",
 )
-DEVICE_OPTIONAL: tuple[str, ...] = ()
+DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns",)
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs")

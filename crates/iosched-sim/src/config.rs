@@ -125,6 +125,11 @@ pub struct DeviceConfig {
     pub program_unit_bytes: u32,
     pub program_ns: u64,
     pub erase_ns: u64,
+    /// Program/erase suspend: a read reaching a unit that is programming, copying or erasing suspends that
+    /// operation and starts after this long; the operation resumes, this long again, once no read is left
+    /// queued on the unit. 0: the flash cannot suspend, reads wait for the running operation to finish.
+    #[serde(default)]
+    pub read_suspend_ns: u64,
     /// Program units per erase block on one unit.
     pub block_program_units: u32,
     pub write_buffer_bytes: u64,

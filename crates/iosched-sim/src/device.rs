@@ -1,17 +1,22 @@
 //! An NVMe (or SATA) SSD as a set of queues and servers.
 //!
-//! - Submission queues, one per hardware queue, fetched round-robin by the controller.
+//! - Submission queues, one per hardware queue. The controller fetches a command as soon as its doorbell rings (the
+//!   fetch takes far less than the front-end's per-command time, so NVMe's round-robin arbitration never has a
+//!   backlog to order) into one internal command queue, which the front-end works through in fetch order.
 //! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling).
 //! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
 //!   plus jitter), programs of `program_unit_bytes`, garbage-collection copies and erases. Reads go first when a unit
-//!   picks its next operation; an operation already running is never suspended.
+//!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
+//!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
 //! - A write buffer absorbs writes: a write completes once its data is in the buffer. The buffer drains to flash in
 //!   program units on idle flash units. When it is full the front-end core holding the write stalls, and every
 //!   command behind it waits (head-of-line blocking): this is how reads queue behind writes.
-//! - Garbage collection: free space is counted in program units. Below the low-water mark, idle units reclaim a
-//!   victim block by copying its valid program units and erasing it. The victims' valid fraction follows from the
-//!   spare area of a preconditioned drive (see `victim_valid_fraction`).
+//! - Garbage collection: each unit counts its own free space in program units. Below the low-water mark it reclaims
+//!   a victim block by copying its valid program units and erasing it, and paces its host programs behind the
+//!   copies in the ratio the victim frees space. The victims' valid fraction follows from the spare area of a
+//!   preconditioned drive (see `victim_valid_fraction`); where a unit is in its copy cycle is random, so units do not
+//!   program host data in step.
 //!
 //! Simplifications, each a named assumption: the logical-to-physical mapping is a hash of the page address (uniform
 //! over units, page type from the same hash) rather than a mapping table; reads of data still in the write buffer go
@@ -57,10 +62,21 @@ struct Unit {
     reads: VecDeque<PageRead>,
     /// Garbage collection of one victim block in progress on this unit: copies still to do, then an erase.
     gc_copies_left: u32,
+    /// All the copies of the victim being reclaimed: its erase frees the block less these.
+    gc_victim_copies: u32,
     gc_active: bool,
-    /// Copies done since this unit's last host program: while reclaiming, host programs are paced behind copies.
-    copies_since_host_program: u32,
+    /// While reclaiming, host programs are paced behind copies: each copy earns `host_programs_per_copy` of
+    /// a host program, each host program spends one.
+    host_program_credit: f64,
+    /// Free program units on this unit's blocks: each unit (plane) manages its own space, so one running out
+    /// stops only its own host programs.
+    free_program_units: i64,
     in_idle_list: bool,
+    /// Numbers this unit's operations (see `Event::UnitDone`); `done_at_ns` is when the current one ends.
+    operation: u32,
+    done_at_ns: u64,
+    /// A program, copy or erase suspended for reads, with the time it still needs.
+    suspended: Option<(UnitOp, u64)>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,9 +96,9 @@ pub struct Device {
     index: u32,
     salt: u64,
     rng: Pcg64,
-    submission_queues: Vec<VecDeque<Command>>,
-    next_queue: usize,
-    queued_commands: usize,
+    hw_queues: u32,
+    /// Commands fetched from the submission queues, in fetch (= doorbell) order.
+    fetched_commands: VecDeque<Command>,
     front_end: Vec<FrontEndCore>,
     units: Vec<Unit>,
     idle_units: Vec<u32>,
@@ -93,11 +109,11 @@ pub struct Device {
     buffer_used_bytes: u64,
     /// Buffered bytes not yet assigned to a program.
     buffer_pending_bytes: u64,
-    free_program_units: i64,
+    /// Garbage collection starts on a unit below this many free program units.
     gc_low_units: i64,
     victim_valid_fraction: f64,
     victim_copy_carry: f64,
-    copies_per_host_program: u32,
+    host_programs_per_copy: f64,
     mean_read_ns: u64,
     pub stats: DeviceResult,
 }
@@ -154,14 +170,15 @@ pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
 impl Device {
     pub fn new(config: DeviceConfig, index: u32, hw_queues: u32, seed: u64) -> Self {
         let nr_units = config.channels * config.units_per_channel;
-        let gc_low_units = config.gc_free_units_low as i64 * nr_units as i64;
-        let free_program_units = match config.condition {
+        let gc_low_units = config.gc_free_units_low as i64;
+        let free_program_units_per_unit = match config.condition {
             // A preconditioned drive sits at its garbage-collection threshold: the spare area is spread over
             // blocks as invalid pages, not as free blocks.
             Condition::Preconditioned => gc_low_units,
             Condition::Fresh => {
                 ((config.capacity_bytes + config.overprovision_bytes)
-                    / config.program_unit_bytes as u64) as i64
+                    / config.program_unit_bytes as u64
+                    / nr_units.max(1) as u64) as i64
             }
         };
         let mean_read_ns = config.read_ns_by_page_type.iter().sum::<u64>()
@@ -175,9 +192,8 @@ impl Device {
             index,
             salt: mix(0xD1CE ^ index as u64),
             rng: Pcg64::seed_from_u64(mix(seed ^ 0x5EED_0000_0000 ^ index as u64)),
-            submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
-            next_queue: 0,
-            queued_commands: 0,
+            hw_queues: hw_queues.max(1),
+            fetched_commands: VecDeque::new(),
             front_end: (0..config.controller_cores.max(1))
                 .map(|_| FrontEndCore {
                     command: None,
@@ -189,9 +205,14 @@ impl Device {
                     op: UnitOp::Idle,
                     reads: VecDeque::new(),
                     gc_copies_left: 0,
+                    gc_victim_copies: 0,
                     gc_active: false,
-                    copies_since_host_program: 0,
+                    host_program_credit: 0.0,
+                    free_program_units: free_program_units_per_unit,
                     in_idle_list: true,
+                    operation: 0,
+                    done_at_ns: 0,
+                    suspended: None,
                 })
                 .collect(),
             idle_units: (0..nr_units).rev().collect(),
@@ -201,15 +222,13 @@ impl Device {
             reads: Vec::new(),
             buffer_used_bytes: 0,
             buffer_pending_bytes: 0,
-            free_program_units,
             gc_low_units,
             victim_valid_fraction,
             victim_copy_carry: 0.0,
-            copies_per_host_program: if victim_valid_fraction >= 1.0 {
-                config.block_program_units
+            host_programs_per_copy: if victim_valid_fraction > 0.0 {
+                (1.0 - victim_valid_fraction) / victim_valid_fraction
             } else {
-                ((victim_valid_fraction / (1.0 - victim_valid_fraction)).floor() as u32)
-                    .min(config.block_program_units)
+                f64::INFINITY
             },
             mean_read_ns,
             stats,
@@ -221,27 +240,29 @@ impl Device {
         self.buffer_used_bytes
     }
 
+    /// Free program units over all flash units.
     pub fn free_program_units(&self) -> i64 {
-        self.free_program_units
+        self.units.iter().map(|unit| unit.free_program_units).sum()
     }
 
-    /// The host rang the doorbell of submission queue `queue`.
+    /// The host rang the doorbell of submission queue `queue`; the controller fetches the command at once, so
+    /// which queue it came from does not change its place.
     pub fn submit(&mut self, queue: u32, command: Command, events: &mut EventQueue) {
-        self.submission_queues[queue as usize].push_back(command);
-        self.queued_commands += 1;
+        debug_assert!(queue < self.hw_queues);
+        self.fetched_commands.push_back(command);
         self.feed_front_end(events);
     }
 
-    /// Give idle, non-stalled front-end cores the next commands, round-robin over submission queues.
+    /// Give idle, non-stalled front-end cores the next fetched commands, oldest first.
     fn feed_front_end(&mut self, events: &mut EventQueue) {
-        if self.queued_commands == 0 {
+        if self.fetched_commands.is_empty() {
             return;
         }
         for core in 0..self.front_end.len() {
             if self.front_end[core].command.is_some() {
                 continue;
             }
-            let Some(command) = self.next_command() else {
+            let Some(command) = self.fetched_commands.pop_front() else {
                 return;
             };
             self.front_end[core].command = Some(command);
@@ -253,22 +274,6 @@ impl Device {
                 },
             );
         }
-    }
-
-    fn next_command(&mut self) -> Option<Command> {
-        if self.queued_commands == 0 {
-            return None;
-        }
-        let queues = self.submission_queues.len();
-        for step in 0..queues {
-            let q = (self.next_queue + step) % queues;
-            if let Some(command) = self.submission_queues[q].pop_front() {
-                self.next_queue = (q + 1) % queues;
-                self.queued_commands -= 1;
-                return Some(command);
-            }
-        }
-        None
     }
 
     /// A front-end core finished processing its command.
@@ -315,10 +320,55 @@ impl Device {
                 bytes: (to - from) as u32,
                 page_type,
             });
-            if matches!(self.units[unit as usize].op, UnitOp::Idle) {
-                self.start_next_op(unit, events);
+            match self.units[unit as usize].op {
+                UnitOp::Idle => self.start_next_op(unit, events),
+                UnitOp::HostProgram | UnitOp::GcCopy | UnitOp::Erase
+                    if self.config.read_suspend_ns > 0 =>
+                {
+                    self.suspend_for_reads(unit, events)
+                }
+                _ => {}
             }
         }
+    }
+
+    /// Suspend the unit's program, copy or erase and start its first queued read after the suspend latency.
+    fn suspend_for_reads(&mut self, unit: u32, events: &mut EventQueue) {
+        let now = events.now_ns;
+        let u = unit as usize;
+        let remaining_ns = self.units[u].done_at_ns.saturating_sub(now);
+        self.units[u].suspended = Some((self.units[u].op, remaining_ns));
+        self.stats.suspensions += 1;
+        let read = self.units[u]
+            .reads
+            .pop_front()
+            .expect("suspending for a queued read");
+        let array = self.config.read_ns_by_page_type[read.page_type as usize]
+            + jitter(&mut self.rng, self.config.read_jitter_ns);
+        self.run_op(
+            unit,
+            UnitOp::Read {
+                request: read.request,
+                bytes: read.bytes,
+            },
+            now + self.config.read_suspend_ns + array,
+            events,
+        );
+    }
+
+    fn run_op(&mut self, unit: u32, op: UnitOp, done_at_ns: u64, events: &mut EventQueue) {
+        let unit_state = &mut self.units[unit as usize];
+        unit_state.op = op;
+        unit_state.operation = unit_state.operation.wrapping_add(1);
+        unit_state.done_at_ns = done_at_ns;
+        events.schedule(
+            done_at_ns,
+            Event::UnitDone {
+                device: self.index,
+                unit,
+                operation: unit_state.operation,
+            },
+        );
     }
 
     /// Put a write into the buffer if it fits; then it completes after its data crossed the link.
@@ -348,8 +398,9 @@ impl Device {
     }
 
     fn drain_to_idle_units(&mut self, events: &mut EventQueue) {
-        while self.buffer_pending_bytes >= self.config.program_unit_bytes as u64 || self.gc_needed()
-        {
+        // An idle unit has no read, no suspended operation and no reclaiming to do (it starts that itself when
+        // its own operation ends), so buffered data is the only work that can wake it.
+        while self.buffer_pending_bytes >= self.config.program_unit_bytes as u64 {
             let Some(unit) = self.idle_units.pop() else {
                 return;
             };
@@ -359,29 +410,34 @@ impl Device {
             }
             self.start_next_op(unit, events);
             if matches!(self.units[unit as usize].op, UnitOp::Idle) {
-                return; // nothing it could do (no free space): others cannot either
+                return; // nothing it could do (a drive without spare area): others cannot either
             }
         }
     }
 
     /// Host data may be programmed on unit `u`: buffered data waits and there is free space. A reclaiming unit
-    /// paces host programs behind its copies, `copies_per_host_program` = floor(u / (1 - u)) of them, so that in the
-    /// steady state reclaiming keeps up with host writes without stopping them.
+    /// paces host programs behind its copies, (1 - u) / u host programs per copy for victims of valid fraction u:
+    /// a victim frees (1 - u) of a block for u of it copied, so in the steady state reclaiming keeps up with host
+    /// writes without running out of free space (which would stop every unit's host programs at once).
     fn host_program_allowed(&self, u: usize) -> bool {
-        if self.buffer_pending_bytes < self.config.program_unit_bytes as u64
-            || self.free_program_units <= 0
-        {
+        if self.buffer_pending_bytes < self.config.program_unit_bytes as u64 {
             return false;
         }
         let unit = &self.units[u];
-        !unit.gc_active || unit.copies_since_host_program >= self.copies_per_host_program
+        if unit.gc_active {
+            // Space the victim will free once erased: the unit may run ahead into it.
+            unit.host_program_credit >= 1.0
+        } else {
+            unit.free_program_units > 0
+        }
     }
 
-    fn gc_needed(&self) -> bool {
-        self.victim_valid_fraction < 1.0 && self.free_program_units < self.gc_low_units
+    fn gc_needed(&self, u: usize) -> bool {
+        self.victim_valid_fraction < 1.0 && self.units[u].free_program_units < self.gc_low_units
     }
 
-    /// Choose and start what an idle unit does next: reads first, then its garbage collection, then buffer drain.
+    /// Choose and start what an idle unit does next: reads first, then a suspended operation, then its garbage
+    /// collection, then buffer drain.
     fn start_next_op(&mut self, unit: u32, events: &mut EventQueue) {
         let now = events.now_ns;
         let u = unit as usize;
@@ -396,20 +452,30 @@ impl Device {
                 },
                 now + array,
             )
-        } else if !self.units[u].gc_active && self.gc_needed() {
+        } else if let Some((op, remaining_ns)) = self.units[u].suspended.take() {
+            (op, now + config.read_suspend_ns + remaining_ns)
+        } else if !self.units[u].gc_active && self.gc_needed(u) {
             // Start reclaiming a victim block on this unit.
             let exact = self.victim_valid_fraction * config.block_program_units as f64
                 + self.victim_copy_carry;
             let copies = exact.floor() as u32;
             self.victim_copy_carry = exact - copies as f64;
+            // The unit's place in its copy/host-program cycle starts anywhere: a victim's valid pages are spread
+            // through it. Starting every unit at the same place would make all units program host data in step
+            // and free the buffer in bursts milliseconds apart.
+            let phase = self.rng.random_range(0.0..1.0);
             let unit_state = &mut self.units[u];
             unit_state.gc_active = true;
             unit_state.gc_copies_left = copies;
+            unit_state.gc_victim_copies = copies;
+            unit_state.host_program_credit = phase;
             return self.start_next_op(unit, events);
         } else if self.host_program_allowed(u) {
-            self.units[u].copies_since_host_program = 0;
+            if self.units[u].gc_active {
+                self.units[u].host_program_credit -= 1.0;
+            }
             self.buffer_pending_bytes -= config.program_unit_bytes as u64;
-            self.free_program_units -= 1;
+            self.units[u].free_program_units -= 1;
             let channel = u / config.units_per_channel as usize;
             let data_in = book(
                 &mut self.channel_free_at_ns[channel],
@@ -418,11 +484,9 @@ impl Device {
             );
             (UnitOp::HostProgram, data_in + config.program_ns)
         } else if self.units[u].gc_active && self.units[u].gc_copies_left > 0 {
-            // Copies go to blocks reserved for garbage collection, so they may dip below zero free units; only
-            // host programs need free space. This keeps reclaiming from deadlocking.
-            self.units[u].copies_since_host_program += 1;
+            // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
+            self.units[u].host_program_credit += self.host_programs_per_copy;
             self.units[u].gc_copies_left -= 1;
-            self.free_program_units -= 1;
             (UnitOp::GcCopy, now + self.mean_read_ns + config.program_ns)
         } else if self.units[u].gc_active && self.units[u].gc_copies_left == 0 {
             (UnitOp::Erase, now + config.erase_ns)
@@ -434,20 +498,16 @@ impl Device {
             }
             return;
         };
-        self.units[u].op = op;
-        events.schedule(
-            done_at,
-            Event::UnitDone {
-                device: self.index,
-                unit,
-            },
-        );
+        self.run_op(unit, op, done_at, events);
     }
 
-    /// A flash unit finished its operation.
-    pub fn unit_done(&mut self, unit: u32, events: &mut EventQueue) {
+    /// A flash unit finished operation number `operation` (unless that one was suspended: then it ends later).
+    pub fn unit_done(&mut self, unit: u32, operation: u32, events: &mut EventQueue) {
         let now = events.now_ns;
         let u = unit as usize;
+        if operation != self.units[u].operation {
+            return;
+        }
         match self.units[u].op {
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
@@ -485,7 +545,8 @@ impl Device {
                 self.stats.erases += 1;
                 let unit_state = &mut self.units[u];
                 unit_state.gc_active = false;
-                self.free_program_units += self.config.block_program_units as i64;
+                unit_state.free_program_units +=
+                    self.config.block_program_units as i64 - unit_state.gc_victim_copies as i64;
             }
             UnitOp::Idle => unreachable!("an idle unit cannot finish an operation"),
         }
@@ -545,6 +606,7 @@ mod tests {
             program_unit_bytes: 65536,
             program_ns: 500_000,
             erase_ns: 2_000_000,
+            read_suspend_ns: 0,
             block_program_units: 16,
             write_buffer_bytes: 1 << 20,
             overprovision_bytes: 1 << 26,
@@ -572,7 +634,9 @@ mod tests {
         while let Some((at, event)) = events.pop() {
             match event {
                 Event::ControllerDone { core, .. } => device.controller_done(core, events),
-                Event::UnitDone { unit, .. } => device.unit_done(unit, events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, events),
                 Event::DeviceComplete { request, .. } => completions.push((at, request)),
                 other => panic!("unexpected {other:?}"),
             }
@@ -659,7 +723,9 @@ mod tests {
         while device.stats.write_ios < 256 {
             match events.pop().unwrap().1 {
                 Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
-                Event::UnitDone { unit, .. } => device.unit_done(unit, &mut events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, &mut events),
                 _ => {}
             }
         }
@@ -710,5 +776,116 @@ mod tests {
         assert!(victim_valid_fraction(&config) < full / 2.0);
         config.condition = Condition::Fresh;
         assert_eq!(victim_valid_fraction(&config), 0.0);
+    }
+    fn read(request: u32, offset_bytes: u64) -> Command {
+        Command {
+            request,
+            write: false,
+            offset_bytes,
+            bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn the_front_end_takes_commands_in_doorbell_order_whatever_their_queue() {
+        let mut device = Device::new(small_device(Condition::Fresh), 0, 2, 1);
+        let mut events = EventQueue::new();
+        // Three commands on queue 0, then one on queue 1: round-robin fetching would take request 3 second.
+        for request in 0..3 {
+            device.submit(0, read(request, request as u64 * 16384), &mut events);
+        }
+        device.submit(1, read(3, 3 * 16384), &mut events);
+        let mut started = Vec::new();
+        while device.stats.read_ios < 4 {
+            if let Some((_, Event::ControllerDone { core, .. })) = events.pop() {
+                started.push(device.front_end[core as usize].command.unwrap().request);
+                device.controller_done(core, &mut events);
+            }
+        }
+        assert_eq!(started, vec![0, 1, 2, 3]);
+    }
+
+    /// One 4 KiB write (starts a 0.5 ms program once 64 KiB are buffered: 16 writes), then a read of a page on
+    /// the unit that programs; returns the read's latency.
+    fn read_during_a_program(read_suspend_ns: u64) -> u64 {
+        let mut config = small_device(Condition::Fresh);
+        config.read_suspend_ns = read_suspend_ns;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 16);
+        while !device
+            .units
+            .iter()
+            .any(|unit| matches!(unit.op, UnitOp::HostProgram))
+        {
+            match events.pop().unwrap().1 {
+                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, &mut events),
+                _ => {}
+            }
+        }
+        let programming = device
+            .units
+            .iter()
+            .position(|unit| matches!(unit.op, UnitOp::HostProgram))
+            .unwrap() as u64;
+        // A page that the address hash puts on the programming unit.
+        let page = (0..)
+            .find(|&page: &u64| mix(page ^ device.salt) % 4 == programming)
+            .unwrap();
+        let submitted_at = events.now_ns;
+        device.submit(0, read(10_000, page * 16384), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(
+            device.stats.host_program_units, 1,
+            "the program still completes"
+        );
+        done.iter().find(|d| d.1 == 10_000).unwrap().0 - submitted_at
+    }
+
+    #[test]
+    fn a_read_suspends_a_program_on_its_unit_when_the_flash_can() {
+        let waited = read_during_a_program(0);
+        let suspended = read_during_a_program(30_000);
+        // Without suspend the read waits out the 0.5 ms program; with it, 30 us plus its own 48-68 us.
+        assert!(waited > 300_000, "{waited}");
+        assert!((78_000..=98_200).contains(&suspended), "{suspended}");
+    }
+
+    #[test]
+    fn reclaiming_units_free_buffer_space_steadily_not_in_bursts() {
+        let mut config = small_device(Condition::Preconditioned);
+        config.channels = 4;
+        config.units_per_channel = 4;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 20_000);
+        let mut program_ends = Vec::new();
+        while let Some((at, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => {
+                    let before = device.stats.host_program_units;
+                    device.unit_done(unit, operation, &mut events);
+                    if device.stats.host_program_units > before {
+                        program_ends.push(at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(device.stats.erases > 50, "in the reclaiming steady state");
+        let steady = &program_ends[program_ends.len() / 2..];
+        let mean_gap = (steady[steady.len() - 1] - steady[0]) / (steady.len() as u64 - 1);
+        let max_gap = steady.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        // 16 units in step would leave gaps of a whole copy/program cycle (~16 mean gaps) between bursts.
+        assert!(
+            max_gap < 8 * mean_gap,
+            "max gap {max_gap} ns, mean {mean_gap} ns"
+        );
     }
 }

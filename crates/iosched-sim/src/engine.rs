@@ -17,7 +17,12 @@ pub enum Event {
     /// A controller core finished fetching and processing a command.
     ControllerDone { device: u32, core: u32 },
     /// A flash unit finished its current operation.
-    UnitDone { device: u32, unit: u32 },
+    /// `operation` numbers the unit's operations, so the end of one that was suspended since is recognised.
+    UnitDone {
+        device: u32,
+        unit: u32,
+        operation: u32,
+    },
     /// The device posted the completion of a request.
     DeviceComplete { device: u32, request: u32 },
     /// A scheduler timer fired.

@@ -399,9 +399,11 @@ impl<'c> Simulation<'c> {
                 Event::ControllerDone { device, core } => {
                     self.devices[device as usize].controller_done(core, &mut self.events)
                 }
-                Event::UnitDone { device, unit } => {
-                    self.devices[device as usize].unit_done(unit, &mut self.events)
-                }
+                Event::UnitDone {
+                    device,
+                    unit,
+                    operation,
+                } => self.devices[device as usize].unit_done(unit, operation, &mut self.events),
                 Event::DeviceComplete { device, request } => {
                     self.complete_request(device, request, now)
                 }
