@@ -644,6 +644,23 @@ mod tests {
         completions
     }
 
+    /// Run the device's own events (completions are dropped) until `done` holds.
+    fn run_until(device: &mut Device, events: &mut EventQueue, done: impl Fn(&Device) -> bool) {
+        while !done(device) {
+            match events
+                .pop()
+                .expect("the device stopped before the condition held")
+                .1
+            {
+                Event::ControllerDone { core, .. } => device.controller_done(core, events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, events),
+                _ => {}
+            }
+        }
+    }
+
     #[test]
     fn a_lone_read_takes_command_array_transfer_and_pipeline_time() {
         let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
@@ -720,15 +737,9 @@ mod tests {
         let mut events = EventQueue::new();
         submit_writes(&mut device, &mut events, 512);
         // Let the buffer fill and the front-end stall on a write, then a read arrives on another queue.
-        while device.stats.write_ios < 256 {
-            match events.pop().unwrap().1 {
-                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
-                Event::UnitDone {
-                    unit, operation, ..
-                } => device.unit_done(unit, operation, &mut events),
-                _ => {}
-            }
-        }
+        run_until(&mut device, &mut events, |device| {
+            device.stats.write_ios >= 256
+        });
         let submitted_at = events.now_ns;
         device.submit(
             1,
@@ -813,19 +824,12 @@ mod tests {
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
         submit_writes(&mut device, &mut events, 16);
-        while !device
-            .units
-            .iter()
-            .any(|unit| matches!(unit.op, UnitOp::HostProgram))
-        {
-            match events.pop().unwrap().1 {
-                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
-                Event::UnitDone {
-                    unit, operation, ..
-                } => device.unit_done(unit, operation, &mut events),
-                _ => {}
-            }
-        }
+        run_until(&mut device, &mut events, |device| {
+            device
+                .units
+                .iter()
+                .any(|unit| matches!(unit.op, UnitOp::HostProgram))
+        });
         let programming = device
             .units
             .iter()
