@@ -5,6 +5,7 @@
 //! userspace io_uring runtime, so nothing here may depend on simulator types.
 
 pub mod bfq;
+pub mod k2;
 pub mod kyber;
 pub mod mq_deadline;
 pub mod none;
@@ -190,7 +191,7 @@ pub trait Elevator: Send {
 }
 
 /// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq", "k2"];
 
 /// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
@@ -199,6 +200,7 @@ pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, Strin
         "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
         "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
         "bfq" => Ok(Box::new(bfq::Bfq::new())),
+        "k2" => Ok(Box::new(k2::K2::new())),
         other => Err(format!(
             "unknown scheduler {other:?}: expected one of {}",
             SCHEDULERS.join(", ")

@@ -115,6 +115,8 @@ pub struct Device {
     victim_copy_carry: f64,
     host_programs_per_copy: f64,
     mean_read_ns: u64,
+    /// Commands submitted and not yet completed to the host (what a device-wide in-flight bound limits).
+    outstanding_commands: u32,
     pub stats: DeviceResult,
 }
 
@@ -231,6 +233,7 @@ impl Device {
                 f64::INFINITY
             },
             mean_read_ns,
+            outstanding_commands: 0,
             stats,
             config,
         }
@@ -249,8 +252,24 @@ impl Device {
     /// which queue it came from does not change its place.
     pub fn submit(&mut self, queue: u32, command: Command, events: &mut EventQueue) {
         debug_assert!(queue < self.hw_queues);
+        self.outstanding_commands += 1;
+        self.stats.max_outstanding_commands = self
+            .stats
+            .max_outstanding_commands
+            .max(self.outstanding_commands as u64);
         self.fetched_commands.push_back(command);
         self.feed_front_end(events);
+    }
+
+    /// The host has taken a command's completion (the block layer's completion path ran).
+    pub fn command_completed(&mut self) {
+        debug_assert!(self.outstanding_commands > 0);
+        self.outstanding_commands -= 1;
+    }
+
+    /// Commands submitted and not yet completed.
+    pub fn outstanding_commands(&self) -> u32 {
+        self.outstanding_commands
     }
 
     /// Give idle, non-stalled front-end cores the next fetched commands, oldest first.

@@ -70,6 +70,9 @@ pub struct DeviceResult {
     /// Programs, copies and erases suspended for a read.
     #[serde(default)]
     pub suspensions: u64,
+    /// The most commands the device held at once (submitted, completion not yet taken by the host).
+    #[serde(default)]
+    pub max_outstanding_commands: u64,
 }
 
 /// One time-series sample: a named metric at the end of an interval.

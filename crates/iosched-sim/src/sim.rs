@@ -445,7 +445,12 @@ impl<'c> Simulation<'c> {
         if self.free_slots.len() != self.slots.len() || self.slots.iter().any(|s| s.live) {
             return fail("bio slots still in use".into());
         }
-        for (queue, device) in self.queues.iter().zip(&self.config.devices) {
+        for ((queue, device), model) in self
+            .queues
+            .iter()
+            .zip(&self.config.devices)
+            .zip(&self.devices)
+        {
             let (request_tags, driver_tags) = queue.free_tags();
             let expected_driver = device.queue_depth * queue.nr_hw_queues;
             let expected_request = match (queue.has_elevator, self.config.scheduler.nr_requests) {
@@ -457,6 +462,13 @@ impl<'c> Simulation<'c> {
                 return fail(format!(
                     "{}: tags free {request_tags}/{driver_tags}, expected {expected_request}/{expected_driver}",
                     device.name
+                ));
+            }
+            if model.outstanding_commands() != 0 {
+                return fail(format!(
+                    "{}: {} commands still outstanding",
+                    device.name,
+                    model.outstanding_commands()
                 ));
             }
             if queue.has_tag_waiters() {
@@ -760,7 +772,9 @@ impl<'c> Simulation<'c> {
             let Some(rq) = queue.elevator.dispatch(hctx, now) else {
                 return;
             };
-            queue.try_take_driver_tag(hctx);
+            // Never fails: can_dispatch checked it. So a dispatched request is never handed back (no requeue).
+            let tagged = queue.try_take_driver_tag(hctx);
+            debug_assert!(tagged, "dispatch without a driver tag");
             let command = Command {
                 request: rq.id,
                 write: rq.op == Op::Write,
@@ -817,6 +831,7 @@ impl<'c> Simulation<'c> {
             slot.core,
             slot.process,
         );
+        self.devices[device as usize].command_completed();
         let queue = &mut self.queues[device as usize];
         queue.release_tags(rq.hctx, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
