@@ -6,6 +6,7 @@
 
 pub mod bfq;
 pub mod kyber;
+pub mod kyber_fairness;
 pub mod mq_deadline;
 pub mod none;
 
@@ -190,7 +191,7 @@ pub trait Elevator: Send {
 }
 
 /// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq", "kyber-fairness"];
 
 /// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
@@ -199,6 +200,7 @@ pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, Strin
         "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
         "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
         "bfq" => Ok(Box::new(bfq::Bfq::new())),
+        "kyber-fairness" => Ok(Box::new(kyber_fairness::KyberFairness::new(nr_hw_queues))),
         other => Err(format!(
             "unknown scheduler {other:?}: expected one of {}",
             SCHEDULERS.join(", ")
