@@ -24,8 +24,8 @@
 //!   recomputed on every Kyber timer run (before Kyber evaluates and clears the histograms) when both domains
 //!   have samples.
 //! * **Active and idle cgroups.** A cgroup is active from its first insert. At a refill, a cgroup that neither
-//!   inserted nor used anything during the period goes idle: its budget is reset to `weight × 16` and it gets no
-//!   share of the prediction. It becomes active again with its next insert.
+//!   inserted nor used anything during the period, and has no request waiting, goes idle: its budget is reset to
+//!   `weight × 16` and it gets no share of the prediction. It becomes active again with its next insert.
 //! * **Refill** (the paper's token manager), when either
 //!   1. the period (`refill_period_nsec`, 100 ms) has passed since the last refill, or
 //!   2. every active cgroup has run out of budget: checked when a cgroup's budget runs out and when a hardware
@@ -68,9 +68,12 @@
 //! * **Choosing a cgroup.** The public code scans its cgroup list from the head on every dispatch (the first
 //!   cgroup with requests and budget wins, so the list order decides who goes first within a period); here the
 //!   scan is round-robin from the cgroup after the last one served. The paper does not say.
-//! * **Idle cgroups that used tokens.** The public code counts such a cgroup's weight at a refill but gives it no
-//!   new budget until its next insert, which can leave its pending requests stuck; here any cgroup that used
-//!   tokens or inserted during the period is active.
+//! * **Which cgroups are idle.** The paper idles a cgroup that inserted nothing in the period, the public code one
+//!   whose budget did not change. Both idle a cgroup whose requests all waited through the period for Kyber
+//!   tokens (its processes, with every request queued, insert nothing more): it then takes no share, the others
+//!   are given the whole device, and it can starve behind them. Here a cgroup with requests waiting stays active.
+//!   (The public code also counts the weight of an idle cgroup that used tokens but gives it no new budget until
+//!   its next insert, which can leave its requests stuck; here any cgroup that used tokens is active.)
 //! * **Write cost.** The public code derives each bucket's latency from the targets set at start-up, and when a
 //!   domain has no samples it keeps the domain's old latency sum but sets its count to 1; here the current targets
 //!   are used and `wr_scale` is only recomputed when both domains have samples.
@@ -138,6 +141,8 @@ struct Cgroup {
     ran_out_ns: Option<u64>,
     /// Requests were inserted this period.
     inserted: bool,
+    /// Requests inserted and not yet dispatched, on all hardware queues.
+    queued: u32,
     active: bool,
 }
 
@@ -238,6 +243,7 @@ impl KyberFairness {
             allotted: initial_budget(weight),
             ran_out_ns: None,
             inserted: false,
+            queued: 0,
             active: true,
         });
         self.slot_of.insert(cgroup, slot);
@@ -259,6 +265,7 @@ impl KyberFairness {
     fn charge(&mut self, slot: usize, rq: &Request, now_ns: u64) {
         let cost = self.cost(rq);
         let cgroup = &mut self.cgroups[slot];
+        cgroup.queued -= 1;
         cgroup.active = true;
         cgroup.budget = cgroup.budget.saturating_sub(cost);
         if cgroup.budget <= 0 && cgroup.ran_out_ns.is_none() {
@@ -298,7 +305,7 @@ impl KyberFairness {
         for c in 0..self.cgroups.len() {
             let cgroup = &self.cgroups[c];
             let used = cgroup.used();
-            if used > 0 || cgroup.inserted {
+            if used > 0 || cgroup.inserted || cgroup.queued > 0 {
                 let throttled_ns = cgroup.ran_out_ns.map(|t| t.saturating_sub(start));
                 match throttled_ns {
                     Some(t) => latest_ran_out_ns = latest_ran_out_ns.max(t),
@@ -387,6 +394,7 @@ impl Elevator for KyberFairness {
         let slot = self.slot_for(rq.cgroup, rq.cgroup_weight);
         let cgroup = &mut self.cgroups[slot];
         cgroup.inserted = true;
+        cgroup.queued += 1;
         cgroup.active = true;
         self.kyber.insert_class(rq, slot);
     }
@@ -701,6 +709,31 @@ mod tests {
         one(&mut kf, 3, 600, 210 * MS);
         assert_eq!(kf.is_active(3), Some(true));
         assert_eq!(kf.budget(3), Some(9_592));
+    }
+
+    #[test]
+    fn a_cgroup_whose_requests_wait_for_kyber_tokens_stays_active() {
+        // Cgroup 1 holds all 64 DISCARD tokens; cgroup 2's discard waits through two periods without inserting
+        // or spending anything.
+        let mut kf = KyberFairness::new(2);
+        let mut held = Vec::new();
+        for id in 0..64 {
+            kf.insert(rq(id, Op::Discard, 1, 100, 0, 8), 0);
+            held.push(kf.dispatch(0, 0).unwrap());
+        }
+        kf.insert(rq(64, Op::Discard, 2, 1000, 1, 8), 0);
+        assert_eq!(kf.dispatch(1, 0), None);
+        kf.timer(100 * MS);
+        kf.timer(200 * MS);
+        assert_eq!(kf.refills(), (2, 0));
+        assert_eq!(kf.is_active(2), Some(true), "a request is waiting");
+        assert_eq!(
+            kf.is_active(1),
+            Some(false),
+            "cgroup 1 did nothing in the second period"
+        );
+        assert!(kf.completed(&held.pop().unwrap(), 0, 210 * MS) == AfterCompletion::RunAllQueues);
+        assert_eq!(kf.dispatch(1, 210 * MS).map(|r| r.id), Some(64));
     }
 
     #[test]
