@@ -23,6 +23,9 @@
 //!   that CPU's list of the bio's domain (the last 8 requests, newest first, as `blk_bio_list_merge` does). The
 //!   staging queues are created lazily: a hardware queue grows its vector of per-CPU queues when a request from a
 //!   higher CPU number arrives.
+//! * **Classes.** A hardware queue keeps its staging and dispatch lists per class. Kyber puts every request in
+//!   class 0; `kyber-fairness` (`kyber_fairness.rs`) uses one class per cgroup and runs the dispatch below on the
+//!   class it chose. The batch state and token waits belong to the hardware queue, not to a class.
 //! * **Dispatch** (per hardware queue, under its lock): while `batching` is below the current domain's batch size,
 //!   try that domain; otherwise, or if that fails, reset `batching` and advance `cur_domain` round-robin, trying
 //!   each domain once (four tries, so the loop may come back to where it started). Trying a domain: if the hardware
