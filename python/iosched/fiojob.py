@@ -264,6 +264,10 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     prio = _int(raw, *opts["prio"], 0, 7) if "prio" in opts else 0
     cgroup = _str(raw, *opts["cgroup"]) if "cgroup" in opts else ""
     weight = _int(raw, *opts["cgroup_weight"], 1, 1000) if "cgroup_weight" in opts else 100
+    if "cgroup_weight" in opts and not cgroup:
+        # fio sets up a cgroup (and its weight) only for a job with `cgroup`; the job runs in the root cgroup.
+        notes.append(f"{raw.file}: {raw.label}: cgroup_weight has no effect without cgroup (as in fio)")
+        weight = 100
     cpus: list[int] = []
     if "cpus_allowed" in opts:
         key, v = opts["cpus_allowed"]

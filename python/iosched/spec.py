@@ -388,11 +388,26 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         rj = resolve_job(j, ctx)
         rjobs.append(rj)
         notes.extend(rj.notes)
+    _check_cgroup_weights(jobs, rjobs)
     return ResolvedRun(
         experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
         seed=spec.seed + repetition, host_preset=host_p.name, device_presets=device_presets, scheduler=sched.name,
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
         jobs=rjobs, sample_interval_ns=sample, notes=notes)
+
+
+def _check_cgroup_weights(jobs: list[RawJob], resolved: list[ResolvedJob]) -> None:
+    """A cgroup has one weight: jobs naming the same cgroup must agree on cgroup_weight."""
+    first: dict[str, tuple[int, RawJob]] = {}
+    for raw, rj in zip(jobs, resolved):
+        name, weight = rj.config["cgroup"], rj.config["cgroup_weight"]
+        if not name:
+            continue
+        weight0, raw0 = first.setdefault(name, (weight, raw))
+        if weight != weight0:
+            key = f"{raw.label} cgroup_weight" if raw.origin == "fio" else f"{raw.label}: cgroup_weight"
+            raise SpecError(raw.file, key, f"cgroup {show(name)} already has weight {weight0} (from {raw0.label}); "
+                                           f"expected the same weight, got {weight}")
 
 
 def expand_runs(exp: Experiment) -> list[ResolvedRun]:

@@ -23,6 +23,9 @@
 //!   that CPU's list of the bio's domain (the last 8 requests, newest first, as `blk_bio_list_merge` does). The
 //!   staging queues are created lazily: a hardware queue grows its vector of per-CPU queues when a request from a
 //!   higher CPU number arrives.
+//! * **Classes.** A hardware queue keeps its staging and dispatch lists per class. Kyber puts every request in
+//!   class 0; `kyber-fairness` (`kyber_fairness.rs`) uses one class per cgroup and runs the dispatch below on the
+//!   class it chose. The batch state and token waits belong to the hardware queue, not to a class.
 //! * **Dispatch** (per hardware queue, under its lock): while `batching` is below the current domain's batch size,
 //!   try that domain; otherwise, or if that fails, reset `batching` and advance `cur_domain` round-robin, trying
 //!   each domain once (four tries, so the loop may come back to where it started). Trying a domain: if the hardware
@@ -195,22 +198,19 @@ struct StagingQueue {
     lists: [VecDeque<Request>; NR_DOMAINS],
 }
 
-/// Kyber's per-hardware-queue state.
+/// One hardware queue's requests of one class: Kyber has a single class; Kyber-fairness (`kyber_fairness.rs`)
+/// keeps one class per cgroup, so its lists are indexed by [cgroup][domain] on every hardware queue.
 #[derive(Default)]
-struct HwQueue {
+struct ClassQueues {
     /// Requests moved out of the staging queues, waiting only for a token.
     rqs: [VecDeque<Request>; NR_DOMAINS],
-    cur_domain: usize,
-    batching: u32,
     /// Indexed by CPU number; grown on demand.
     staging: Vec<StagingQueue>,
     /// Requests in the staging queues per domain (the kernel keeps a bitmap of non-empty ones).
     staged: [usize; NR_DOMAINS],
-    /// This hardware queue failed to get a token of the domain and waits for one to be freed.
-    waiting: [bool; NR_DOMAINS],
 }
 
-impl HwQueue {
+impl ClassQueues {
     fn staging_for(&mut self, cpu: u32) -> &mut StagingQueue {
         let cpu = cpu as usize;
         if self.staging.len() <= cpu {
@@ -225,6 +225,30 @@ impl HwQueue {
             self.rqs[domain].append(&mut queue.lists[domain]);
         }
         self.staged[domain] = 0;
+    }
+
+    fn has_work(&self) -> bool {
+        (0..NR_DOMAINS).any(|d| !self.rqs[d].is_empty() || self.staged[d] > 0)
+    }
+}
+
+/// Kyber's per-hardware-queue state.
+#[derive(Default)]
+struct HwQueue {
+    /// Request lists per class, grown on demand (Kyber uses class 0 only).
+    classes: Vec<ClassQueues>,
+    cur_domain: usize,
+    batching: u32,
+    /// This hardware queue failed to get a token of the domain and waits for one to be freed.
+    waiting: [bool; NR_DOMAINS],
+}
+
+impl HwQueue {
+    fn class_mut(&mut self, class: usize) -> &mut ClassQueues {
+        if self.classes.len() <= class {
+            self.classes.resize_with(class + 1, ClassQueues::default);
+        }
+        &mut self.classes[class]
     }
 }
 
@@ -308,23 +332,104 @@ impl Kyber {
         }
     }
 
-    /// Try to dispatch from the hardware queue's current domain.
-    fn dispatch_cur_domain(&mut self, hctx: usize) -> Option<Request> {
+    /// Try to dispatch a request of `class` from the hardware queue's current domain.
+    fn dispatch_cur_domain(&mut self, hctx: usize, class: usize) -> Option<Request> {
         let domain = self.hctxs[hctx].cur_domain;
-        let queue = &self.hctxs[hctx];
-        let has_flushed = !queue.rqs[domain].is_empty();
-        if !has_flushed && queue.staged[domain] == 0 {
+        let queues = self.hctxs[hctx].classes.get(class)?;
+        let has_flushed = !queues.rqs[domain].is_empty();
+        if !has_flushed && queues.staged[domain] == 0 {
             return None;
         }
         if !self.get_token(hctx, domain) {
             return None;
         }
         let queue = &mut self.hctxs[hctx];
-        if !has_flushed {
-            queue.flush_staging(domain);
-        }
         queue.batching += 1;
-        queue.rqs[domain].pop_front()
+        let queues = &mut queue.classes[class];
+        if !has_flushed {
+            queues.flush_staging(domain);
+        }
+        queues.rqs[domain].pop_front()
+    }
+
+    /// Kyber's dispatch on hardware queue `hctx`, restricted to the requests of `class`: continue the current
+    /// domain's batch, else start a batch in the next domain round-robin (see the module doc). The batch state
+    /// (`cur_domain`, `batching`) belongs to the hardware queue, whichever class is served.
+    pub(crate) fn dispatch_class(&mut self, hctx: u32, class: usize) -> Option<Request> {
+        let hctx = hctx as usize;
+        if hctx >= self.hctxs.len() {
+            return None;
+        }
+        let queue = &self.hctxs[hctx];
+        if queue.batching < BATCH_SIZE[queue.cur_domain] {
+            if let Some(rq) = self.dispatch_cur_domain(hctx, class) {
+                return Some(rq);
+            }
+        }
+        self.hctxs[hctx].batching = 0;
+        for _ in 0..NR_DOMAINS {
+            let queue = &mut self.hctxs[hctx];
+            queue.cur_domain = (queue.cur_domain + 1) % NR_DOMAINS;
+            if let Some(rq) = self.dispatch_cur_domain(hctx, class) {
+                return Some(rq);
+            }
+        }
+        None
+    }
+
+    /// Append `rq` to its CPU's staging list of its domain, in `class`.
+    pub(crate) fn insert_class(&mut self, rq: Request, class: usize) {
+        let domain = Domain::of(rq.op) as usize;
+        let queues = self.hctx_mut(rq.hctx).class_mut(class);
+        queues.staged[domain] += 1;
+        queues.staging_for(rq.cpu).lists[domain].push_back(rq);
+    }
+
+    /// Merge `bio` into a request of `class` staged by the bio's CPU (see the module doc).
+    pub(crate) fn bio_merge_class(
+        &mut self,
+        bio: &Request,
+        class: usize,
+        max_sectors: u32,
+    ) -> Option<u32> {
+        let domain = Domain::of(bio.op) as usize;
+        let queues = self
+            .hctxs
+            .get_mut(bio.hctx as usize)?
+            .classes
+            .get_mut(class)?;
+        let list = &mut queues.staging.get_mut(bio.cpu as usize)?.lists[domain];
+        merge_into_recent(list, bio, max_sectors)
+    }
+
+    /// Whether hardware queue `hctx` holds requests of `class`.
+    pub(crate) fn class_has_work(&self, hctx: u32, class: usize) -> bool {
+        self.hctxs
+            .get(hctx as usize)
+            .and_then(|queue| queue.classes.get(class))
+            .is_some_and(ClassQueues::has_work)
+    }
+
+    /// Mean total latency of `domain`'s samples gathered since its total-latency histogram was last evaluated,
+    /// each sample counted at its bucket's upper bound ((b + 1) / 4 of the current target; the last, open bucket
+    /// at twice the target). None without samples. Kyber-fairness derives its write cost from it.
+    pub(crate) fn mean_total_latency_ns(&self, domain: Domain) -> Option<u64> {
+        let domain = domain as usize;
+        if domain >= NR_STAT_DOMAINS {
+            return None;
+        }
+        let buckets = &self.histograms[domain][TOTAL];
+        let samples: u64 = buckets.iter().map(|&n| n as u64).sum();
+        if samples == 0 {
+            return None;
+        }
+        let width = (self.targets[domain] >> LATENCY_SHIFT) as u128;
+        let sum: u128 = buckets
+            .iter()
+            .enumerate()
+            .map(|(bucket, &n)| n as u128 * (bucket as u128 + 1) * width)
+            .sum();
+        Some((sum / samples as u128) as u64)
     }
 
     fn record_sample(&mut self, domain: usize, kind: usize, latency_ns: u64) {
@@ -380,39 +485,15 @@ impl Elevator for Kyber {
     }
 
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
-        let domain = Domain::of(bio.op) as usize;
-        let queue = self.hctxs.get_mut(bio.hctx as usize)?;
-        let list = &mut queue.staging.get_mut(bio.cpu as usize)?.lists[domain];
-        merge_into_recent(list, bio, max_sectors)
+        self.bio_merge_class(bio, 0, max_sectors)
     }
 
     fn insert(&mut self, rq: Request, _now_ns: u64) {
-        let domain = Domain::of(rq.op) as usize;
-        let queue = self.hctx_mut(rq.hctx);
-        queue.staged[domain] += 1;
-        queue.staging_for(rq.cpu).lists[domain].push_back(rq);
+        self.insert_class(rq, 0);
     }
 
     fn dispatch(&mut self, hctx: u32, _now_ns: u64) -> Option<Request> {
-        let hctx = hctx as usize;
-        if hctx >= self.hctxs.len() {
-            return None;
-        }
-        let queue = &self.hctxs[hctx];
-        if queue.batching < BATCH_SIZE[queue.cur_domain] {
-            if let Some(rq) = self.dispatch_cur_domain(hctx) {
-                return Some(rq);
-            }
-        }
-        self.hctxs[hctx].batching = 0;
-        for _ in 0..NR_DOMAINS {
-            let queue = &mut self.hctxs[hctx];
-            queue.cur_domain = (queue.cur_domain + 1) % NR_DOMAINS;
-            if let Some(rq) = self.dispatch_cur_domain(hctx) {
-                return Some(rq);
-            }
-        }
-        None
+        self.dispatch_class(hctx, 0)
     }
 
     /// kyber_limit_depth: asynchronous requests get at most 75 % of the scheduler tags (KYBER_ASYNC_PERCENT).
@@ -425,9 +506,9 @@ impl Elevator for Kyber {
     }
 
     fn has_work(&self, hctx: u32) -> bool {
-        self.hctxs.get(hctx as usize).is_some_and(|queue| {
-            (0..NR_DOMAINS).any(|d| !queue.rqs[d].is_empty() || queue.staged[d] > 0)
-        })
+        self.hctxs
+            .get(hctx as usize)
+            .is_some_and(|queue| queue.classes.iter().any(ClassQueues::has_work))
     }
 
     fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion {

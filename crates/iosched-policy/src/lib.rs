@@ -7,6 +7,7 @@
 pub mod bfq;
 pub mod k2;
 pub mod kyber;
+pub mod kyber_fairness;
 pub mod mq_deadline;
 pub mod none;
 
@@ -191,7 +192,7 @@ pub trait Elevator: Send {
 }
 
 /// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq", "k2"];
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq", "k2", "kyber-fairness"];
 
 /// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
 pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
@@ -201,6 +202,7 @@ pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, Strin
         "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
         "bfq" => Ok(Box::new(bfq::Bfq::new())),
         "k2" => Ok(Box::new(k2::K2::new())),
+        "kyber-fairness" => Ok(Box::new(kyber_fairness::KyberFairness::new(nr_hw_queues))),
         other => Err(format!(
             "unknown scheduler {other:?}: expected one of {}",
             SCHEDULERS.join(", ")

@@ -197,6 +197,19 @@ fn validate(config: &SimConfig) -> Result<(), String> {
                 || at(&format!("offset + bs beyond the end of {}", device.name)),
             )?;
         }
+        check((1..=1000).contains(&job.cgroup_weight), || {
+            at("cgroup_weight must be within 1..1000")
+        })?;
+        if let Some(other) = config
+            .jobs
+            .iter()
+            .find(|o| o.cgroup == job.cgroup && o.cgroup_weight != job.cgroup_weight)
+        {
+            return Err(at(&format!(
+                "cgroup_weight {} differs from job {}'s {} for the same cgroup {:?}",
+                job.cgroup_weight, other.name, other.cgroup_weight, job.cgroup
+            )));
+        }
         for &core in &job.cpus_allowed {
             check(core < config.host.cores, || {
                 at(&format!(

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{job, seed000, t4k_scenario};
+use common::{job, seed000, seed001, t4k_scenario};
 use iosched_sim::config::{IoEngine, Rw, SimConfig};
 use iosched_sim::{simulate, SimResult};
 use proptest::prelude::*;
@@ -244,6 +244,73 @@ fn bad_configs_are_errors_not_panics() {
     assert!(simulate(&config, &mut |_| true)
         .unwrap_err()
         .contains("read_expire"));
+    config.scheduler.tunables.clear();
+    config.jobs[0].cgroup_weight = 1001;
+    assert!(simulate(&config, &mut |_| true)
+        .unwrap_err()
+        .contains("cgroup_weight must be within 1..1000"));
+    config.jobs[0].cgroup = "a".into();
+    config.jobs[0].cgroup_weight = 100;
+    let mut other = config.jobs[0].clone();
+    other.name = "r2".into();
+    other.cgroup_weight = 200;
+    config.jobs.push(other);
+    assert_eq!(
+        simulate(&config, &mut |_| true).unwrap_err(),
+        "job r: cgroup_weight 100 differs from job r2's 200 for the same cgroup \"a\""
+    );
+}
+
+/// Seed 001's setup (4 cgroups x 4 libaio processes at QD 32, weights 100/250/500/1000, 4 KiB random reads):
+/// Kyber-fairness gives each cgroup IOPS in proportion to its weight, and the device about what it gives
+/// under none, which ignores the weights.
+#[test]
+fn kyber_fairness_shares_iops_by_cgroup_weight() {
+    const WEIGHTS: [u32; 4] = [100, 250, 500, 1000];
+    let config = |scheduler: &str| {
+        let jobs = WEIGHTS
+            .iter()
+            .enumerate()
+            .map(|(i, &weight)| {
+                let mut j = job(&format!("cg{i}"), Rw::Randread, 4096, 32, 4, &[], &[0]);
+                j.ioengine = IoEngine::Libaio;
+                j.cpus_split = false;
+                j.cgroup = format!("cg{i}");
+                j.cgroup_weight = weight;
+                j.ramp_ns = 200_000_000;
+                j.runtime_ns = 400_000_000;
+                j
+            })
+            .collect();
+        let mut c = seed001(jobs);
+        c.scheduler.name = scheduler.into();
+        c
+    };
+    let fair = run(&config("kyber-fairness"));
+    let none = run(&config("none"));
+    let iops = |r: &SimResult| (0..4).map(|j| kiops(r, j, false)).collect::<Vec<_>>();
+    let (fair_iops, none_iops) = (iops(&fair), iops(&none));
+    let total: f64 = fair_iops.iter().sum();
+    for (i, &weight) in WEIGHTS.iter().enumerate() {
+        let expected = total * weight as f64 / 1850.0;
+        assert!(
+            (fair_iops[i] / expected - 1.0).abs() < 0.03,
+            "cgroup {i}: {fair_iops:?} KIOPS"
+        );
+        assert!(
+            (none_iops[i] / none_iops[0] - 1.0).abs() < 0.03,
+            "none ignores weights: {none_iops:?}"
+        );
+    }
+    let none_total: f64 = none_iops.iter().sum();
+    assert!(total > 0.85 * none_total, "{total} vs none {none_total}");
+    let series = |metric: &str| {
+        fair.timeseries
+            .iter()
+            .filter(|s| s.metric == metric)
+            .count()
+    };
+    assert!(series("cgroup4_budget_sectors") > 0 && series("wr_scale") > 0);
 }
 
 #[test]

@@ -117,3 +117,18 @@ def test_simulator_rejection_is_one_line(tmp_path):
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "no_such_tunable" in lines[0]
     assert not out.exists()
+
+
+def test_cgroup_weights_reach_the_scheduler_from_a_fio_job_file(tmp_path):
+    """fio's cgroup and cgroup_weight options, through the job file, the spec and the simulator to Kyber-fairness:
+    two cgroups of two processes each, weights 100 and 300, get IOPS 1:3."""
+    jobs = write(tmp_path, "[global]\nrw=randread\niodepth=32\nnumjobs=2\nruntime=400ms\nramp_time=200ms\n"
+                           "time_based\ngroup_reporting\n[light]\ncgroup=light\ncgroup_weight=100\n"
+                           "[heavy]\ncgroup=heavy\ncgroup_weight=300\n", "weights.fio")
+    out = tmp_path / "out"
+    run(["run", str(jobs), "--out", str(out), "--scheduler", "kyber-fairness"])
+    rows = {r["job"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
+    ratio = rows["heavy"]["read_iops"] / rows["light"]["read_iops"]
+    assert ratio == pytest.approx(3.0, rel=0.05)
+    series = pq.read_table(out / "timeseries.parquet").to_pylist()
+    assert {"cgroup1_budget_sectors", "cgroup2_budget_sectors", "wr_scale"} <= {s["metric"] for s in series}

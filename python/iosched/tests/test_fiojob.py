@@ -150,3 +150,11 @@ def test_toml_unknown_key():
     with pytest.raises(SpecError) as e:
         resolve_job(RawJob("bg", {"iodepth": 0}, "spec.toml", 'job "bg"', "toml"), ctx())
     assert str(e.value) == 'spec.toml: job "bg": iodepth: expected an integer >= 1, got 0'
+
+
+def test_cgroup_weight_applies_to_a_named_cgroup_only_as_in_fio():
+    c = resolve_job(RawJob("j", {"cgroup": "a", "cgroup_weight": "250"}, "f", "[j]", "fio"), ctx()).config
+    assert (c["cgroup"], c["cgroup_weight"]) == ("a", 250)
+    r = resolve_job(RawJob("j", {"cgroup_weight": "250"}, "f", "[j]", "fio"), ctx())
+    assert (r.config["cgroup"], r.config["cgroup_weight"]) == ("", 100)
+    assert "cgroup_weight has no effect without cgroup" in r.notes[0]

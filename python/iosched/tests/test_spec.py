@@ -152,6 +152,10 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace("[[job]]\nname = \"bg\"", "[[job]]\nname = \"lapp\""), ["duplicate job name"]),
     (lambda t: t + "\nthis is not toml", ["spec.toml: invalid TOML"]),
     (lambda t: t.replace("iodepth = 32", "stonewall = true"), ['job "bg": stonewall: fio option not supported']),
+    (lambda t: t.replace('iodepth = 1\n', 'iodepth = 1\ncgroup = "a"\ncgroup_weight = 500\n')
+     .replace("iodepth = 32", 'iodepth = 32\ncgroup = "a"'),
+     ['spec.toml: job "bg": cgroup_weight: cgroup "a" already has weight 500 (from job "lapp"); '
+      'expected the same weight, got 100']),
 ])
 def test_cli_spec_errors(tmp_path, mutate, needles):
     spec = write(tmp_path, mutate(BASE))

@@ -109,3 +109,19 @@ pub fn t4k_scenario(ssds: u32, runtime_ns: u64) -> SimConfig {
     t.runtime_ns = runtime_ns;
     seed000(ssds, vec![t])
 }
+
+/// Seed 001's machine: two 8-core E5-2620s with one Intel P4500, scheduler `none`.
+pub fn seed001(jobs: Vec<JobConfig>) -> SimConfig {
+    SimConfig {
+        seed: 1,
+        host: host("2x-e5-2620-16c"),
+        devices: vec![device("intel-p4500-2tb", "/dev/nvme0n1")],
+        scheduler: SchedulerConfig {
+            name: "none".into(),
+            tunables: Vec::new(),
+            nr_requests: None,
+        },
+        jobs,
+        sample_interval_ns: 100_000_000,
+    }
+}

@@ -1,0 +1,57 @@
+"""Seed 001's findings that the model reproduces, checked on the real presets with shorter runs than
+`python -m iosched.papers.seed001` uses (the shapes hold from a few Kyber-fairness periods on).
+
+Not asserted here, because the model does not reproduce them (see README.md): BFQ's 0.38x of none in KF1 (the model
+gives ~0.1) and its FI there, and the size of Kyber-fairness's gain over BFQ for random reads and writes in KF2.
+KF4 needs trace replay.
+"""
+
+import pytest
+
+from iosched import presets
+from iosched.papers import seed001 as s
+
+from .conftest import REPO, native_or_skip
+
+SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.3, 0.2), "read": (0.8, 0.8),
+         "write": (0.8, 0.8)}
+
+
+@pytest.fixture(autouse=True)
+def real_presets(monkeypatch):
+    native_or_skip()
+    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+    presets._cache.clear()
+
+
+def test_fairness_index_is_one_for_shares_in_proportion_to_weight():
+    assert s.fairness_index([10, 25, 50, 100], s.WEIGHTS) == pytest.approx(1.0)
+    assert s.fairness_index([1, 1, 1, 1], s.WEIGHTS) == pytest.approx(0.597, abs=0.001)
+
+
+def test_kf1_none_ignores_weights_and_bfqs_heaviest_cgroup_gets_less_than_any_under_none():
+    runs = s.kf1_runs(SHORT)
+    none, bfq = runs["none"], runs["bfq"]
+    assert max(abs(m / (none.total / 4) - 1) for m in none.mbs) < 0.1, none.mbs
+    assert bfq.mbs[3] < min(none.mbs), (bfq.mbs, none.mbs)
+    assert bfq.mbs == sorted(bfq.mbs), "BFQ serves the heavier cgroups more"
+
+
+def test_kf2_kyber_fairness_keeps_nones_throughput_and_shares_by_weight():
+    runs = s.kf2_runs(("randread", "randwrite", "write"), SHORT)
+    for rw, r in runs.items():
+        none, kf = r["none"], r["kyber-fairness"]
+        assert kf.total > 0.9 * none.total, (rw, kf.total, none.total)
+        assert kf.fi > 0.98 and none.fi < 0.61, (rw, kf.mbs, none.mbs)
+    # Random reads: well above BFQ (paper 2.68x); sequential writes: no gain.
+    assert runs["randread"]["kyber-fairness"].total > 1.5 * runs["randread"]["bfq"].total
+    assert runs["write"]["kyber-fairness"].total < 1.3 * runs["write"]["bfq"].total
+
+
+def test_kf3_with_more_cgroups_kyber_fairness_stays_near_none_and_bfq_falls():
+    runs = s.kf3_runs((1, 16), {"randread": (0.3, 0.5)})
+    for (n, kf), (_, none) in zip(runs["kyber-fairness"], runs["none"]):
+        assert kf.total > 0.9 * none.total, (n, kf.total, none.total)
+    (_, one), (_, sixteen) = runs["bfq"]
+    assert sixteen.total < 0.6 * one.total, (one.total, sixteen.total)
+    assert runs["kyber-fairness"][-1][1].fi > 0.98
