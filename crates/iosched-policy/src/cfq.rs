@@ -829,7 +829,7 @@ impl Cfq {
         self.choose_wl_class_and_type(now);
     }
 
-    fn set_active(&mut self, q: Option<usize>, now: u64) -> Option<usize> {
+    fn set_active(&mut self, q: Option<usize>) -> Option<usize> {
         let q = q.or_else(|| {
             if self.rq_queued == 0 {
                 return None;
@@ -847,7 +847,6 @@ impl Cfq {
             qq.fifo_expire = false;
             qq.slice_new = true;
             self.idle_timer = None;
-            let _ = now;
         }
         self.active = q;
         q
@@ -918,7 +917,7 @@ impl Cfq {
             }
             self.choose_group(now);
         }
-        self.set_active(new_cfqq, now)
+        self.set_active(new_cfqq)
     }
 
     fn slice_used_soon(&self, q: usize, now: u64) -> bool {

@@ -949,8 +949,6 @@ impl<'c> Simulation<'c> {
         } else {
             runs = b.readahead.on_read(cache, b.file, first, count);
         }
-        let b = self.processes[p].buffered.as_mut().unwrap();
-        let write = b.write;
         // Each readahead request is built and submitted in the reader's context.
         let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
         let requests: u64 = runs.iter().map(|&(_, _, n)| n.div_ceil(max_pages)).sum();
@@ -975,7 +973,6 @@ impl<'c> Simulation<'c> {
                 page += n;
             }
         }
-        let _ = write;
         self.events.schedule(end, Event::CallDone { process });
     }
 
