@@ -65,7 +65,7 @@ def sim_config(host: str, device: str, jobs: tuple[Job, ...], runtime_s: float, 
         "seed": seed,
         "host": host_params,
         "devices": [device_params],
-        "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None},
+        "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None, "block_layer": None},
         "sample_interval_ns": 100_000_000,
         "jobs": resolved,
     }

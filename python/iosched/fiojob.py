@@ -21,14 +21,14 @@ OPTIONS = {
     "rate_iops": "nonneg", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
-    "ioengine": "engine",
+    "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
 }
 ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
 # Accepted and without effect in the simulator (documented as such).
-IGNORED = {"description", "thread", "norandommap", "randrepeat", "invalidate"}
+IGNORED = {"description", "thread", "norandommap", "randrepeat"}
 # Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
 KNOWN_FIO = {
-    "stonewall", "wait_for", "verify", "do_verify", "verify_fatal", "rate", "rate_min", "rate_process", "bssplit",
+    "wait_for", "verify", "do_verify", "verify_fatal", "rate", "rate_min", "rate_process", "bssplit",
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
     "new_group", "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
@@ -65,6 +65,7 @@ class JobContext:
     default_runtime_ns: int | None
     default_ramp_ns: int
     default_time_based: bool
+    page_cache: bool = False        # the host preset has a page cache: buffered jobs (direct=0) can run
 
 
 @dataclass
@@ -234,10 +235,25 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         notes.append(f"{raw.file}: {raw.label}: ioengine=psync is synchronous: iodepth={iodepth} behaves as 1")
         iodepth = 1
     batch = min(max(batch, 1), iodepth)  # fio: 0 means 1; never more than iodepth
-    if "direct" in opts and not _bool(raw, *opts["direct"]):
-        raise _err(raw, "direct=0", "buffered I/O is not modelled (use direct=1)")
-    if "buffered" in opts and _bool(raw, *opts["buffered"]):
-        raise _err(raw, "buffered=1", "buffered I/O is not modelled (use direct=1)")
+    buffered = ("direct" in opts and not _bool(raw, *opts["direct"])) or \
+        ("buffered" in opts and _bool(raw, *opts["buffered"]))
+    if "direct" in opts and "buffered" in opts and _bool(raw, *opts["direct"]) == _bool(raw, *opts["buffered"]):
+        raise _err(raw, "direct", "direct and buffered contradict each other")
+    buffered_key = "direct=0" if "direct" in opts and not _bool(raw, *opts["direct"]) else "buffered=1"
+    if buffered:
+        if not ctx.page_cache:
+            raise _err(raw, buffered_key, "buffered I/O needs a host preset with a page_cache "
+                       "(e.g. i7-3517u-4c); use direct=1")
+        if rw not in ("read", "write"):
+            raise _err(raw, buffered_key, f"buffered I/O is modelled for rw=read and rw=write only, got rw={rw}")
+        if engine != "psync":
+            raise _err(raw, buffered_key, f"buffered I/O is modelled with ioengine=psync only, got {engine}")
+        if bs % 4096:
+            raise _err(raw, "bs", f"buffered I/O needs whole 4 KiB pages, got bs={bs}")
+        if "size" not in opts:
+            raise _err(raw, "size", "a buffered job needs a size (the size of each process's file)")
+    invalidate = _bool(raw, *opts["invalidate"]) if "invalidate" in opts else True
+    stonewall = _bool(raw, *opts["stonewall"]) if "stonewall" in opts else False
 
     def time_opt(name: str, unit: str) -> int | None:
         if name not in opts:
@@ -334,6 +350,23 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                    f"expected a multiple of the logical block size {lbs}, got {bs}")
     if bs > size:
         raise _err(raw, opts["bs"][0] if "bs" in opts else "bs", f"block size {bs} is larger than size {size}")
+    increment = size_opt("offset_increment")
+    if isinstance(increment, Percent):
+        increment = int(capacity * increment / 100) // lbs * lbs
+    increment = increment or 0
+    if increment % lbs or (buffered and increment % 4096):
+        raise _err(raw, opts["offset_increment"][0],
+                   f"expected a multiple of {4096 if buffered else lbs} bytes, got {increment}")
+    if buffered and (offset % 4096 or size % 4096):
+        raise _err(raw, "offset" if offset % 4096 else "size",
+                   "buffered I/O needs offset and size in whole 4 KiB pages")
+    last = offset + (numjobs - 1) * increment + size
+    if last > capacity:
+        raise _err(raw, opts["offset_increment"][0] if "offset_increment" in opts else "numjobs",
+                   f"offset + (numjobs - 1) x offset_increment + size ({last} bytes) exceeds the device capacity "
+                   f"({capacity} bytes)")
+    if buffered and len(idx) > 1:
+        raise _err(raw, "filename", "a buffered job's file is on one device")
 
     # runtime
     if runtime is None:
@@ -353,6 +386,7 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         "iodepth_batch_submit": batch, "numjobs": numjobs, "ioengine": engine, "start_ns": start, "ramp_ns": ramp, "runtime_ns": runtime,
         "time_based": time_based, "rate_iops": rate_iops, "thinktime_ns": thinktime, "prioclass": prioclass,
         "prio": prio, "cgroup": cgroup, "cgroup_weight": weight, "cpus_allowed": cpus, "cpus_split": split,
-        "offset_bytes": offset, "size_bytes": size, "devices": idx,
+        "offset_bytes": offset, "size_bytes": size, "devices": idx, "offset_increment_bytes": increment,
+        "buffered": buffered, "invalidate": invalidate, "stonewall": stonewall,
     }
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes)

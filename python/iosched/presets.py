@@ -20,14 +20,17 @@ DEVICE_FIELDS = (
     "controller_cores", "command_ns", "read_pipeline_ns", "write_ack_ns", "write_ack_jitter_ns", "channels", "units_per_channel",
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
     "program_ns", "erase_ns", "read_suspend_ns", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
-    "gc_free_units_low", "condition", "trimmed_fraction",
+    "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb",
 )
-DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns",)
+DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
-HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs")
-HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs")
+HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs",
+               "page_cache")
+HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs", "page_cache")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
+# PageCacheConfig in config.rs: the page cache buffered jobs (direct=0) need.
+PAGE_CACHE_FIELDS = ("capacity_bytes", "copy_bytes_per_s", "dirty_background_ratio", "dirty_ratio", "read_ahead_kb")
 
 
 def presets_dir() -> Path:
@@ -137,6 +140,15 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                         need_float(f"{k}.{ek}", ev)
                     else:
                         need_int(f"{k}.{ek}", ev)
+            elif k == "page_cache":
+                if not isinstance(v, dict):
+                    raise SpecError(file, f"params.{k}", "expected a table")
+                _check_fields(file, f"params.{k}.", v, PAGE_CACHE_FIELDS, ())
+                for ck in PAGE_CACHE_FIELDS:
+                    need_int(f"{k}.{ck}", v[ck])
+                for ck in ("dirty_background_ratio", "dirty_ratio"):
+                    if v[ck] > 100:
+                        raise SpecError(file, f"params.{k}.{ck}", f"expected a percentage 0..100, got {v[ck]!r}")
             elif k == "scheduler_costs":
                 if not isinstance(v, dict):
                     raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")

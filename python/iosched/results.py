@@ -70,7 +70,9 @@ def job_rows(run: ResolvedRun, rid: str, result: dict[str, Any]) -> list[dict[st
             "sweep_point": json.dumps(run.sweep_point, sort_keys=True), "repetition": run.repetition,
             "backend": "sim", "scheduler": run.scheduler,
             "tunables": json.dumps(dict(run.tunables, **({"nr_requests": run.nr_requests}
-                                                         if run.nr_requests is not None else {})), sort_keys=True),
+                                                         if run.nr_requests is not None else {}),
+                                        **({"block_layer": run.block_layer} if run.block_layer else {})),
+                                   sort_keys=True),
             "seed": run.seed, "host": run.host_preset, "device": "+".join(uniq), "devices": len(run.devices),
             "iosched_version": __version__, "job": jr["name"], "numjobs": rj.config["numjobs"], "window_ns": w,
         }
@@ -188,7 +190,7 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "sim", "iosched_version": __version__,
         "host": run.host_preset, "devices": run.device_presets, "scheduler": run.scheduler,
-        "tunables": run.tunables, "nr_requests": run.nr_requests,
+        "tunables": run.tunables, "nr_requests": run.nr_requests, "block_layer": run.block_layer,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
                  for j in run.jobs],
         "notes": run.notes, "sim_config": build_config(run),

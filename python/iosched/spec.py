@@ -34,6 +34,16 @@ def known_schedulers() -> tuple[str, ...] | None:
     return tuple(_native.schedulers())
 
 
+def block_layers(name: str) -> tuple[str, ...] | None:
+    """The block layers scheduler ``name`` runs on, its default first (None without the native module)."""
+    try:
+        from . import _native
+    except ImportError:
+        return None
+    layers = _native.block_layers(name)
+    return tuple(layers) if layers is not None else None
+
+
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
 
 
@@ -59,6 +69,8 @@ class SchedulerSpec(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     name: str = DEFAULT_SCHEDULER
     nr_requests: int | None = Field(default=None, ge=1)
+    # The block layer: "legacy" (single-queue, Linux <= 4.x) or "blk-mq"; None: the scheduler's own.
+    block_layer: Literal["legacy", "blk-mq"] | None = None
 
 
 TimeValue = str | int | float
@@ -313,6 +325,7 @@ class ResolvedRun:
     jobs: list[ResolvedJob]
     sample_interval_ns: int
     notes: list[str] = field(default_factory=list)
+    block_layer: str | None = None     # as the spec set it (None: the scheduler's own)
 
 
 def device_names(interfaces: list[str]) -> list[str]:
@@ -366,6 +379,18 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     if known is not None and sched.name not in known:
         raise SpecError(file, "scheduler.name", f"unknown scheduler {show(sched.name)} "
                         f"(the simulator knows: {', '.join(known)})")
+    layers = block_layers(sched.name) if known is not None else None
+    if layers is not None:
+        layer = sched.block_layer or layers[0]
+        if layer not in layers:
+            other = "none, mq-deadline, kyber or bfq" if layer == "blk-mq" else "noop, deadline, cfq or bfq"
+            raise SpecError(file, "scheduler.block_layer", f"{sched.name} does not exist on the {layer} block layer "
+                            f"(it runs on: {', '.join(layers)}); on {layer} use {other}")
+        if layer == "legacy":
+            nvme = [d["name"] for d in devices if d["interface"] == "nvme"]
+            if nvme:
+                raise SpecError(file, "scheduler.name", f"{sched.name} runs on the legacy block layer, which needs a "
+                                f"SATA device: {nvme[0]} is NVMe, and the Linux NVMe driver is blk-mq only")
     tunables: dict[str, int] = {}
     for k, v in (sched.model_extra or {}).items():
         if isinstance(v, bool) or not isinstance(v, int):
@@ -384,7 +409,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     notes: list[str] = []
     for j in jobs:
         ctx = JobContext(devices=infos, cores=host["cores"], default_runtime_ns=duration, default_ramp_ns=ramp,
-                         default_time_based=(j.origin == "toml"))
+                         default_time_based=(j.origin == "toml"), page_cache="page_cache" in host)
         rj = resolve_job(j, ctx)
         rjobs.append(rj)
         notes.extend(rj.notes)
@@ -393,7 +418,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
         seed=spec.seed + repetition, host_preset=host_p.name, device_presets=device_presets, scheduler=sched.name,
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
-        jobs=rjobs, sample_interval_ns=sample, notes=notes)
+        jobs=rjobs, sample_interval_ns=sample, notes=notes, block_layer=sched.block_layer)
 
 
 def _check_cgroup_weights(jobs: list[RawJob], resolved: list[ResolvedJob]) -> None:

@@ -48,10 +48,17 @@ fn schedulers() -> Vec<&'static str> {
     iosched_sim::SCHEDULERS.to_vec()
 }
 
+/// The block layers a scheduler runs on, its default first ("blk-mq", "legacy"); None for an unknown name.
+#[pyfunction]
+fn block_layers(name: &str) -> Option<Vec<&'static str>> {
+    iosched_policy::block_layers(name).map(|layers| layers.iter().map(|l| l.name()).collect())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
+    m.add_function(wrap_pyfunction!(block_layers, m)?)?;
     Ok(())
 }

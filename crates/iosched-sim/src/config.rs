@@ -25,6 +25,10 @@ fn one() -> u32 {
     1
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn default_sample_interval_ns() -> u64 {
     100_000_000
 }
@@ -61,6 +65,24 @@ pub struct HostConfig {
     /// nothing extra.
     #[serde(default)]
     pub scheduler_costs: std::collections::BTreeMap<String, SchedulerCost>,
+    /// The page cache for buffered jobs (`pagecache.rs`); a host without one cannot run them.
+    #[serde(default)]
+    pub page_cache: Option<PageCacheConfig>,
+}
+
+/// The host's page cache: its size, how fast data is copied in and out, and the kernel's writeback thresholds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageCacheConfig {
+    /// Memory the page cache may use.
+    pub capacity_bytes: u64,
+    /// Rate at which read() and write() copy data between the page cache and the caller's buffer.
+    pub copy_bytes_per_s: u64,
+    /// vm.dirty_background_ratio and vm.dirty_ratio, percent of `capacity_bytes`.
+    pub dirty_background_ratio: u32,
+    pub dirty_ratio: u32,
+    /// Largest readahead window (the queue's read_ahead_kb).
+    pub read_ahead_kb: u32,
 }
 
 /// CPU time a scheduler's hooks add per request, uncontended. It runs under the scheduler's lock when the policy's
@@ -140,6 +162,9 @@ pub struct DeviceConfig {
     pub condition: Condition,
     /// Fraction of the logical space trimmed after conditioning (raises the effective spare area).
     pub trimmed_fraction: f64,
+    /// Largest request the block layer builds by merging (`max_sectors_kb`); None: 128 KiB.
+    #[serde(default)]
+    pub max_sectors_kb: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -149,9 +174,14 @@ pub struct SchedulerConfig {
     /// Tunables by sysfs name and unit (values as integers, as sysfs takes them).
     #[serde(default)]
     pub tunables: Vec<(String, i64)>,
-    /// blk-mq scheduler tags per hardware queue (`nr_requests`); None: the kernel's default.
+    /// blk-mq scheduler tags per hardware queue, or the legacy request list's sync and async limit
+    /// (`nr_requests`); None: the kernel's default.
     #[serde(default)]
     pub nr_requests: Option<u32>,
+    /// "legacy" (the single-queue request_queue of Linux <= 4.x) or "blk-mq"; None: the scheduler's own layer
+    /// (`iosched_policy::block_layers`, the first entry).
+    #[serde(default)]
+    pub block_layer: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,4 +247,16 @@ pub struct JobConfig {
     pub size_bytes: u64,
     /// Indices into `devices`; several = fio's colon list, I/Os spread across them.
     pub devices: Vec<u32>,
+    /// fio's offset_increment: clone i addresses the region starting at offset + i × this.
+    #[serde(default)]
+    pub offset_increment_bytes: u64,
+    /// fio's direct=0: buffered I/O through the host's page cache (sequential read or write, psync).
+    #[serde(default)]
+    pub buffered: bool,
+    /// fio's invalidate: a buffered job drops the clean cached pages of its file when it starts.
+    #[serde(default = "yes")]
+    pub invalidate: bool,
+    /// fio's stonewall: the job starts only once every earlier job has finished.
+    #[serde(default)]
+    pub stonewall: bool,
 }

@@ -632,6 +632,7 @@ mod tests {
             gc_free_units_low: 4,
             condition,
             trimmed_fraction: 0.0,
+            max_sectors_kb: None,
         }
     }
 

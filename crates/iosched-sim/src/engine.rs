@@ -29,6 +29,10 @@ pub enum Event {
     SchedulerTimer { device: u32 },
     /// Take a time-series sample.
     Sample,
+    /// A buffered read() or write() finished its CPU work (buffered jobs).
+    CallDone { process: u32 },
+    /// The writeback flusher may submit its next request.
+    FlusherStep,
 }
 
 /// A pending event. Ordered by one packed key, (time << 64 | sequence), reversed so the max-heap pops the earliest:

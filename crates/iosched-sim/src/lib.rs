@@ -8,8 +8,10 @@ pub mod device;
 pub mod engine;
 pub mod host;
 pub mod metrics;
+pub mod pagecache;
 pub mod result;
 pub mod sim;
+pub mod sq;
 pub mod workload;
 
 pub use config::SimConfig;

@@ -11,18 +11,39 @@
 //! 4. On the submitting core: the scheduler's completion cost, then each bio's completion path (plus the
 //!    sleep/wake path when the core had gone idle), then the process issues its next I/O.
 
-use iosched_policy::{AfterCompletion, IoprioClass, Op, Request, SECTOR_BYTES};
+use iosched_policy::{AfterCompletion, BlockLayer, IoprioClass, Op, Request, SECTOR_BYTES};
 
 use crate::blk::BlockQueue;
-use crate::config::{EngineCost, IoEngine, SimConfig};
+use crate::config::{EngineCost, Interface, IoEngine, Rw, SimConfig};
 use crate::device::{Command, Device};
 use crate::engine::{Event, EventQueue};
 use crate::host::{CpuAccount, Host};
 use crate::metrics::LatencyStats;
+use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
 use crate::workload::{process_rng, Generator};
 
 const NO_IO: u32 = u32::MAX;
+
+/// What a bio is for: a fio I/O, or page-cache I/O (readahead into, writeback from, pages `first..first + count`
+/// of a file).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BioKind {
+    Fio,
+    Readahead { file: u32, first: u64, count: u64 },
+    Writeback { file: u32, first: u64, count: u64 },
+}
+
+/// A buffered process's state: its file, readahead, and the call in progress.
+struct Buffered {
+    file: usize,
+    write: bool,
+    readahead: Readahead,
+    /// The read() or write() in progress: first page, pages, bytes, when it started.
+    call: Option<(u64, u64, u32, u64)>,
+    /// Sleeping: a read waits for its pages, a write for the dirty limit.
+    waiting: bool,
+}
 
 #[derive(Clone)]
 struct IoSlot {
@@ -44,12 +65,18 @@ struct IoSlot {
     request: Option<Request>,
     /// In use (between issue and completion); a second completion of the same bio is a bug caught here.
     live: bool,
+    sync: bool,
+    kind: BioKind,
 }
 
 struct Process {
     job: u32,
     clone: u32,
-    generator: Generator,
+    /// None for the writeback flusher (a kernel thread, not a job's process).
+    generator: Option<Generator>,
+    /// Jobs separated by `stonewall` run in groups, one after the other.
+    group: u32,
+    buffered: Option<Buffered>,
     allowed_cores: Vec<u32>,
     core: u32,
     devices: Vec<u32>,
@@ -101,6 +128,17 @@ pub struct Simulation<'c> {
     slots: Vec<IoSlot>,
     free_slots: Vec<u32>,
     costs: SchedulerCosts,
+    /// Processes of each stonewall group not yet finished, and the group running.
+    group_remaining: Vec<u32>,
+    current_group: u32,
+    cache: Option<PageCache>,
+    /// The writeback flusher's process index, and whether a step is pending or its last request not yet accepted.
+    flusher: Option<u32>,
+    flusher_busy: bool,
+    /// Readahead and writeback bios not yet completed (the run drains them after the last process finished).
+    cache_bios_in_flight: u64,
+    stonewalled: bool,
+    last_finish_ns: u64,
     active_processes: usize,
     ios_issued: u64,
     ios_completed: u64,
@@ -132,6 +170,19 @@ fn validate(config: &SimConfig) -> Result<(), String> {
     check(config.sample_interval_ns > 0, || {
         "sample_interval_ns: expected > 0".into()
     })?;
+    if let Some(pc) = &config.host.page_cache {
+        check(
+            pc.capacity_bytes >= PAGE_BYTES
+                && pc.copy_bytes_per_s > 0
+                && pc.dirty_background_ratio <= 100
+                && pc.dirty_ratio <= 100
+                && pc.read_ahead_kb >= 4,
+            || {
+                "host.page_cache: expected capacity >= 4 KiB, copy rate > 0, ratios 0..100, read_ahead_kb >= 4"
+                    .into()
+            },
+        )?;
+    }
     for d in &config.devices {
         let at = |key: &str| format!("device {}: {key}", d.name);
         check(d.max_hw_queues >= 1 && d.queue_depth >= 1, || {
@@ -210,6 +261,40 @@ fn validate(config: &SimConfig) -> Result<(), String> {
                 job.cgroup_weight, other.name, other.cgroup_weight, job.cgroup
             )));
         }
+        let last_clone_offset =
+            job.offset_bytes + (job.numjobs as u64 - 1) * job.offset_increment_bytes;
+        for &d in &job.devices {
+            let capacity = config.devices[d as usize].capacity_bytes;
+            check(
+                last_clone_offset + job.size_bytes.max(job.bs_bytes) <= capacity,
+                || {
+                    at("offset + (numjobs - 1) x offset_increment + size beyond the end of the device")
+                },
+            )?;
+        }
+        if job.buffered {
+            check(config.host.page_cache.is_some(), || {
+                at("buffered I/O (direct=0) needs a host with a page_cache")
+            })?;
+            check(matches!(job.rw, Rw::Read | Rw::Write), || {
+                at("buffered I/O is modelled for sequential rw=read and rw=write only")
+            })?;
+            check(job.ioengine == IoEngine::Psync, || {
+                at("buffered I/O is modelled for ioengine=psync only")
+            })?;
+            check(job.devices.len() == 1, || {
+                at("a buffered job's file is on one device")
+            })?;
+            check(
+                job.bs_bytes % PAGE_BYTES == 0
+                    && job.offset_bytes % PAGE_BYTES == 0
+                    && job.offset_increment_bytes % PAGE_BYTES == 0
+                    && job.size_bytes > 0,
+                || {
+                    at("buffered I/O needs bs, offset and offset_increment in whole 4 KiB pages and a size")
+                },
+            )?;
+        }
         for &core in &job.cpus_allowed {
             check(core < config.host.cores, || {
                 at(&format!(
@@ -222,26 +307,90 @@ fn validate(config: &SimConfig) -> Result<(), String> {
     Ok(())
 }
 
+/// The block layer of this run: the spec's `block_layer`, or the scheduler's own; an impossible combination (a
+/// legacy-only scheduler on blk-mq, a blk-mq-only one on the legacy layer, the legacy layer on an NVMe device) is an
+/// error that says why.
+fn block_layer(config: &SimConfig) -> Result<BlockLayer, String> {
+    let name = &config.scheduler.name;
+    let layers = iosched_policy::block_layers(name).ok_or_else(|| {
+        format!(
+            "unknown scheduler {name:?}: expected one of {}",
+            iosched_policy::SCHEDULERS.join(", ")
+        )
+    })?;
+    let layer = match config.scheduler.block_layer.as_deref() {
+        None => layers[0],
+        Some("legacy") => BlockLayer::Legacy,
+        Some("blk-mq") => BlockLayer::Mq,
+        Some(other) => {
+            return Err(format!(
+                "scheduler.block_layer: expected \"legacy\" or \"blk-mq\", got {other:?}"
+            ))
+        }
+    };
+    if !layers.contains(&layer) {
+        let hint = match layer {
+            BlockLayer::Mq => "; on blk-mq use none, mq-deadline, kyber or bfq",
+            BlockLayer::Legacy => "; on the legacy layer use noop, deadline, cfq or bfq",
+        };
+        return Err(format!(
+            "scheduler {name} does not exist on the {} block layer (it runs on: {}){hint}",
+            layer.name(),
+            layers
+                .iter()
+                .map(|l| l.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if layer == BlockLayer::Legacy {
+        if let Some(d) = config
+            .devices
+            .iter()
+            .find(|d| d.interface == Interface::Nvme)
+        {
+            return Err(format!(
+                "device {}: the legacy block layer (scheduler {name}) needs a SATA/SCSI device; the Linux NVMe \
+                 driver has been blk-mq only since 3.19",
+                d.name
+            ));
+        }
+    }
+    Ok(layer)
+}
+
 impl<'c> Simulation<'c> {
     pub fn new(config: &'c SimConfig) -> Result<Self, String> {
         validate(config)?;
         let cores = config.host.cores;
+        let layer = block_layer(config)?;
         let mut queues = Vec::new();
         let mut devices = Vec::new();
         for (index, device) in config.devices.iter().enumerate() {
-            let nr_hw_queues = cores.min(device.max_hw_queues);
+            let nr_hw_queues = match layer {
+                BlockLayer::Mq => cores.min(device.max_hw_queues),
+                BlockLayer::Legacy => 1,
+            };
             let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
             for (name, value) in &config.scheduler.tunables {
                 elevator
                     .set_tunable(name, *value)
                     .map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
             }
-            let mut queue = BlockQueue::new(
-                elevator,
-                nr_hw_queues,
-                device.queue_depth,
-                config.scheduler.nr_requests,
-            );
+            let mut queue = match layer {
+                BlockLayer::Mq => BlockQueue::new(
+                    elevator,
+                    nr_hw_queues,
+                    device.queue_depth,
+                    config.scheduler.nr_requests,
+                ),
+                BlockLayer::Legacy => {
+                    BlockQueue::legacy(elevator, device.queue_depth, config.scheduler.nr_requests)
+                }
+            };
+            if let Some(kib) = device.max_sectors_kb {
+                queue.set_max_sectors_kb(kib);
+            }
             queue.set_lock_handoff_ns(config.host.lock_handoff_ns);
             queues.push(queue);
             devices.push(Device::new(
@@ -256,7 +405,7 @@ impl<'c> Simulation<'c> {
             .scheduler_costs
             .get(&config.scheduler.name)
             .map(|c| {
-                let acquisitions = queues[0].elevator.lock_acquisitions();
+                let acquisitions = queues[0].lock_acquisitions();
                 SchedulerCosts {
                     insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
                     complete_ns: c.complete_ns,
@@ -268,7 +417,28 @@ impl<'c> Simulation<'c> {
 
         let mut cgroups: Vec<&str> = vec![""];
         let mut processes = Vec::new();
+        let mut cache = config.host.page_cache.as_ref().map(|pc| {
+            let capacity_pages = pc.capacity_bytes / PAGE_BYTES;
+            PageCache::new(PageCacheLimits {
+                capacity_pages,
+                background_pages: capacity_pages * pc.dirty_background_ratio as u64 / 100,
+                dirty_limit_pages: capacity_pages * pc.dirty_ratio as u64 / 100,
+            })
+        });
+        let read_ahead_pages = config
+            .host
+            .page_cache
+            .as_ref()
+            .map(|pc| pc.read_ahead_kb as u64 * 1024 / PAGE_BYTES)
+            .unwrap_or(1);
+        let mut group = 0u32;
+        let mut group_remaining = vec![0u32];
         for (job_index, job) in config.jobs.iter().enumerate() {
+            if job.stonewall && job_index > 0 && group_remaining[group as usize] > 0 {
+                group += 1;
+                group_remaining.push(0);
+            }
+            group_remaining[group as usize] += job.numjobs;
             let cgroup = match cgroups.iter().position(|c| *c == job.cgroup) {
                 Some(i) => i,
                 None => {
@@ -306,14 +476,36 @@ impl<'c> Simulation<'c> {
                 };
                 let core = allowed_cores[clone as usize % allowed_cores.len()];
                 let start_ns = job.start_ns;
+                let offset = job.offset_bytes + clone as u64 * job.offset_increment_bytes;
+                let buffered = match (&mut cache, job.buffered) {
+                    (Some(cache), true) => {
+                        let file = cache.file(job.devices[0], offset, region_bytes)?;
+                        if job.invalidate && group == 0 {
+                            cache.invalidate_clean(file);
+                        }
+                        Some(Buffered {
+                            file,
+                            write: job.rw == Rw::Write,
+                            readahead: Readahead::new(read_ahead_pages),
+                            call: None,
+                            waiting: false,
+                        })
+                    }
+                    _ => None,
+                };
                 processes.push(Process {
                     job: job_index as u32,
                     clone,
-                    generator: Generator::new(
-                        job,
-                        process_rng(config.seed, job_index as u32, clone),
-                        region_bytes,
+                    generator: Some(
+                        Generator::new(
+                            job,
+                            process_rng(config.seed, job_index as u32, clone),
+                            region_bytes,
+                        )
+                        .at_offset(offset),
                     ),
+                    group,
+                    buffered,
                     allowed_cores,
                     core,
                     devices: job.devices.clone(),
@@ -353,20 +545,82 @@ impl<'c> Simulation<'c> {
                 });
             }
         }
-        let end_ns = processes.iter().map(|p| p.end_ns).max().unwrap_or(0);
+        // With stonewall groups the run ends by the sum of the groups' longest spans at the latest.
+        let end_ns = (0..group_remaining.len() as u32)
+            .map(|g| {
+                processes
+                    .iter()
+                    .filter(|p| p.group == g)
+                    .map(|p| p.end_ns)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum::<u64>();
         let window_start_ns = processes
             .iter()
+            .filter(|p| p.group == 0)
             .map(|p| p.stats_start_ns)
             .min()
             .unwrap_or(0);
+        let stonewalled = group_remaining.len() > 1;
+        let user_processes = processes.len();
+        // The writeback flusher: a kernel thread on any core, issuing asynchronous writes as the page cache's owner.
+        let flusher = if config.jobs.iter().any(|j| j.buffered && j.rw == Rw::Write) {
+            processes.push(Process {
+                job: u32::MAX,
+                clone: 0,
+                generator: None,
+                group: u32::MAX,
+                buffered: None,
+                allowed_cores: (0..cores).collect(),
+                core: 0,
+                devices: Vec::new(),
+                iodepth: 1,
+                batch: 1,
+                inflight: 0,
+                issued: 0,
+                bytes_issued: 0,
+                size_limit_bytes: 0,
+                time_based: false,
+                start_ns: 0,
+                stats_start_ns: 0,
+                end_ns,
+                rate_period_ns: 0,
+                thinktime_ns: 0,
+                issue_pending: false,
+                submitting: false,
+                unreaped: Vec::new(),
+                stopped: true,
+                finished_ns: Some(0),
+                cost: config.host.psync.clone(),
+                ioprio_class: IoprioClass::None,
+                ioprio_level: 4,
+                cgroup: 0,
+                cgroup_weight: 100,
+                read: LatencyStats::default(),
+                write: LatencyStats::default(),
+                cpu: CpuAccount::default(),
+            });
+            Some((processes.len() - 1) as u32)
+        } else {
+            None
+        };
         let mut host = Host::new(cores, config.host.context_switch_ns);
         host.set_window(window_start_ns, end_ns);
         Ok(Self {
             config,
             events: EventQueue::new(),
             host,
-            active_processes: processes.len(),
+            active_processes: user_processes,
             processes,
+            group_remaining,
+            current_group: 0,
+            cache,
+            flusher,
+            flusher_busy: false,
+            cache_bios_in_flight: 0,
+            stonewalled,
+            last_finish_ns: 0,
             queues,
             devices,
             slots: Vec::with_capacity(4096),
@@ -384,6 +638,9 @@ impl<'c> Simulation<'c> {
     /// Run to the end. `progress` gets the fraction of simulated time done now and then; returning false aborts.
     pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<SimResult, String> {
         for p in 0..self.processes.len() {
+            if self.processes[p].group != 0 {
+                continue; // later stonewall groups, and the flusher
+            }
             let start = self.processes[p].start_ns;
             self.processes[p].issue_pending = true;
             self.events
@@ -394,7 +651,7 @@ impl<'c> Simulation<'c> {
             Event::Sample,
         );
         let mut next_progress_check = 1u64 << 16;
-        while self.active_processes > 0 {
+        while self.active_processes > 0 || self.cache_bios_in_flight > 0 {
             let Some((now, event)) = self.events.pop() else {
                 break;
             };
@@ -422,6 +679,8 @@ impl<'c> Simulation<'c> {
                 }
                 Event::SchedulerTimer { device } => self.scheduler_timer(device, now),
                 Event::Sample => self.sample(now),
+                Event::CallDone { process } => self.call_done(process, now),
+                Event::FlusherStep => self.flusher_step(now),
             }
             if self.events.processed >= next_progress_check {
                 next_progress_check += 1 << 16;
@@ -445,11 +704,11 @@ impl<'c> Simulation<'c> {
                 self.ios_issued, self.ios_completed
             ));
         }
-        if let Some(p) = self
-            .processes
-            .iter()
-            .find(|p| p.inflight != 0 || p.finished_ns.is_none())
-        {
+        if let Some(p) = self.processes.iter().find(|p| {
+            p.inflight != 0
+                || p.finished_ns.is_none()
+                || p.buffered.as_ref().is_some_and(|b| b.call.is_some())
+        }) {
             return fail(format!(
                 "process {} of job {} did not finish",
                 p.clone, p.job
@@ -464,16 +723,10 @@ impl<'c> Simulation<'c> {
             .zip(&self.config.devices)
             .zip(&self.devices)
         {
-            let (request_tags, driver_tags) = queue.free_tags();
-            let expected_driver = device.queue_depth * queue.nr_hw_queues;
-            let expected_request = match (queue.has_elevator, self.config.scheduler.nr_requests) {
-                (false, _) => expected_driver,
-                (true, Some(n)) => n * queue.nr_hw_queues,
-                (true, None) => 2 * device.queue_depth.min(128) * queue.nr_hw_queues,
-            };
-            if request_tags != expected_request || driver_tags != expected_driver {
+            if !queue.all_tags_free(device.queue_depth) {
+                let (request_tags, driver_tags) = queue.free_tags();
                 return fail(format!(
-                    "{}: tags free {request_tags}/{driver_tags}, expected {expected_request}/{expected_driver}",
+                    "{}: requests/command slots free {request_tags}/{driver_tags} at the end",
                     device.name
                 ));
             }
@@ -520,6 +773,9 @@ impl<'c> Simulation<'c> {
     fn try_issue(&mut self, process: u32, now: u64) {
         if self.processes[process as usize].submitting {
             return; // the pending SubmitNext continues the loop
+        }
+        if self.processes[process as usize].buffered.is_some() {
+            return self.buffered_call(process, now);
         }
         let mut at = now;
         loop {
@@ -621,7 +877,7 @@ impl<'c> Simulation<'c> {
         let mut previous = NO_IO;
         for i in 0..batch {
             let proc = &mut self.processes[p];
-            let plan = proc.generator.next();
+            let plan = proc.generator.as_mut().expect("a job's process").next();
             let device = proc.devices[plan.device_slot];
             proc.inflight += 1;
             proc.issued += 1;
@@ -644,6 +900,8 @@ impl<'c> Simulation<'c> {
                 tail: NO_IO,
                 request: None,
                 live: true,
+                sync: true,
+                kind: BioKind::Fio,
             };
             // The plug: a bio contiguous with the previous one of this batch joins it.
             if previous != NO_IO {
@@ -667,6 +925,288 @@ impl<'c> Simulation<'c> {
         Some(end)
     }
 
+    // ------------------------------------------------------------ buffered I/O (pagecache.rs)
+
+    fn copy_ns(&self, bytes: u64) -> u64 {
+        let rate = self
+            .config
+            .host
+            .page_cache
+            .as_ref()
+            .map_or(1, |pc| pc.copy_bytes_per_s);
+        (bytes as u128 * 1_000_000_000 / rate as u128) as u64
+    }
+
+    /// A buffered process's next read() or write() call (psync: one at a time).
+    fn buffered_call(&mut self, process: u32, at: u64) {
+        let p = process as usize;
+        let proc = &self.processes[p];
+        let b = proc.buffered.as_ref().expect("a buffered process");
+        if b.call.is_some() || b.waiting || proc.stopped {
+            return;
+        }
+        if at >= proc.end_ns || proc.bytes_issued >= proc.size_limit_bytes {
+            return self.stop(process, at);
+        }
+        let core = if proc.allowed_cores.len() == 1 {
+            proc.allowed_cores[0]
+        } else {
+            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
+        };
+        let submit_ns = proc.cost.submit_ns;
+        let proc = &mut self.processes[p];
+        proc.core = core;
+        let plan = proc.generator.as_mut().expect("a job's process").next();
+        proc.issued += 1;
+        proc.bytes_issued += plan.bytes as u64;
+        let b = proc.buffered.as_mut().unwrap();
+        let cache = self
+            .cache
+            .as_mut()
+            .expect("validated: the host has a page cache");
+        let first = (plan.offset_bytes - cache.offset_of(b.file)) / PAGE_BYTES;
+        let count = plan.bytes as u64 / PAGE_BYTES;
+        let mut work = submit_ns;
+        let mut runs = Vec::new();
+        if b.write {
+            cache.write(b.file, first, count);
+            work += self.copy_ns(plan.bytes as u64);
+        } else {
+            runs = b.readahead.on_read(cache, b.file, first, count);
+        }
+        // Each readahead request is built and submitted in the reader's context.
+        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let requests: u64 = runs.iter().map(|&(_, _, n)| n.div_ceil(max_pages)).sum();
+        work += requests * submit_ns;
+        let proc = &mut self.processes[p];
+        let (start, end) = self.host.run(core, process, at, work, &mut proc.cpu);
+        proc.buffered.as_mut().unwrap().call = Some((first, count, plan.bytes, start));
+        for (file, run_first, run_pages) in runs {
+            let mut page = run_first;
+            while page < run_first + run_pages {
+                let n = max_pages.min(run_first + run_pages - page);
+                self.submit_cache_bio(
+                    process,
+                    core,
+                    BioKind::Readahead {
+                        file: file as u32,
+                        first: page,
+                        count: n,
+                    },
+                    end,
+                );
+                page += n;
+            }
+        }
+        self.events.schedule(end, Event::CallDone { process });
+    }
+
+    /// A page-cache bio of `process` reaches the block layer at `at`.
+    fn submit_cache_bio(&mut self, process: u32, core: u32, kind: BioKind, at: u64) {
+        let (file, first, count, write) = match kind {
+            BioKind::Readahead { file, first, count } => (file, first, count, false),
+            BioKind::Writeback { file, first, count } => (file, first, count, true),
+            BioKind::Fio => unreachable!("fio bios are submitted by submit_batch"),
+        };
+        let cache = self.cache.as_ref().unwrap();
+        let device = cache.device_of(file as usize);
+        let offset_bytes = cache.offset_of(file as usize) + first * PAGE_BYTES;
+        let hctx = core % self.queues[device as usize].nr_hw_queues;
+        let bytes = (count * PAGE_BYTES) as u32;
+        let io = self.alloc_slot(IoSlot {
+            process,
+            write,
+            device,
+            offset_bytes,
+            bytes,
+            request_bytes: bytes,
+            issue_ns: at,
+            core,
+            hctx,
+            dispatch_hctx: hctx,
+            dispatch_ns: 0,
+            next_merged: NO_IO,
+            tail: NO_IO,
+            request: None,
+            live: true,
+            // Readahead is a read (sync for the elevator); writeback is asynchronous.
+            sync: !write,
+            kind,
+        });
+        self.ios_issued += 1;
+        self.cache_bios_in_flight += 1;
+        self.events.schedule(at, Event::BlockSubmit { io });
+    }
+
+    /// A buffered call's CPU work is done: a write may be throttled, a read may wait for its pages.
+    fn call_done(&mut self, process: u32, now: u64) {
+        let p = process as usize;
+        let b = self.processes[p].buffered.as_ref().unwrap();
+        let (file, write) = (b.file, b.write);
+        let (first, count, _, _) = b.call.expect("a call in progress");
+        let cache = self.cache.as_ref().unwrap();
+        if write {
+            let over_limit = cache.over_dirty_limit();
+            self.kick_flusher(now);
+            if over_limit {
+                self.processes[p].buffered.as_mut().unwrap().waiting = true; // balance_dirty_pages
+                return;
+            }
+            return self.finish_call(process, now);
+        }
+        if cache.readable(file, first, count) {
+            let bytes = count * PAGE_BYTES;
+            let work = self.copy_ns(bytes);
+            let core = self.processes[p].core;
+            let proc = &mut self.processes[p];
+            let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);
+            return self.finish_call(process, end);
+        }
+        self.processes[p].buffered.as_mut().unwrap().waiting = true;
+    }
+
+    /// The call returns at `end`: its latency is recorded and the process makes its next call.
+    fn finish_call(&mut self, process: u32, end: u64) {
+        let proc = &mut self.processes[process as usize];
+        let b = proc.buffered.as_mut().unwrap();
+        let (_, _, bytes, start) = b.call.take().expect("a call in progress");
+        b.waiting = false;
+        let write = b.write;
+        if end >= proc.stats_start_ns && end <= proc.end_ns {
+            let stats = if write {
+                &mut proc.write
+            } else {
+                &mut proc.read
+            };
+            stats.record(end - start, bytes as u64);
+            self.interval_ios[proc.job as usize][write as usize] += 1;
+        }
+        self.buffered_call(process, end);
+    }
+
+    /// A readahead or writeback bio completed at `now` (on its submitting core).
+    fn complete_cache_bio(&mut self, io: u32, now: u64) {
+        let slot = &mut self.slots[io as usize];
+        assert!(slot.live, "bio {io} completed twice");
+        slot.live = false;
+        let (kind, core, process) = (slot.kind, slot.core, slot.process);
+        self.free_slots.push(io);
+        self.ios_completed += 1;
+        self.cache_bios_in_flight -= 1;
+        let complete_ns = self.processes[process as usize].cost.complete_ns;
+        let proc = &mut self.processes[process as usize];
+        let (_, end) = self
+            .host
+            .run(core, process, now, complete_ns, &mut proc.cpu);
+        let cache = self.cache.as_mut().unwrap();
+        match kind {
+            BioKind::Readahead { file, first, count } => {
+                cache.end_read(file as usize, first, count);
+                // Wake readers of this file whose pages are all there now; they copy them out.
+                for p in 0..self.processes.len() {
+                    let Some(b) = &self.processes[p].buffered else {
+                        continue;
+                    };
+                    let Some((f, c, _, _)) = b.call else { continue };
+                    if b.write
+                        || !b.waiting
+                        || b.file != file as usize
+                        || !self.cache.as_ref().unwrap().readable(b.file, f, c)
+                    {
+                        continue;
+                    }
+                    let work = self.processes[p].cost.sleep_wake_ns + self.copy_ns(c * PAGE_BYTES);
+                    let pcore = self.processes[p].core;
+                    let proc = &mut self.processes[p];
+                    let (_, done) = self.host.run(pcore, p as u32, end, work, &mut proc.cpu);
+                    self.finish_call(p as u32, done);
+                }
+            }
+            BioKind::Writeback { file, first, count } => {
+                cache.end_writeback(file as usize, first, count);
+                if !cache.over_dirty_limit() {
+                    for p in 0..self.processes.len() {
+                        let waiting_writer = self.processes[p]
+                            .buffered
+                            .as_ref()
+                            .is_some_and(|b| b.write && b.waiting);
+                        if waiting_writer {
+                            let work = self.processes[p].cost.sleep_wake_ns;
+                            let pcore = self.processes[p].core;
+                            let proc = &mut self.processes[p];
+                            let (_, done) =
+                                self.host.run(pcore, p as u32, end, work, &mut proc.cpu);
+                            self.finish_call(p as u32, done);
+                        }
+                    }
+                }
+                self.kick_flusher(end);
+            }
+            BioKind::Fio => unreachable!(),
+        }
+    }
+
+    /// Whether the flusher should write now: while the run lasts, something is dirty, and the background
+    /// threshold is passed or a writer is throttled.
+    fn flusher_should_write(&self) -> bool {
+        let Some(cache) = &self.cache else {
+            return false;
+        };
+        if self.active_processes == 0 || !cache.has_dirty() {
+            return false;
+        }
+        cache.over_background()
+            || self
+                .processes
+                .iter()
+                .any(|p| p.buffered.as_ref().is_some_and(|b| b.write && b.waiting))
+    }
+
+    fn kick_flusher(&mut self, at: u64) {
+        if self.flusher.is_some() && !self.flusher_busy && self.flusher_should_write() {
+            self.flusher_busy = true;
+            self.events.schedule(at, Event::FlusherStep);
+        }
+    }
+
+    /// The flusher submits its next request; it goes on once the block layer has accepted it.
+    fn flusher_step(&mut self, now: u64) {
+        let Some(flusher) = self.flusher else { return };
+        if !self.flusher_should_write() {
+            self.flusher_busy = false;
+            return;
+        }
+        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let Some((file, first, count)) = self.cache.as_mut().unwrap().next_writeback(max_pages)
+        else {
+            self.flusher_busy = false;
+            return;
+        };
+        let proc = &self.processes[flusher as usize];
+        let core = self.host.least_loaded(&proc.allowed_cores, proc.core, now);
+        let submit_ns = proc.cost.submit_ns;
+        let proc = &mut self.processes[flusher as usize];
+        proc.core = core;
+        let (_, end) = self.host.run(core, flusher, now, submit_ns, &mut proc.cpu);
+        self.submit_cache_bio(
+            flusher,
+            core,
+            BioKind::Writeback {
+                file: file as u32,
+                first,
+                count,
+            },
+            end,
+        );
+    }
+
+    /// Bio `io` got into the elevator (inserted or merged): a flusher waiting on it goes on.
+    fn accepted(&mut self, io: u32, now: u64) {
+        if matches!(self.slots[io as usize].kind, BioKind::Writeback { .. }) {
+            self.events.schedule(now, Event::FlusherStep);
+        }
+    }
+
     /// Append bio `io` to the chain of the request headed by `head`.
     fn link(&mut self, head: u32, io: u32) {
         let tail = self.slots[head as usize].tail;
@@ -686,6 +1226,41 @@ impl<'c> Simulation<'c> {
         if proc.inflight == 0 && proc.finished_ns.is_none() {
             proc.finished_ns = Some(at);
             self.active_processes -= 1;
+            self.last_finish_ns = self.last_finish_ns.max(at);
+            let group = proc.group as usize;
+            self.group_remaining[group] -= 1;
+            if self.group_remaining[group] == 0 && group + 1 < self.group_remaining.len() {
+                self.start_group(group as u32 + 1, at);
+            }
+        }
+    }
+
+    /// fio's stonewall: the next group of jobs starts when the previous one has finished.
+    fn start_group(&mut self, group: u32, at: u64) {
+        self.current_group = group;
+        for p in 0..self.processes.len() {
+            if self.processes[p].group != group {
+                continue;
+            }
+            let job = &self.config.jobs[self.processes[p].job as usize];
+            let (start, ramp, runtime, invalidate) = (
+                at + job.start_ns,
+                job.ramp_ns,
+                job.runtime_ns,
+                job.invalidate,
+            );
+            let proc = &mut self.processes[p];
+            proc.start_ns = start;
+            proc.stats_start_ns = start + ramp;
+            proc.end_ns = start + ramp + runtime;
+            proc.issue_pending = true;
+            if let (Some(b), Some(cache)) = (&proc.buffered, &mut self.cache) {
+                if invalidate {
+                    cache.invalidate_clean(b.file);
+                }
+            }
+            self.events
+                .schedule(start, Event::Issue { process: p as u32 });
         }
     }
 
@@ -704,7 +1279,7 @@ impl<'c> Simulation<'c> {
             process: slot.process,
             cgroup: proc.cgroup,
             cgroup_weight: proc.cgroup_weight,
-            sync: true,
+            sync: slot.sync,
             start_ns: now,
         }
     }
@@ -764,13 +1339,15 @@ impl<'c> Simulation<'c> {
             if chain_tail != NO_IO {
                 self.slots[into as usize].tail = chain_tail;
             }
+            self.accepted(io, now);
             return;
         }
         if !queue.try_take_request_tag(hctx, rq.op, rq.sync) {
-            queue.wait_for_tag(hctx, rq.op == Op::Write, io);
+            queue.wait_for_tag(hctx, rq.op, rq.sync, io);
             return;
         }
         queue.elevator.insert(rq, now);
+        self.accepted(io, now);
         self.run_hw_queue(device, hctx, now);
         self.arm_timer(device, now);
     }
@@ -846,7 +1423,7 @@ impl<'c> Simulation<'c> {
         );
         self.devices[device as usize].command_completed();
         let queue = &mut self.queues[device as usize];
-        queue.release_tags(rq.hctx, dispatch_hctx);
+        queue.release_tags(rq.hctx, dispatch_hctx, rq.op == Op::Read || rq.sync);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
         let mut sleeping = self.host.idle_at(core, now);
@@ -869,6 +1446,7 @@ impl<'c> Simulation<'c> {
             self.queues[device as usize]
                 .elevator
                 .insert(waiting_rq, now);
+            self.accepted(waiting, now);
             inserted = true;
         }
         match after {
@@ -890,7 +1468,11 @@ impl<'c> Simulation<'c> {
             } else {
                 self.host.idle_at(bio_core, path_start) // a bio merged in from another core's process
             };
-            self.complete_bio(bio, path_start, bio_sleeping);
+            if self.slots[bio as usize].kind == BioKind::Fio {
+                self.complete_bio(bio, path_start, bio_sleeping);
+            } else {
+                self.complete_cache_bio(bio, path_start);
+            }
             if bio_core == core {
                 sleeping = false; // its first bio's completion woke the process
             }
@@ -998,7 +1580,7 @@ impl<'c> Simulation<'c> {
             })
             .collect();
         let mut merged: Vec<(LatencyStats, LatencyStats)> = vec![Default::default(); jobs.len()];
-        for proc in &self.processes {
+        for proc in self.processes.iter().filter(|p| p.generator.is_some()) {
             let job = &mut jobs[proc.job as usize];
             let end = proc.finished_ns.unwrap_or(proc.end_ns).min(proc.end_ns);
             job.window_ns = job.window_ns.max(end.saturating_sub(proc.stats_start_ns));
@@ -1038,7 +1620,11 @@ impl<'c> Simulation<'c> {
             ios_issued: self.ios_issued,
             ios_completed: self.ios_completed,
             window_start_ns: self.window_start_ns,
-            window_ns: self.end_ns - self.window_start_ns,
+            window_ns: if self.stonewalled {
+                self.last_finish_ns.saturating_sub(self.window_start_ns)
+            } else {
+                self.end_ns - self.window_start_ns
+            },
             jobs,
             cores,
             devices: self.devices.iter().map(|d| d.stats.clone()).collect(),

@@ -51,6 +51,12 @@ impl Generator {
         }
     }
 
+    /// Address the region starting at `offset_bytes` instead of the job's offset (fio's `offset_increment`).
+    pub fn at_offset(mut self, offset_bytes: u64) -> Self {
+        self.region_offset_bytes = offset_bytes;
+        self
+    }
+
     pub fn rng(&mut self) -> &mut Pcg64 {
         &mut self.rng
     }
@@ -113,6 +119,10 @@ mod tests {
             offset_bytes: 1 << 20,
             size_bytes: 0,
             devices,
+            offset_increment_bytes: 0,
+            buffered: false,
+            invalidate: true,
+            stonewall: false,
         }
     }
 

@@ -371,6 +371,12 @@ proptest! {
 #[test]
 fn every_scheduler_conserves_requests() {
     for &name in iosched_sim::SCHEDULERS {
+        if !iosched_policy::block_layers(name)
+            .unwrap()
+            .contains(&iosched_policy::BlockLayer::Mq)
+        {
+            continue; // legacy-only: NVMe is blk-mq only (see legacy_path_with_each_scheduler_completes_every_io)
+        }
         let mut reader = job("r", Rw::Randread, 4096, 1, 2, &[0, 1], &[0]);
         let mut writer = job("w", Rw::Randwrite, 4096, 64, 2, &[2, 3], &[0, 1]);
         let mut mixed = job("m", Rw::Randrw, 65536, 8, 1, &[4], &[1]);
@@ -518,6 +524,45 @@ fn k2_never_lets_the_device_hold_more_than_its_bound() {
     }
 }
 
+// ---------------------------------------------------------------- legacy block layer and buffered I/O (seed 004)
+
+fn mb_per_s(result: &SimResult, job: usize, write: bool) -> f64 {
+    let j = &result.jobs[job];
+    let d = if write { &j.write } else { &j.read };
+    d.bytes as f64 / (j.window_ns as f64 / 1e9) / 1e6
+}
+
+#[test]
+fn legacy_path_with_each_scheduler_completes_every_io() {
+    for (scheduler, layer) in [
+        ("noop", None),
+        ("deadline", None),
+        ("cfq", None),
+        ("bfq", Some("legacy")),
+        ("bfq", None),
+    ] {
+        let mut readers = job("r", Rw::Randread, 4096, 8, 2, &[0, 1], &[0]);
+        readers.ioengine = IoEngine::Libaio;
+        let mut writer = job("w", Rw::Randwrite, 4096, 16, 1, &[2], &[0]);
+        writer.ioengine = IoEngine::Libaio;
+        let mut seq = job("s", Rw::Read, 131072, 4, 1, &[3], &[0]);
+        seq.iodepth_batch_submit = 4;
+        let mut config = common::seed004(scheduler, vec![readers, writer, seq]);
+        config.scheduler.block_layer = layer.map(String::from);
+        let r = run(&config);
+        assert_eq!(r.ios_issued, r.ios_completed, "{scheduler}");
+        let got: Vec<f64> = [(0, false), (1, true), (2, false)]
+            .iter()
+            .map(|&(j, w)| kiops(&r, j, w))
+            .collect();
+        // Progress, not equal IOPS: BFQ shares bandwidth in sectors, so the 128 KiB reader gets fewer I/Os.
+        assert!(
+            got.iter().all(|&k| k > 0.2),
+            "{scheduler} {layer:?}: every job made progress: {got:?}"
+        );
+    }
+}
+
 /// The RT task's requests reach K2 in the list of their level (fio's prioclass=1, prio=N), the background's in the
 /// best-effort list; a lower bound shortens the real-time task's wait behind background reads.
 #[test]
@@ -541,5 +586,111 @@ fn k2_serves_the_real_time_task_from_its_level() {
         "k2-8 {} ns vs none {} ns",
         p999(&r),
         p999(&none)
+    );
+}
+
+#[test]
+fn impossible_scheduler_and_block_layer_combinations_are_errors() {
+    let err = |config: &SimConfig| simulate(config, &mut |_| true).err().expect("an error");
+    let mut nvme = seed000(1, vec![job("r", Rw::Randread, 4096, 1, 1, &[0], &[0])]);
+    nvme.scheduler.name = "cfq".into();
+    assert!(err(&nvme).contains("blk-mq only"), "{}", err(&nvme));
+    let mut sata = common::seed004("cfq", vec![job("r", Rw::Randread, 4096, 1, 1, &[0], &[0])]);
+    sata.scheduler.block_layer = Some("blk-mq".into());
+    assert!(
+        err(&sata).contains("does not exist on the blk-mq"),
+        "{}",
+        err(&sata)
+    );
+    sata.scheduler.name = "mq-deadline".into();
+    sata.scheduler.block_layer = Some("legacy".into());
+    assert!(
+        err(&sata).contains("does not exist on the legacy"),
+        "{}",
+        err(&sata)
+    );
+    sata.scheduler.block_layer = Some("sq".into());
+    assert!(
+        err(&sata).contains("expected \"legacy\" or \"blk-mq\""),
+        "{}",
+        err(&sata)
+    );
+    let mut no_cache =
+        common::seed004("noop", vec![common::iozone_job("w", Rw::Write, 1, 1 << 20)]);
+    no_cache.host.page_cache = None;
+    assert!(err(&no_cache).contains("page_cache"), "{}", err(&no_cache));
+}
+
+#[test]
+fn reread_of_a_file_that_fits_the_page_cache_does_not_touch_the_device() {
+    const FILE: u64 = 8 << 20;
+    for scheduler in ["noop", "cfq"] {
+        let read = common::iozone_job("read", Rw::Read, 3, FILE);
+        let read_only = run(&common::seed004(scheduler, vec![read.clone()]));
+        let mut reread = common::iozone_job("reread", Rw::Read, 3, FILE);
+        reread.stonewall = true;
+        reread.invalidate = false;
+        let both = run(&common::seed004(scheduler, vec![read, reread]));
+        assert_eq!(both.jobs[0].read.bytes, 3 * FILE);
+        assert_eq!(
+            both.jobs[1].read.bytes,
+            3 * FILE,
+            "the reread read every file"
+        );
+        assert!(
+            read_only.devices[0].read_ios > 0,
+            "the first read comes from the device"
+        );
+        assert_eq!(
+            both.devices[0].read_ios, read_only.devices[0].read_ios,
+            "{scheduler}: the reread added no device reads"
+        );
+        assert!(
+            mb_per_s(&both, 1, false) > 5.0 * mb_per_s(&both, 0, false),
+            "{scheduler}: reread at memory speed: {} vs {} MB/s",
+            mb_per_s(&both, 1, false),
+            mb_per_s(&both, 0, false)
+        );
+    }
+}
+
+#[test]
+fn buffered_writes_stay_in_the_cache_below_the_background_threshold_and_are_throttled_past_the_limit(
+) {
+    // 3 x 8 MiB: far below the 307 MiB background threshold of a 3 GiB cache: nothing reaches the device.
+    let small = run(&common::seed004(
+        "noop",
+        vec![common::iozone_job("w", Rw::Write, 3, 8 << 20)],
+    ));
+    assert_eq!(small.devices[0].write_ios, 0);
+    assert_eq!(small.jobs[0].write.bytes, 3 * (8 << 20));
+    // With a 256 MiB cache (background 25 MiB, limit 51 MiB), 3 x 64 MiB must be written back while the writers
+    // wait for it: the writers end up at about the device's write rate.
+    let mut config = common::seed004("cfq", vec![common::iozone_job("w", Rw::Write, 3, 64 << 20)]);
+    config.host.page_cache.as_mut().unwrap().capacity_bytes = 256 << 20;
+    let big = run(&config);
+    let written = big.devices[0].write_ios;
+    assert!(written > 0, "writeback reached the device");
+    let rate = mb_per_s(&big, 0, true);
+    assert!(
+        rate < 2_000.0,
+        "throttled to writeback speed, not memory speed: {rate} MB/s"
+    );
+    assert!(rate > 100.0, "{rate} MB/s");
+}
+
+#[test]
+fn stonewall_runs_jobs_one_after_the_other() {
+    let first = common::iozone_job("a", Rw::Write, 1, 4 << 20);
+    let mut second = common::iozone_job("b", Rw::Write, 1, 4 << 20);
+    second.stonewall = true;
+    let r = run(&common::seed004("noop", vec![first, second]));
+    assert!(r.jobs[0].window_ns > 0 && r.jobs[1].window_ns > 0);
+    assert!(
+        r.window_ns >= r.jobs[0].window_ns + r.jobs[1].window_ns,
+        "the run lasts both jobs back to back: {} vs {} + {}",
+        r.window_ns,
+        r.jobs[0].window_ns,
+        r.jobs[1].window_ns
     );
 }

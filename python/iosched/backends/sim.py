@@ -22,6 +22,7 @@ def build_config(run: ResolvedRun) -> dict[str, Any]:
             "name": run.scheduler,
             "tunables": [[k, v] for k, v in sorted(run.tunables.items())],
             "nr_requests": run.nr_requests,
+            "block_layer": run.block_layer,
         },
         "jobs": [j.config for j in run.jobs],
         "sample_interval_ns": run.sample_interval_ns,

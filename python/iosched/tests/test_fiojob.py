@@ -101,10 +101,10 @@ def test_filename_colon_list():
 
 
 @pytest.mark.parametrize("opts,msg", [
-    ({"stonewall": None}, "jobs.fio: [j] stonewall: fio option not supported by iosched"),
+    ({"wait_for": "x"}, "jobs.fio: [j] wait_for: fio option not supported by iosched"),
     ({"verify": "md5"}, "jobs.fio: [j] verify: fio option not supported by iosched"),
     ({"filename": "/dev/nvme3n1"}, "jobs.fio: [j] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)"),
-    ({"direct": "0"}, "jobs.fio: [j] direct=0: buffered I/O is not modelled"),
+    ({"direct": "0"}, "jobs.fio: [j] direct=0: buffered I/O needs a host preset with a page_cache"),
     ({"rw": "randread:8"}, "jobs.fio: [j] rw: \"randread:8\": the :N offset modifier"),
     ({"rw": "trim"}, "jobs.fio: [j] rw: expected one of"),
     ({"iodepth": "0"}, "jobs.fio: [j] iodepth: expected an integer >= 1, got 0"),
@@ -158,3 +158,30 @@ def test_cgroup_weight_applies_to_a_named_cgroup_only_as_in_fio():
     r = resolve_job(RawJob("j", {"cgroup_weight": "250"}, "f", "[j]", "fio"), ctx())
     assert (r.config["cgroup"], r.config["cgroup_weight"]) == ("", 100)
     assert "cgroup_weight has no effect without cgroup" in r.notes[0]
+
+
+def buffered_ctx():
+    c = ctx()
+    c.page_cache = True
+    return c
+
+
+def test_buffered_job_with_its_own_file_per_process():
+    opts = {"rw": "write", "direct": "0", "ioengine": "psync", "bs": "64k", "size": "8m", "numjobs": "3",
+            "offset_increment": "8m", "invalidate": "0", "stonewall": None}
+    c = resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), buffered_ctx()).config
+    assert c["buffered"] and not c["invalidate"] and c["stonewall"]
+    assert c["offset_increment_bytes"] == 8 << 20 and c["size_bytes"] == 8 << 20
+
+
+@pytest.mark.parametrize("opts,msg", [
+    ({"rw": "randread", "direct": "0", "ioengine": "psync", "size": "1m"}, "rw=read and rw=write only"),
+    ({"rw": "read", "direct": "0", "size": "1m"}, "ioengine=psync only, got io_uring"),
+    ({"rw": "read", "direct": "0", "ioengine": "psync"}, "size: a buffered job needs a size"),
+    ({"rw": "read", "direct": "0", "ioengine": "psync", "size": "1m", "bs": "2k"}, "whole 4 KiB pages"),
+    ({"rw": "read", "numjobs": "4", "size": "1t", "offset_increment": "1t"}, "exceeds the device capacity"),
+])
+def test_buffered_option_errors(opts, msg):
+    with pytest.raises(SpecError) as e:
+        resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), buffered_ctx())
+    assert msg in str(e.value)

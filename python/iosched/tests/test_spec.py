@@ -56,11 +56,12 @@ def test_sim_config_shape(tmp_path):
     runs = expand_runs(load_experiment(str(write(tmp_path, BASE))))
     cfg = build_config(runs[0])
     assert set(cfg) == {"seed", "host", "devices", "scheduler", "jobs", "sample_interval_ns"}
-    assert set(cfg["scheduler"]) == {"name", "tunables", "nr_requests"}
+    assert set(cfg["scheduler"]) == {"name", "tunables", "nr_requests", "block_layer"}
     assert set(cfg["jobs"][0]) == {
         "name", "rw", "rwmixread", "bs_bytes", "iodepth", "iodepth_batch_submit", "numjobs", "ioengine", "start_ns", "ramp_ns",
         "runtime_ns", "time_based", "rate_iops", "thinktime_ns", "prioclass", "prio", "cgroup", "cgroup_weight",
-        "cpus_allowed", "cpus_split", "offset_bytes", "size_bytes", "devices"}
+        "cpus_allowed", "cpus_split", "offset_bytes", "size_bytes", "devices", "offset_increment_bytes", "buffered",
+        "invalidate", "stonewall"}
     assert "name" in cfg["devices"][0] and "io_uring" in cfg["host"]
     assert len(run_id(runs[0])) == 16 and run_id(runs[0]) != run_id(runs[1])
 
@@ -141,7 +142,11 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace('cores = 10', 'cores = 12'), ["host.cores: expected at most 10"]),
     (lambda t: t.replace('preset = "samsung-980pro-1tb"', 'preset = "nope"'),
      ['devices[0].preset: unknown device preset "nope"']),
-    (lambda t: t.replace('name = "none"', 'name = "cfq"'), ['scheduler.name: unknown scheduler "cfq"']),
+    (lambda t: t.replace('name = "none"', 'name = "bfq-mq"'), ['scheduler.name: unknown scheduler "bfq-mq"']),
+    (lambda t: t.replace('name = "none"', 'name = "cfq"'),
+     ["scheduler.name: cfq runs on the legacy block layer, which needs a SATA device: /dev/nvme0n1 is NVMe"]),
+    (lambda t: t.replace('name = "none"', 'name = "none", block_layer = "legacy"'),
+     ["scheduler.block_layer: none does not exist on the legacy block layer"]),
     (lambda t: t.replace('name = "none"', 'name = "none", read_lat_nsec = "x"'), ["scheduler.read_lat_nsec"]),
     (lambda t: t.replace("repeat = 2", "repeat = 0"), ["spec.toml: repeat: expected an integer >= 1, got 0"]),
     (lambda t: t.replace("repeat = 2", 'repeat = "2"'), ["spec.toml: repeat: expected an integer"]),
@@ -151,11 +156,12 @@ def assert_one_line_error(res, *needles):
                                                           'sweep point job.bg.iodepth=0']),
     (lambda t: t.replace("[[job]]\nname = \"bg\"", "[[job]]\nname = \"lapp\""), ["duplicate job name"]),
     (lambda t: t + "\nthis is not toml", ["spec.toml: invalid TOML"]),
-    (lambda t: t.replace("iodepth = 32", "stonewall = true"), ['job "bg": stonewall: fio option not supported']),
     (lambda t: t.replace('iodepth = 1\n', 'iodepth = 1\ncgroup = "a"\ncgroup_weight = 500\n')
      .replace("iodepth = 32", 'iodepth = 32\ncgroup = "a"'),
      ['spec.toml: job "bg": cgroup_weight: cgroup "a" already has weight 500 (from job "lapp"); '
       'expected the same weight, got 100']),
+    (lambda t: t.replace("iodepth = 32", "wait_for = \"lapp\""), ['job "bg": wait_for: fio option not supported']),
+    (lambda t: t.replace("iodepth = 32", "direct = 0"), ['job "bg": direct=0: buffered I/O needs a host preset']),
 ])
 def test_cli_spec_errors(tmp_path, mutate, needles):
     spec = write(tmp_path, mutate(BASE))
@@ -167,9 +173,9 @@ def test_cli_spec_errors(tmp_path, mutate, needles):
 
 def test_cli_jobfile_errors(tmp_path):
     out = tmp_path / "out"
-    jf = write(tmp_path, "[bg]\nrw=randwrite\nstonewall\nruntime=1\n", "jobs.fio")
+    jf = write(tmp_path, "[bg]\nrw=randwrite\nwait_for=x\nruntime=1\n", "jobs.fio")
     assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
-                          f"error: {jf}: [bg] stonewall: fio option not supported by iosched")
+                          f"error: {jf}: [bg] wait_for: fio option not supported by iosched")
     jf = write(tmp_path, "[lapp]\nrw=randread\nfilename=/dev/nvme3n1\nruntime=1\n", "jobs.fio")
     assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
                           "[lapp] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)")

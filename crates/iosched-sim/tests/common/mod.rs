@@ -73,6 +73,10 @@ pub fn job(
         offset_bytes: 0,
         size_bytes: 0,
         devices: devices.to_vec(),
+        offset_increment_bytes: 0,
+        buffered: false,
+        invalidate: true,
+        stonewall: false,
     }
 }
 
@@ -88,6 +92,7 @@ pub fn seed000(ssds: u32, jobs: Vec<JobConfig>) -> SimConfig {
             name: "none".into(),
             tunables: Vec::new(),
             nr_requests: None,
+            block_layer: None,
         },
         jobs,
         sample_interval_ns: 10_000_000,
@@ -120,8 +125,42 @@ pub fn seed001(jobs: Vec<JobConfig>) -> SimConfig {
             name: "none".into(),
             tunables: Vec::new(),
             nr_requests: None,
+            block_layer: None,
         },
         jobs,
         sample_interval_ns: 100_000_000,
     }
+}
+
+/// Seed 004's machine: the i7-3517U host with one SanDisk U100 SATA SSD, `scheduler` on its default block layer.
+pub fn seed004(scheduler: &str, jobs: Vec<JobConfig>) -> SimConfig {
+    SimConfig {
+        seed: 1,
+        host: host("i7-3517u-4c"),
+        devices: vec![device("sandisk-u100-240gb-sata", "/dev/sda")],
+        scheduler: SchedulerConfig {
+            name: scheduler.into(),
+            tunables: Vec::new(),
+            nr_requests: None,
+            block_layer: None,
+        },
+        jobs,
+        sample_interval_ns: 10_000_000,
+    }
+}
+
+/// IOzone-style: `numjobs` psync processes each doing sequential buffered `rw` of its own `file_bytes` file (64 KiB
+/// records), files side by side from 1 GiB.
+pub fn iozone_job(name: &str, rw: Rw, numjobs: u32, file_bytes: u64) -> JobConfig {
+    let mut j = job(name, rw, 65536, 1, numjobs, &[], &[0]);
+    j.ioengine = IoEngine::Psync;
+    j.buffered = true;
+    j.time_based = false;
+    j.ramp_ns = 0;
+    j.runtime_ns = 60_000_000_000;
+    j.offset_bytes = 1 << 30;
+    j.offset_increment_bytes = file_bytes;
+    j.size_bytes = file_bytes;
+    j.cpus_split = false;
+    j
 }
