@@ -10,6 +10,7 @@ pub mod host;
 pub mod metrics;
 pub mod result;
 pub mod sim;
+pub mod trace;
 pub mod workload;
 
 pub use config::SimConfig;

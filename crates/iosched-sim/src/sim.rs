@@ -20,7 +20,7 @@ use crate::engine::{Event, EventQueue};
 use crate::host::{CpuAccount, Host};
 use crate::metrics::LatencyStats;
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
-use crate::workload::{process_rng, Generator};
+use crate::workload::{process_rng, Generator, TraceReplay};
 
 const NO_IO: u32 = u32::MAX;
 
@@ -50,6 +50,8 @@ struct Process {
     job: u32,
     clone: u32,
     generator: Generator,
+    /// A trace replay (`read_iolog`) instead of the generator.
+    trace: Option<Box<TraceReplay>>,
     allowed_cores: Vec<u32>,
     core: u32,
     devices: Vec<u32>,
@@ -108,6 +110,8 @@ pub struct Simulation<'c> {
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
     timeseries: Vec<Sample>,
+    /// A trace that turned out unreadable mid-run: the run ends with this error.
+    failure: Option<String>,
 }
 
 fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
@@ -285,7 +289,21 @@ impl<'c> Simulation<'c> {
                 } else {
                     u64::MAX
                 });
+            let block_bytes = job
+                .devices
+                .iter()
+                .map(|&d| config.devices[d as usize].logical_block_bytes as u64)
+                .max()
+                .unwrap_or(512);
             for clone in 0..job.numjobs {
+                // fio: every clone of a job replays the whole trace.
+                let trace = match &job.trace {
+                    Some(t) => Some(Box::new(
+                        TraceReplay::open(t, job, region_bytes, block_bytes)
+                            .map_err(|e| format!("job {}: read_iolog: {e}", job.name))?,
+                    )),
+                    None => None,
+                };
                 let allowed_cores = if job.cpus_split {
                     vec![allowed[clone as usize % allowed.len()]]
                 } else {
@@ -301,6 +319,12 @@ impl<'c> Simulation<'c> {
                         process_rng(config.seed, job_index as u32, clone),
                         region_bytes,
                     ),
+                    size_limit_bytes: if trace.is_some() {
+                        u64::MAX // the trace, not size, says how much a replay transfers
+                    } else {
+                        region_bytes
+                    },
+                    trace,
                     allowed_cores,
                     core,
                     devices: job.devices.clone(),
@@ -313,7 +337,6 @@ impl<'c> Simulation<'c> {
                     inflight: 0,
                     issued: 0,
                     bytes_issued: 0,
-                    size_limit_bytes: region_bytes,
                     time_based: job.time_based,
                     start_ns,
                     stats_start_ns: start_ns + job.ramp_ns,
@@ -365,6 +388,7 @@ impl<'c> Simulation<'c> {
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
             timeseries: Vec::new(),
+            failure: None,
         })
     }
 
@@ -412,10 +436,16 @@ impl<'c> Simulation<'c> {
             }
             if self.events.processed >= next_progress_check {
                 next_progress_check += 1 << 16;
+                if let Some(failure) = self.failure.take() {
+                    return Err(failure);
+                }
                 if !progress(now as f64 / self.end_ns.max(1) as f64) {
                     return Err("interrupted".into());
                 }
             }
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
         }
         progress(1.0);
         self.check_conservation()?;
@@ -582,6 +612,10 @@ impl<'c> Simulation<'c> {
             }
             batch = 1;
         }
+        if proc.trace.is_some() {
+            batch = self.trace_batch(process, at, batch)?;
+        }
+        let proc = &self.processes[p];
         let core = if proc.allowed_cores.len() == 1 {
             proc.allowed_cores[0]
         } else {
@@ -596,7 +630,10 @@ impl<'c> Simulation<'c> {
         let mut previous = NO_IO;
         for i in 0..batch {
             let proc = &mut self.processes[p];
-            let plan = proc.generator.next();
+            let plan = match proc.trace.as_deref_mut() {
+                Some(trace) => trace.next_io(),
+                None => proc.generator.next(),
+            };
             let device = proc.devices[plan.device_slot];
             proc.inflight += 1;
             proc.issued += 1;
@@ -640,6 +677,38 @@ impl<'c> Simulation<'c> {
             previous = io;
         }
         Some(end)
+    }
+
+    /// How many trace records the process submits now (at most `batch`): None if it waits for the next record's
+    /// time (an Issue event is then pending) or the replay is over (the process stops).
+    fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
+        let proc = &mut self.processes[process as usize];
+        let trace = proc.trace.as_deref_mut().expect("a trace process");
+        let ready = match trace.ready(batch as usize) {
+            Ok(ready) => ready,
+            Err(e) => {
+                let job = &self.config.jobs[proc.job as usize].name;
+                self.failure
+                    .get_or_insert_with(|| format!("job {job}: read_iolog: {e}"));
+                0
+            }
+        };
+        if ready == 0 {
+            self.stop(process, at);
+            return None;
+        }
+        match trace.next_due_ns() {
+            None => Some(ready as u32), // replay_no_stall: as fast as the depth allows
+            Some(due) if due > at => {
+                if !proc.issue_pending {
+                    proc.issue_pending = true;
+                    let wake = due.min(proc.end_ns);
+                    self.events.schedule(wake, Event::Issue { process });
+                }
+                None
+            }
+            Some(_) => Some(1), // with timing, one record at a time, each at its time
+        }
     }
 
     /// Append bio `io` to the chain of the request headed by `head`.
@@ -995,6 +1064,15 @@ impl<'c> Simulation<'c> {
             job.read = read.result();
             job.write = write.result();
         }
+        // The run's window ends at the runtime, or earlier when every process finished before it (a trace
+        // replay or a sized job that ended): core shares are over the time the jobs ran.
+        let last_finish_ns = self
+            .processes
+            .iter()
+            .filter_map(|p| p.finished_ns)
+            .max()
+            .unwrap_or(self.end_ns);
+        let window_end_ns = self.end_ns.min(last_finish_ns);
         let cores = self
             .host
             .cores
@@ -1010,7 +1088,7 @@ impl<'c> Simulation<'c> {
             ios_issued: self.ios_issued,
             ios_completed: self.ios_completed,
             window_start_ns: self.window_start_ns,
-            window_ns: self.end_ns - self.window_start_ns,
+            window_ns: window_end_ns.saturating_sub(self.window_start_ns),
             jobs,
             cores,
             devices: self.devices.iter().map(|d| d.stats.clone()).collect(),

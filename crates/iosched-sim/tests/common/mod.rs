@@ -73,6 +73,7 @@ pub fn job(
         offset_bytes: 0,
         size_bytes: 0,
         devices: devices.to_vec(),
+        trace: None,
     }
 }
 
