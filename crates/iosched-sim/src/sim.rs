@@ -178,6 +178,11 @@ fn validate(config: &SimConfig) -> Result<(), String> {
         })?;
         check(job.runtime_ns > 0, || at("runtime must be > 0"))?;
         check(!job.devices.is_empty(), || at("needs at least one device"))?;
+        if let Some(trace) = &job.trace {
+            check(trace.time_scale_percent >= 1, || {
+                at("replay_time_scale must be >= 1")
+            })?;
+        }
         check(job.prioclass <= 3 && job.prio <= 7, || {
             at("prioclass must be 0..3 and prio 0..7")
         })?;

@@ -238,6 +238,8 @@ fn bad_traces_are_errors_naming_the_file_and_line_not_panics() {
     let mut j = trace_job("t", &bad, 4, true, 100);
     j.trace.as_mut().unwrap().lun = Some("259,0".into());
     assert!(run_err(j).contains("replay_lun: a systor17 trace numbers its LUNs"));
+    let zero_scale = run_err(trace_job("t", &bad, 4, false, 0));
+    assert_eq!(zero_scale, "job t: replay_time_scale must be >= 1");
 }
 
 fn run_err(j: JobConfig) -> String {

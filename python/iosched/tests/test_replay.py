@@ -322,3 +322,33 @@ def test_the_three_sample_formats_hold_the_same_ios():
         c = summary_of(d / sample_traces.FILES["blkparse"], f"259,{lun}", action="Q")
         key = lambda s: (s.reads, s.writes, s.read_bytes, s.write_bytes, s.first_ns, s.last_ns)  # noqa: E731
         assert key(a) == key(b) == key(c)
+
+
+def test_the_example_replays_four_luns_competing_for_the_whole_run(tmp_path, monkeypatch):
+    """experiments/trace-replay-4lun.toml on seed 001's presets (shortened): every cgroup keeps replaying, looping
+    its LUN, until the runtime; each keeps its LUN's read:write mix."""
+    native_or_skip()
+    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+    from iosched import presets
+    presets._cache.clear()
+    res = run_cli(["run", REPO / "experiments" / "trace-replay-4lun.toml", "--duration", "60ms",
+                   "--out", tmp_path / "out"])
+    assert res.exit_code == 0, res.output
+    got = rows(tmp_path / "out")
+    for spec in sample_traces.TABLE4:
+        row = got[f"lun{spec.lun}"]
+        assert row["window_ns"] >= 60_000_000, "no cgroup ran out of trace before the end"
+        assert row["read_ios"] / row["write_ios"] == pytest.approx(spec.reads_per_write, rel=0.15)
+
+
+def test_the_trace_command_checks_and_summarises(tmp_path):
+    native_or_skip()
+    res = run_cli(["trace", "systor17-vdi-4lun.csv", "--lun", "3"])
+    assert res.exit_code == 0, res.output
+    assert "systor17, LUNs 0, 1, 2, 3; LUN 3:" in res.output and "481 I/Os: 296 reads" in res.output
+    assert "R:W 1.600" in res.output and "bandwidth as recorded 476.54 MiB/s" in res.output
+    bad = write(tmp_path, "bad.csv", SYSTOR + "    1456095145.005,0.0001,T,0,0,4096\n")
+    res = run_cli(["trace", bad])
+    assert res.exit_code == 2 and f"error: {bad}: line 7: IOType: expected R, W or blank" in res.output
+    listing = run_cli(["trace"])
+    assert all(name in listing.output for name in sample_traces.FILES.values())
