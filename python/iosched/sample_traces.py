@@ -7,7 +7,7 @@ does not give is a named assumption below. They are deterministic: this module w
 (Python's Mersenne Twister, whose `random()` is the same on every platform, and only exactly rounded float
 operations).
 
-    python -m iosched.sample_traces [DIR]          # (re)write the samples (default: the checkout's traces/)
+    python -m iosched.sample_traces [DIR]          # (re)write the samples (default: where iosched finds them)
     python -m iosched.sample_traces --check [DIR]  # verify that DIR holds exactly what this module writes
 
 Matched to Table 4 (its "GB", "KB" and "MB/s" read as GiB, KiB and MiB/s: an assumption, the paper does not say):
@@ -36,6 +36,8 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from .replay import traces_dir
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -199,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     args = [a for a in args if a != "--check"]
-    out = Path(args[0]) if args else Path(__file__).resolve().parent.parent.parent / "traces"
+    out = Path(args[0]) if args else traces_dir()
     files = render()
     if check:
         bad = [name for name, text in files.items()

@@ -104,6 +104,7 @@ pub struct TraceReader<R> {
     filter: LunFilter,
     line: String,
     line_no: u64,
+    past_first_line: bool,
     first_raw_time: Option<u64>,
     ended: bool,
     /// Records not replayed: other LUNs, neither read nor write, no data.
@@ -171,6 +172,7 @@ impl<R: BufRead + Seek> TraceReader<R> {
             filter,
             line: String::new(),
             line_no: 0,
+            past_first_line: false,
             first_raw_time: None,
             ended: false,
             skipped: 0,
@@ -206,13 +208,15 @@ impl<R: BufRead + Seek> TraceReader<R> {
                 break;
             }
             self.line_no += 1;
-            let text = self.line.trim();
+            let text = self.line.trim().trim_start_matches('\u{feff}');
             if text.is_empty() {
                 continue;
             }
+            // A CSV header may only be the first line with content.
+            let first = !std::mem::replace(&mut self.past_first_line, true);
             let parsed = match self.format {
-                TraceFormat::Systor17 => parse_systor17(text, self.line_no == 1),
-                TraceFormat::Msr => parse_msr(text, self.line_no == 1),
+                TraceFormat::Systor17 => parse_systor17(text, first),
+                TraceFormat::Msr => parse_msr(text, first),
                 TraceFormat::Blkparse => parse_blkparse(text, self.action),
             };
             let parsed = parsed.map_err(|message| TraceError {
@@ -302,6 +306,7 @@ impl<R: BufRead + Seek> TraceReader<R> {
                 message: format!("cannot read: {e}"),
             })?;
         self.line_no = 0;
+        self.past_first_line = false;
         self.ended = false;
         Ok(())
     }
@@ -468,7 +473,7 @@ fn detect<R: BufRead>(input: &mut R) -> Result<TraceFormat, (Option<u64>, String
             return Err((None, "empty trace: no records".into()));
         }
         line_no += 1;
-        let text = line.trim();
+        let text = line.trim().trim_start_matches('\u{feff}'); // a byte-order mark from Windows tools
         if text.is_empty() {
             continue;
         }
@@ -539,8 +544,10 @@ fn parse_systor17(line: &str, first_line: bool) -> Result<Line, String> {
         return Ok(Line::Skip);
     }
     let raw_time = parse_seconds_ns(timestamp).map_err(|e| format!("Timestamp: {e}"))?;
-    // The recorded response time is not replayed (the simulated device makes its own), but it must be a number.
-    parse_seconds_ns(response).map_err(|e| format!("Response: {e}"))?;
+    // The recorded response time is not replayed (the simulated device makes its own): a number, or blank.
+    if !response.is_empty() {
+        parse_seconds_ns(response).map_err(|e| format!("Response: {e}"))?;
+    }
     let write = match io_type {
         "R" | "r" => Some(false),
         "W" | "w" => Some(true),
@@ -586,7 +593,9 @@ fn parse_msr(line: &str, first_line: bool) -> Result<Line, String> {
     };
     let offset = parse_u64(offset).map_err(|e| format!("Offset: {e}"))?;
     let size = parse_size(size)?;
-    parse_u64(response).map_err(|e| format!("ResponseTime: {e}"))?;
+    if !response.is_empty() {
+        parse_u64(response).map_err(|e| format!("ResponseTime: {e}"))?;
+    }
     Ok(Line::Event {
         raw_time,
         lun: Lun::Number(disk),
@@ -826,6 +835,22 @@ mod tests {
             (TraceFormat::Systor17, 3, 1, 1, 2)
         );
         assert_eq!(s.luns, vec!["0", "1"]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_blank_response_times_are_accepted() {
+        let text = "\u{feff}\r\nTimestamp,Response,IOType,LUN,Offset,Size\r\n1.0,,R,0,0,4096\r\n";
+        assert_eq!(
+            records(text, None, None).unwrap(),
+            vec![rec(0, false, 0, 4096)]
+        );
+        let msr = "\u{feff}128166372003061629,hm,1,Read,0,4096,\n";
+        assert_eq!(
+            records(msr, None, None).unwrap(),
+            vec![rec(0, false, 0, 4096)]
+        );
+        assert!(error("1.0,x,R,0,0,4096\n", None)
+            .ends_with("Response: expected seconds like 1456095145.133076000, got \"x\""));
     }
 
     #[test]
