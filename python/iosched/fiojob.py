@@ -388,8 +388,8 @@ def _trace(raw: RawJob, opts: dict[str, tuple[str, Any]],
     base = Path(raw.file).parent
     path = replay_mod.find_trace(value, base)
     if path is None:
-        raise _err(raw, key, f"no such file: {show(value)} (looked in {base.as_posix()}/ and in the sample traces, "
-                             f"{replay_mod.traces_dir()}/)")
+        raise _err(raw, key, f"no such file: {show(value)} (looked in {base.as_posix()}/, the working directory "
+                             f"and the sample traces in {replay_mod.traces_dir()}/)")
     fmt = None
     if "read_iolog_format" in opts:
         fkey, fv = opts["read_iolog_format"]

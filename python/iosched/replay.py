@@ -42,11 +42,12 @@ def sample_traces() -> list[Path]:
 
 
 def find_trace(value: str, base: Path) -> Path | None:
-    """A read_iolog value as a file: absolute, else relative to the file that names it, else a shipped sample."""
+    """A read_iolog value as a file: absolute; else relative to the file that names it, to the working directory
+    (where fio looks), or a shipped sample, in that order."""
     p = Path(value).expanduser()
     if p.is_absolute():
         return p if p.is_file() else None
-    for candidate in (base / p, traces_dir() / p):
+    for candidate in (base / p, p, traces_dir() / p):
         if candidate.is_file():
             return candidate
     return None

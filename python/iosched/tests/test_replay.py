@@ -55,6 +55,7 @@ def run_cli(args):
     ({"replay_no_stall": "1"}, "[j] replay_no_stall: only with read_iolog (a trace to replay)"),
     ({"replay_lun": "1", "rw": "read"}, "[j] replay_lun: only with read_iolog"),
     ({"read_iolog": "missing.csv"}, "[j] read_iolog: no such file: \"missing.csv\" (looked in "),
+    ({"read_iolog": "t.csv", "replay_lun": True}, "[j] replay_lun: expected a LUN or disk number, or major,minor"),
     ({"read_iolog": "t.csv", "read_iolog_format": "csv"},
      "[j] read_iolog_format: expected one of systor17, msr, blkparse, got \"csv\""),
     ({"read_iolog": "t.csv", "replay_time_scale": "0"}, "[j] replay_time_scale: expected an integer >= 1, got 0"),
@@ -91,12 +92,19 @@ def test_synthetic_jobs_have_no_trace_key(tmp_path):
     assert "trace" not in job(tmp_path, {"rw": "randread", "runtime": "1"}).config
 
 
-def test_trace_paths_are_relative_to_the_naming_file_then_the_samples(tmp_path):
+def test_trace_paths_are_relative_to_the_naming_file_then_the_working_directory_then_the_samples(tmp_path,
+                                                                                          monkeypatch):
     (tmp_path / "sub").mkdir()
     write(tmp_path / "sub", "t.csv", SYSTOR)
     r = resolve_job(RawJob("j", {"read_iolog": "t.csv"}, str(tmp_path / "sub" / "spec.toml"), 'job "j"', "toml"),
                     ctx())
     assert r.config["trace"]["path"] == str((tmp_path / "sub" / "t.csv").resolve())
+    (tmp_path / "cwd").mkdir()
+    write(tmp_path / "cwd", "w.csv", SYSTOR)
+    monkeypatch.chdir(tmp_path / "cwd")
+    r = resolve_job(RawJob("j", {"read_iolog": "w.csv"}, str(tmp_path / "sub" / "spec.toml"), 'job "j"', "toml"),
+                    ctx())
+    assert r.config["trace"]["path"] == str((tmp_path / "cwd" / "w.csv").resolve()), "where fio looks"
     sample = job(tmp_path, {"read_iolog": "systor17-vdi-4lun.csv"})
     assert sample.config["trace"]["path"] == str((replay.traces_dir() / "systor17-vdi-4lun.csv").resolve())
 
@@ -352,3 +360,21 @@ def test_the_trace_command_checks_and_summarises(tmp_path):
     assert res.exit_code == 2 and f"error: {bad}: line 7: IOType: expected R, W or blank" in res.output
     listing = run_cli(["trace"])
     assert all(name in listing.output for name in sample_traces.FILES.values())
+
+
+def test_a_replay_gives_the_same_bytes_every_time(tmp_path):
+    native_or_skip()
+    spec = write(tmp_path, "d.toml", """\
+        seed = 3
+        [[job]]
+        name = "a"
+        read_iolog = "blkparse-vdi-4dev.txt"
+        replay_lun = "259,1"
+        iodepth = 8
+    """)
+    for out in ("x", "y"):
+        res = run_cli(["run", spec, "--out", tmp_path / out])
+        assert res.exit_code == 0, res.output
+    x, y = (sorted(p for p in (tmp_path / o).rglob("*") if p.is_file()) for o in ("x", "y"))
+    assert [p.relative_to(tmp_path / "x") for p in x] == [p.relative_to(tmp_path / "y") for p in y]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(x, y))
