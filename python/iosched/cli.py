@@ -117,6 +117,42 @@ def presets(name):
 
 
 @main.command()
+@click.argument("file", required=False)
+@click.option("--format", "fmt", help="systor17, msr or blkparse (default: told from the first line).")
+@click.option("--lun", help="Only this LUN, disk number or blkparse device major,minor.")
+@click.option("--action", default="D", show_default=True, help="blkparse: replay D or Q events.")
+def trace(file, fmt, lun, action):
+    """Check a trace as a replay reads it and summarise it; without FILE, list the sample traces."""
+    from . import replay
+
+    if file is None:
+        for p in replay.sample_traces():
+            click.echo(f"{p.name}\t{p.stat().st_size // 1024} KiB")
+        click.echo(f"(in {replay.traces_dir()}; see README.md there)")
+        return
+    if fmt is not None and fmt not in replay.FORMATS:
+        raise SpecError("--format", None, f"expected one of {', '.join(replay.FORMATS)}, got {fmt!r}")
+    if action not in replay.BLKPARSE_ACTIONS:
+        raise SpecError("--action", None, f"expected D or Q, got {action!r}")
+    path = replay.find_trace(file, Path("."))
+    if path is None:
+        raise SpecError(file, None, "no such file (nor a sample trace of that name)")
+    _need_native()
+    s = replay.summarize(path, file, fmt, lun, action)
+    total = s.read_bytes + s.write_bytes
+    span_s = (s.last_ns - s.first_ns) / 1e9
+    luns = ", ".join(s.luns) + (", ..." if s.luns_truncated else "")
+    click.echo(f"{file}: {s.format}, LUNs {luns or 'none'}" + (f"; LUN {lun}:" if lun else ":"))
+    click.echo(f"  {s.records} I/Os: {s.reads} reads ({s.read_bytes} B), {s.writes} writes ({s.write_bytes} B); "
+               f"{s.skipped} records skipped")
+    if s.records:
+        rw = f"{s.reads / s.writes:.3f}" if s.writes else "all reads"
+        bw = f"{total / span_s / 2**20:.2f} MiB/s" if span_s > 0 else "-"
+        click.echo(f"  average {total / s.records / 1024:.2f} KiB, largest {s.max_bytes} B, R:W {rw}; "
+                   f"span {span_s * 1e3:.3f} ms, bandwidth as recorded {bw}")
+
+
+@main.command()
 @click.option("--quick", is_flag=True, help="0.2 s simulated instead of 1 s.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def bench(quick, as_json):

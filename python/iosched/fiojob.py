@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import replay as replay_mod
 from .errors import SpecError, show
 from .units import Percent, parse_cpu_list, parse_size, parse_time
 
@@ -22,7 +23,11 @@ OPTIONS = {
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
     "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
+    "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
+    "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
 }
+# Options of a trace replay other than read_iolog itself.
+REPLAY_OPTIONS = ("read_iolog_format", "replay_time_scale", "replay_no_stall", "replay_lun", "replay_blkparse_action")
 ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
 # Accepted and without effect in the simulator (documented as such).
 IGNORED = {"description", "thread", "norandommap", "randrepeat"}
@@ -32,7 +37,8 @@ KNOWN_FIO = {
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
     "new_group", "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
-    "read_iolog", "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
+    "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
+    "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
     "percentile_list", "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
     "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
@@ -74,6 +80,7 @@ class ResolvedJob:
     group_reporting: bool
     options: dict[str, str]                 # fio "job options"
     notes: list[str] = field(default_factory=list)
+    trace: replay_mod.TraceSummary | None = None    # what a trace replay issues (None: not a replay, or unchecked)
 
 
 # ---------------------------------------------------------------- job file parser
@@ -269,7 +276,10 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     ramp = time_opt("ramp_time", "s")
     start = time_opt("startdelay", "s") or 0
     thinktime = time_opt("thinktime", "us") or 0
-    time_based = _bool(raw, *opts["time_based"]) if "time_based" in opts else ctx.default_time_based
+    replaying = "read_iolog" in opts
+    # A replay ends with its trace unless time_based asks to replay it again until the runtime ends.
+    default_time_based = False if replaying else ctx.default_time_based
+    time_based = _bool(raw, *opts["time_based"]) if "time_based" in opts else default_time_based
     rate_iops = 0
     if "rate_iops" in opts:
         key, v = opts["rate_iops"]
@@ -345,6 +355,11 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     if offset + size > capacity:
         raise _err(raw, opts["size"][0] if size_given else opts["offset"][0],
                    f"offset + size ({offset + size} bytes) exceeds the device capacity ({capacity} bytes)")
+    trace_config, summary = _trace(raw, opts, notes) if replaying else (None, None)
+    if not replaying and (given := [k for k in REPLAY_OPTIONS if k in opts]):
+        raise _err(raw, opts[given[0]][0], "only with read_iolog (a trace to replay)")
+    if replaying:
+        rw, bs = "read", lbs  # not used by a replay: each record has its own direction and size
     if bs % lbs:
         raise _err(raw, opts["bs"][0] if "bs" in opts else "bs",
                    f"expected a multiple of the logical block size {lbs}, got {bs}")
@@ -371,6 +386,12 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     # runtime
     if runtime is None:
         runtime = ctx.default_runtime_ns
+    if runtime is None and replaying:
+        if time_based:
+            raise _err(raw, "runtime", "required: time_based replays the trace again and again until the runtime; "
+                       "set runtime= or pass --duration")
+        runtime = 3600 * 10**9
+        notes.append(f"{raw.file}: {raw.label}: no runtime: replays until the trace ends, capped at 1 h simulated")
     if runtime is None:
         if time_based or not size_given:
             raise _err(raw, "runtime", "required: without runtime fio runs " +
@@ -389,4 +410,71 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         "offset_bytes": offset, "size_bytes": size, "devices": idx, "offset_increment_bytes": increment,
         "buffered": buffered, "invalidate": invalidate, "stonewall": stonewall,
     }
-    return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes)
+    if trace_config is not None:
+        config["trace"] = trace_config
+    return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,
+                       trace=summary)
+
+
+def _trace(raw: RawJob, opts: dict[str, tuple[str, Any]],
+           notes: list[str]) -> tuple[dict[str, Any], replay_mod.TraceSummary | None]:
+    """The TraceConfig of a replay job (config.rs), after checking the trace with the simulator's parser."""
+    for k in ("rw", "bs", "rwmixread", "rwmixwrite"):
+        if k in opts:
+            raise _err(raw, opts[k][0], "not used with read_iolog: the trace gives each I/O's direction and size")
+    key, v = opts["read_iolog"]
+    value = _str(raw, key, v)
+    base = Path(raw.file).parent
+    path = replay_mod.find_trace(value, base)
+    if path is None:
+        raise _err(raw, key, f"no such file: {show(value)} (looked in {base.as_posix()}/, the working directory "
+                             f"and the sample traces in {replay_mod.traces_dir()}/)")
+    fmt = None
+    if "read_iolog_format" in opts:
+        fkey, fv = opts["read_iolog_format"]
+        fmt = _str(raw, fkey, fv)
+        if fmt not in replay_mod.FORMATS:
+            raise _err(raw, fkey, f"expected one of {', '.join(replay_mod.FORMATS)}, got {show(fmt)}")
+    scale = _int(raw, *opts["replay_time_scale"], 1) if "replay_time_scale" in opts else 100
+    no_stall = _bool(raw, *opts["replay_no_stall"]) if "replay_no_stall" in opts else False
+    if no_stall and "replay_time_scale" in opts:
+        notes.append(f"{raw.file}: {raw.label}: replay_time_scale has no effect with replay_no_stall=1")
+    lun = None
+    if "replay_lun" in opts:
+        lkey, lv = opts["replay_lun"]
+        if isinstance(lv, int) and not isinstance(lv, bool) and lv >= 0:
+            lun = str(lv)
+        elif isinstance(lv, str) and lv.strip():
+            lun = lv.strip()
+        else:
+            raise _err(raw, lkey, "expected a LUN or disk number, or major,minor for a blkparse trace, got "
+                                  f"{'nothing' if lv is None else show(lv)}")
+    action = "D"
+    if "replay_blkparse_action" in opts:
+        akey, av = opts["replay_blkparse_action"]
+        action = _str(raw, akey, av)
+        if action not in replay_mod.BLKPARSE_ACTIONS:
+            raise _err(raw, akey, f"expected D (issued to the driver) or Q (queued), got {show(action)}")
+    display = path.as_posix()
+    try:
+        summary = replay_mod.summarize(path, display, fmt, lun, action)
+    except SpecError as e:
+        if e.key is None and e.message.startswith("replay_lun: "):
+            raise _err(raw, opts["replay_lun"][0], e.message.removeprefix("replay_lun: ")) from None
+        raise e.with_context(f"(read_iolog of {raw.label} in {raw.file})") from None
+    if summary is not None:
+        fmt = summary.format
+        if "replay_blkparse_action" in opts and fmt != "blkparse":
+            raise _err(raw, opts["replay_blkparse_action"][0], f"only for blkparse traces ({display} is {fmt})")
+        luns = ", ".join(summary.luns) + (", ..." if summary.luns_truncated else "")
+        if summary.records == 0:
+            if lun is not None:
+                raise _err(raw, opts["replay_lun"][0], f"no reads or writes for {show(lun)} in {display} "
+                                                       f"(it has: {luns or 'none'})")
+            raise _err(raw, key, f"{display} holds no reads or writes to replay")
+        if lun is None and len(summary.luns) > 1:
+            notes.append(f"{raw.file}: {raw.label}: {display} has LUNs {luns}: all are replayed onto the job's "
+                         "region (replay_lun picks one)")
+    config = {"path": str(path.resolve()), "format": fmt, "lun": lun, "blkparse_action": action,
+              "time_scale_percent": scale, "no_stall": no_stall, "sha256": replay_mod.sha256(path)}
+    return config, summary

@@ -36,6 +36,47 @@ fn simulate(py: Python<'_>, config_json: &str, progress: Option<Py<PyAny>>) -> P
     serde_json::to_string(&result).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Read a whole trace as a replay of it would (the simulator's own parser and selection) and total it up.
+/// Returns JSON: `{"summary": {...}}` (see `iosched_sim::trace::TraceSummary`), or `{"error": {"line": N or null,
+/// "message": "..."}}` for bad input, which Python reports with the file and line. The GIL is released meanwhile.
+#[pyfunction]
+#[pyo3(signature = (path, format=None, lun=None, blkparse_action="D"))]
+fn trace_summary(
+    py: Python<'_>,
+    path: &str,
+    format: Option<&str>,
+    lun: Option<&str>,
+    blkparse_action: &str,
+) -> PyResult<String> {
+    use iosched_sim::config::{BlkparseAction, TraceFormat};
+    let format = match format {
+        None => None,
+        Some("systor17") => Some(TraceFormat::Systor17),
+        Some("msr") => Some(TraceFormat::Msr),
+        Some("blkparse") => Some(TraceFormat::Blkparse),
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "unknown trace format {other:?}"
+            )))
+        }
+    };
+    let action = match blkparse_action {
+        "D" => BlkparseAction::D,
+        "Q" => BlkparseAction::Q,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown blkparse action {other:?}"
+            )))
+        }
+    };
+    let outcome = py.detach(|| iosched_sim::trace::summarize(path, format, lun, action));
+    let value = match outcome {
+        Ok(summary) => serde_json::json!({ "summary": summary }),
+        Err(e) => serde_json::json!({ "error": { "line": e.line, "message": e.message } }),
+    };
+    Ok(value.to_string())
+}
+
 /// The simulator's version (part of every run id).
 #[pyfunction]
 fn version() -> &'static str {
@@ -60,5 +101,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(block_layers, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_summary, m)?)?;
     Ok(())
 }

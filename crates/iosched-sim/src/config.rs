@@ -259,4 +259,53 @@ pub struct JobConfig {
     /// fio's stonewall: the job starts only once every earlier job has finished.
     #[serde(default)]
     pub stonewall: bool,
+    /// Replay this block trace instead of generating I/O (fio's `read_iolog`). `rw`, `rwmixread` and `bs` are then
+    /// not used: each record gives its direction, offset and size. `time_based` replays the trace again from the
+    /// start until the runtime ends; without it the job ends at the trace's end (or its runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceConfig>,
+}
+
+/// The public block-trace formats the replay reads (see `trace.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// SNIA SYSTOR '17 CSV: `Timestamp,Response,IOType,LUN,Offset,Size` (seconds, R/W, bytes).
+    Systor17,
+    /// MSR Cambridge CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime` (FILETIME ticks, Read/Write, bytes).
+    Msr,
+    /// blkparse's default text output: `maj,min cpu seq secs.nsecs pid action rwbs sector + blocks [process]`.
+    Blkparse,
+}
+
+/// Which blkparse events are replayed: D (issued to the driver: what the device saw, after merging) or Q (queued:
+/// what the application submitted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum BlkparseAction {
+    #[default]
+    D,
+    Q,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// The trace file (Python resolves it to an absolute path).
+    pub path: String,
+    /// None: detected from the file's first line.
+    #[serde(default)]
+    pub format: Option<TraceFormat>,
+    /// Replay only this LUN (systor17), disk number (msr) or device `major,minor` (blkparse); None: every record.
+    #[serde(default)]
+    pub lun: Option<String>,
+    #[serde(default)]
+    pub blkparse_action: BlkparseAction,
+    /// fio's `replay_time_scale`: percent of the recorded rate (100: as recorded, 200: twice as fast).
+    pub time_scale_percent: u32,
+    /// fio's `replay_no_stall`: ignore the timestamps and issue as fast as `iodepth` allows.
+    pub no_stall: bool,
+    /// sha256 of the file as Python validated it: names the trace's content in run ids and spec.json (not checked
+    /// here).
+    #[serde(default)]
+    pub sha256: String,
 }

@@ -12,6 +12,7 @@ pub mod pagecache;
 pub mod result;
 pub mod sim;
 pub mod sq;
+pub mod trace;
 pub mod workload;
 
 pub use config::SimConfig;

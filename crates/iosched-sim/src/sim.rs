@@ -21,7 +21,7 @@ use crate::host::{CpuAccount, Host};
 use crate::metrics::LatencyStats;
 use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
-use crate::workload::{process_rng, Generator};
+use crate::workload::{process_rng, Generator, TraceReplay};
 
 const NO_IO: u32 = u32::MAX;
 
@@ -74,6 +74,8 @@ struct Process {
     clone: u32,
     /// None for the writeback flusher (a kernel thread, not a job's process).
     generator: Option<Generator>,
+    /// A trace replay (`read_iolog`) instead of the generator.
+    trace: Option<Box<TraceReplay>>,
     /// Jobs separated by `stonewall` run in groups, one after the other.
     group: u32,
     buffered: Option<Buffered>,
@@ -146,6 +148,8 @@ pub struct Simulation<'c> {
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
     timeseries: Vec<Sample>,
+    /// A trace that turned out unreadable mid-run: the run ends with this error.
+    failure: Option<String>,
 }
 
 fn check(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
@@ -225,6 +229,11 @@ fn validate(config: &SimConfig) -> Result<(), String> {
         })?;
         check(job.runtime_ns > 0, || at("runtime must be > 0"))?;
         check(!job.devices.is_empty(), || at("needs at least one device"))?;
+        if let Some(trace) = &job.trace {
+            check(trace.time_scale_percent >= 1, || {
+                at("replay_time_scale must be >= 1")
+            })?;
+        }
         check(job.prioclass <= 3 && job.prio <= 7, || {
             at("prioclass must be 0..3 and prio 0..7")
         })?;
@@ -468,7 +477,21 @@ impl<'c> Simulation<'c> {
                 } else {
                     u64::MAX
                 });
+            let block_bytes = job
+                .devices
+                .iter()
+                .map(|&d| config.devices[d as usize].logical_block_bytes as u64)
+                .max()
+                .unwrap_or(512);
             for clone in 0..job.numjobs {
+                // fio: every clone of a job replays the whole trace.
+                let trace = match &job.trace {
+                    Some(t) => Some(Box::new(
+                        TraceReplay::open(t, job, region_bytes, block_bytes)
+                            .map_err(|e| format!("job {}: read_iolog: {e}", job.name))?,
+                    )),
+                    None => None,
+                };
                 let allowed_cores = if job.cpus_split {
                     vec![allowed[clone as usize % allowed.len()]]
                 } else {
@@ -506,6 +529,12 @@ impl<'c> Simulation<'c> {
                     ),
                     group,
                     buffered,
+                    size_limit_bytes: if trace.is_some() {
+                        u64::MAX // the trace, not size, says how much a replay transfers
+                    } else {
+                        region_bytes
+                    },
+                    trace,
                     allowed_cores,
                     core,
                     devices: job.devices.clone(),
@@ -518,7 +547,6 @@ impl<'c> Simulation<'c> {
                     inflight: 0,
                     issued: 0,
                     bytes_issued: 0,
-                    size_limit_bytes: region_bytes,
                     time_based: job.time_based,
                     start_ns,
                     stats_start_ns: start_ns + job.ramp_ns,
@@ -570,6 +598,7 @@ impl<'c> Simulation<'c> {
                 job: u32::MAX,
                 clone: 0,
                 generator: None,
+                trace: None,
                 group: u32::MAX,
                 buffered: None,
                 allowed_cores: (0..cores).collect(),
@@ -632,6 +661,7 @@ impl<'c> Simulation<'c> {
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
             timeseries: Vec::new(),
+            failure: None,
         })
     }
 
@@ -684,10 +714,16 @@ impl<'c> Simulation<'c> {
             }
             if self.events.processed >= next_progress_check {
                 next_progress_check += 1 << 16;
+                if let Some(failure) = self.failure.take() {
+                    return Err(failure);
+                }
                 if !progress(now as f64 / self.end_ns.max(1) as f64) {
                     return Err("interrupted".into());
                 }
             }
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
         }
         progress(1.0);
         self.check_conservation()?;
@@ -863,6 +899,10 @@ impl<'c> Simulation<'c> {
             }
             batch = 1;
         }
+        if proc.trace.is_some() {
+            batch = self.trace_batch(process, at, batch)?;
+        }
+        let proc = &self.processes[p];
         let core = if proc.allowed_cores.len() == 1 {
             proc.allowed_cores[0]
         } else {
@@ -877,7 +917,10 @@ impl<'c> Simulation<'c> {
         let mut previous = NO_IO;
         for i in 0..batch {
             let proc = &mut self.processes[p];
-            let plan = proc.generator.as_mut().expect("a job's process").next();
+            let plan = match proc.trace.as_deref_mut() {
+                Some(trace) => trace.next_io(),
+                None => proc.generator.as_mut().expect("a job's process").next(),
+            };
             let device = proc.devices[plan.device_slot];
             proc.inflight += 1;
             proc.issued += 1;
@@ -1204,6 +1247,38 @@ impl<'c> Simulation<'c> {
     fn accepted(&mut self, io: u32, now: u64) {
         if matches!(self.slots[io as usize].kind, BioKind::Writeback { .. }) {
             self.events.schedule(now, Event::FlusherStep);
+        }
+    }
+
+    /// How many trace records the process submits now (at most `batch`): None if it waits for the next record's
+    /// time (an Issue event is then pending) or the replay is over (the process stops).
+    fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
+        let proc = &mut self.processes[process as usize];
+        let trace = proc.trace.as_deref_mut().expect("a trace process");
+        let ready = match trace.ready(batch as usize) {
+            Ok(ready) => ready,
+            Err(e) => {
+                let job = &self.config.jobs[proc.job as usize].name;
+                self.failure
+                    .get_or_insert_with(|| format!("job {job}: read_iolog: {e}"));
+                0
+            }
+        };
+        if ready == 0 {
+            self.stop(process, at);
+            return None;
+        }
+        match trace.next_due_ns() {
+            None => Some(ready as u32), // replay_no_stall: as fast as the depth allows
+            Some(due) if due > at => {
+                if !proc.issue_pending {
+                    proc.issue_pending = true;
+                    let wake = due.min(proc.end_ns);
+                    self.events.schedule(wake, Event::Issue { process });
+                }
+                None
+            }
+            Some(_) => Some(1), // with timing, one record at a time, each at its time
         }
     }
 
@@ -1605,6 +1680,15 @@ impl<'c> Simulation<'c> {
             job.read = read.result();
             job.write = write.result();
         }
+        // The run's window ends at the runtime, or earlier when every process finished before it (a trace
+        // replay or a sized job that ended): core shares are over the time the jobs ran.
+        let last_finish_ns = self
+            .processes
+            .iter()
+            .filter_map(|p| p.finished_ns)
+            .max()
+            .unwrap_or(self.end_ns);
+        let window_end_ns = self.end_ns.min(last_finish_ns);
         let cores = self
             .host
             .cores
@@ -1623,7 +1707,7 @@ impl<'c> Simulation<'c> {
             window_ns: if self.stonewalled {
                 self.last_finish_ns.saturating_sub(self.window_start_ns)
             } else {
-                self.end_ns - self.window_start_ns
+                window_end_ns.saturating_sub(self.window_start_ns)
             },
             jobs,
             cores,
