@@ -311,7 +311,7 @@ def spec(jobs: list[dict], sweep: dict[str, list], *, duration: str, ramp: str =
     """A seed-000 testbed spec (the TOML `iosched run` reads, as a dict)."""
     return {"duration": duration, "ramp": ramp, "repeat": repeat, "seed": 1, "host": {"preset": HOST},
             "devices": [{"preset": DEVICE, "count": ssds}], "scheduler": scheduler or {"name": "none"},
-            "job": jobs, "sweep": sweep}
+            "job": jobs, **({"sweep": sweep} if sweep else {})}
 
 
 SCHED = {"scheduler.name": list(SCHEDULERS)}
