@@ -101,6 +101,10 @@ def run(spec, host, device, devices, scheduler, sets, duration, seed, out, jobs,
                           "seed": t.run.seed} for t in tasks]}})
             store.consolidate(out_dir, [t.rid for t in tasks])
     if outcome.skipped:
+        if len(tasks) <= 8:  # a small experiment: show the stored runs as if just run
+            for t in tasks:
+                if t.rid in outcome.skipped:
+                    show(t, store.load_result(out_dir, t.rid), None)
         click.echo(f"{len(outcome.skipped)} run(s) already in {out_dir} (same run id): skipped")
     if not no_report:
         from .report.build import build
