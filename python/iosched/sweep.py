@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import store
-from .backends.sim import build_config, canonical_json, code_version, run_id, simulated_process_seconds
+from .backends.sim import build_config, canonical_json, code_version, run_id
 from .errors import SpecError
 from .spec import ResolvedRun
 
@@ -29,11 +29,6 @@ class Task:
     run: ResolvedRun
     rid: str
     label: str = ""
-
-    @property
-    def cost(self) -> float:
-        """A rough relative cost (simulated process-seconds) for the ETA and for starting long runs first."""
-        return max(simulated_process_seconds(self.run), 1e-3)
 
 
 def tasks_for(runs: list[ResolvedRun], label: str = "") -> list[Task]:
@@ -172,36 +167,32 @@ def _stop(backend: Backend, futures: list[Future]) -> None:
 class _Progress:
     """Runs done and ETA: a rich bar on a terminal, one line per finished run otherwise."""
 
-    def __init__(self, total_runs: int, total_cost: float, title: str, enabled: bool | None,
-                 echo: Callable[[str], None]):
-        self.total, self.cost_total = total_runs, total_cost
-        self.done, self.cost_done = 0, 0.0
+    def __init__(self, total_runs: int, title: str, enabled: bool | None, echo: Callable[[str], None]):
+        self.total, self.done = total_runs, 0
         self.t0 = time.monotonic()
         self.echo = echo
         tty = sys.stderr.isatty() if enabled is None else enabled
         self.bar = None
         if tty and total_runs:
             from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                TextColumn("{task.fields[runs]} runs"), TimeElapsedColumn(),
-                                TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True),
-                                transient=False)
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("runs"), TimeElapsedColumn(), TextColumn("ETA"),
+                                TimeRemainingColumn(elapsed_when_finished=True), console=Console(stderr=True))
             self.bar.start()
-            self.task = self.bar.add_task(title, total=total_cost, runs=f"0/{total_runs}")
+            self.task = self.bar.add_task(title, total=total_runs)
 
     def eta_s(self) -> float | None:
-        if not self.cost_done:
+        if not self.done:
             return None
-        elapsed = time.monotonic() - self.t0
-        return elapsed / self.cost_done * (self.cost_total - self.cost_done)
+        return (time.monotonic() - self.t0) / self.done * (self.total - self.done)
 
     def advance(self, task: Task, wall_s: float) -> None:
         self.done += 1
-        self.cost_done += task.cost
         if self.bar is not None:
-            self.bar.update(self.task, advance=task.cost, runs=f"{self.done}/{self.total}")
+            self.bar.update(self.task, advance=1)
             return
         eta = self.eta_s()
         point = " ".join(f"{k}={v}" for k, v in task.run.sweep_point.items())
@@ -213,6 +204,7 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+            self.bar = None
 
 
 def _fmt_s(s: float) -> str:
@@ -239,10 +231,12 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     todo = [t for t in unique.values() if not store.is_done(out, t.rid)]
     if not todo:
         return outcome
-    todo.sort(key=lambda t: -t.cost)  # long runs first: the pool drains evenly
+    # In run-id order, which is random with respect to cost: the mean time of the runs done so far is then a fair
+    # estimate for the rest (the ETA), whatever the experiments' mix of short and long runs.
+    todo.sort(key=lambda t: t.rid)
     t0 = time.monotonic()
     backend = make_backend(jobs, cluster, len(todo))
-    bar = _Progress(len(todo), sum(t.cost for t in todo), title, progress, echo)
+    bar = _Progress(len(todo), title, progress, echo)
     cv = code_version()
     futures: dict[Future, Task] = {}
     try:
