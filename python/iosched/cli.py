@@ -92,7 +92,7 @@ def run(spec, host, device, devices, scheduler, sets, duration, seed, out, jobs,
     single = len(tasks) == 1 and not cluster
     try:
         outcome = execute(out_dir, tasks, jobs=1 if single else jobs, cluster=cluster, on_result=show,
-                          progress=False if single else None, title=exp.data.get("name", "runs"))
+                          title=exp.data.get("name", "runs"))
     finally:
         if out_dir.exists():
             store.update_manifest(out_dir, {tasks[0].run.experiment: {

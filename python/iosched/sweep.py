@@ -49,9 +49,11 @@ class CodeVersionMismatch(RuntimeError):
     pass
 
 
-def simulate_task(config_json: str, expected_code_version: str) -> tuple[str, float]:
+def simulate_task(config_json: str, expected_code_version: str,
+                  progress: Callable[[float], None] | None = None) -> tuple[str, float]:
     """Run one simulation (in a worker). Refuses to run under another code version than the submitter's:
-    the result would be stored under a run id that does not describe it."""
+    the result would be stored under a run id that does not describe it. ``progress`` (in this process only) is
+    called with the fraction of simulated time done."""
     here = code_version()
     if here != expected_code_version:
         raise CodeVersionMismatch(f"worker has iosched {here}, the sweep needs {expected_code_version}: install "
@@ -59,7 +61,7 @@ def simulate_task(config_json: str, expected_code_version: str) -> tuple[str, fl
     from . import _native
 
     t0 = time.perf_counter()
-    out = _native.simulate(config_json, None)
+    out = _native.simulate(config_json, progress)
     return out, time.perf_counter() - t0
 
 
@@ -184,6 +186,11 @@ class _Progress:
             self.bar.start()
             self.task = self.bar.add_task(title, total=total_runs)
 
+    def partial(self, fraction: float) -> None:
+        """The run in progress (in this process): its fraction of simulated time done."""
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done + min(max(fraction, 0.0), 1.0))
+
     def eta_s(self) -> float | None:
         if not self.done:
             return None
@@ -192,7 +199,7 @@ class _Progress:
     def advance(self, task: Task, wall_s: float) -> None:
         self.done += 1
         if self.bar is not None:
-            self.bar.update(self.task, advance=1)
+            self.bar.update(self.task, completed=self.done)
             return
         eta = self.eta_s()
         point = " ".join(f"{k}={v}" for k, v in task.run.sweep_point.items())
@@ -248,7 +255,7 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
                 f = next(iter(f for f in futures if f in pending))
                 fn, args, kwargs = f._iosched_call  # type: ignore[attr-defined]
                 try:
-                    f.set_result(fn(*args, **kwargs))
+                    f.set_result(fn(*args, progress=bar.partial, **kwargs))
                 except ValueError as e:
                     f.set_exception(e)
                 finished = {f}

@@ -205,9 +205,9 @@ def f10(p99: dict[str, dict[tuple[str, int], float]]) -> list[Check]:
         else:
             out.append(Check("F10", f"L-app worst P99 (ms), {label}: " + " / ".join(SCHEDULERS),
                              "kyber gives little benefit", shown, worst["kyber"] > 0.8 * worst["none"], ref=ref))
-    # O-14: BFQ gives the lowest L-app P99 in most scenarios, all but 64 KiB readers.
+    # O-14: BFQ gives the lowest L-app P99 in most scenarios, all but 64 KiB readers (lowest by more than 5%).
     lowest = [label for label in ("4 KiB readers", "4 KiB writers", "64 KiB writers") if label in worst_all
-              and worst_all[label]["bfq"] == min(worst_all[label].values())]
+              and all(worst_all[label]["bfq"] < 0.95 * v for s, v in worst_all[label].items() if s != "bfq")]
     out.append(Check("F10", "bfq lowest worst P99 with 4 KiB readers, 4 KiB writers, 64 KiB writers",
                      "3 of 3", f"{len(lowest)} of 3" + (f" ({', '.join(lowest)})" if lowest else ""),
                      len(lowest) >= 2, 3, len(lowest), "Fig. 11"))
@@ -276,21 +276,25 @@ F14_WRITE = (0, 100 * US, 10 * MS, 20 * MS, 100 * MS)
 
 
 def f14_f15(grid: dict[tuple[int, int], tuple[float, float, float]]) -> list[Check]:
-    """F14 (Table 3) and F15 (Table 4): (R lat, W lat) -> (L-app P99 ms, writer KIOPS, W tokens)."""
+    """F14 (Table 3) and F15 (Table 4): (R lat, W lat) -> (L-app P99 ms, writer KIOPS, W tokens).
+
+    "Lower" means by more than 10% (the paper's gaps are 30-45%): equal values differing by noise do not count."""
     prioritised = [k for k in grid if k[0] <= 500 * US and k[1] >= 10 * MS]
     others = [k for k in grid if k[0] >= 10 * MS or k[1] <= 100 * US]
     p99_in = [grid[k][0] for k in prioritised]
     p99_out = [grid[k][0] for k in others]
     out = [Check("F14", "L-app P99 (ms) where reads prioritised (R <= 500us, W >= 10ms)", "1.4-1.9",
-                 f"{min(p99_in):.2f}-{max(p99_in):.2f}", max(p99_in) < min(p99_out), 1.9, max(p99_in), "Table 3"),
+                 f"{min(p99_in):.2f}-{max(p99_in):.2f}", max(p99_in) < 0.9 * min(p99_out), 1.9, max(p99_in),
+                 "Table 3"),
            Check("F14", "L-app P99 (ms) elsewhere (R >= 10ms or W <= 100us)", "2.8",
-                 f"{min(p99_out):.2f}-{max(p99_out):.2f}", max(p99_in) < min(p99_out), 2.8, min(p99_out), "Table 3")]
+                 f"{min(p99_out):.2f}-{max(p99_out):.2f}", max(p99_in) < 0.9 * min(p99_out), 2.8, min(p99_out),
+                 "Table 3")]
     w_in = [grid[k][1] for k in grid if k[0] <= 500 * US and k[1] >= 20 * MS]
     w_out = [grid[k][1] for k in others]
     out.append(Check("F15", "writer KIOPS where reads prioritised (R <= 500us, W >= 20ms)", "71-80",
-                     f"{min(w_in):.0f}-{max(w_in):.0f}", max(w_in) < min(w_out), 80, max(w_in), "Table 4"))
-    out.append(Check("F15", "writer KIOPS elsewhere", "120-135", f"{min(w_out):.0f}-{max(w_out):.0f}",
-                     max(w_in) < min(w_out), 120, min(w_out), "Table 4"))
+                     f"{min(w_in):.1f}-{max(w_in):.1f}", max(w_in) < 0.9 * min(w_out), 80, max(w_in), "Table 4"))
+    out.append(Check("F15", "writer KIOPS elsewhere", "120-135", f"{min(w_out):.1f}-{max(w_out):.1f}",
+                     max(w_in) < 0.9 * min(w_out), 120, min(w_out), "Table 4"))
     return out
 
 
@@ -830,7 +834,8 @@ KYBER = PaperExperiment(
            "fills the read histogram slowly.",),
 )
 
-register(FIG1, LATENCY, THROUGHPUT, INTERFERENCE, KYBER)
+if __name__ != "__main__":  # run as a script, the registry imports (and registers) the module itself
+    register(FIG1, LATENCY, THROUGHPUT, INTERFERENCE, KYBER)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -841,7 +846,9 @@ def main(argv: list[str] | None = None) -> None:
     report = reproduce(names, quick=True, out="out/reproduce-quick", static=False)
     print("| ref | finding | what | paper | iosched | holds? |")
     print("|---|---|---|---|---|---|")
-    for _, c in report.checks:
+    for sec, c in report.checks:
+        if sec.seed != SEED:
+            continue
         print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
 
 
