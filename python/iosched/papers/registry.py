@@ -20,8 +20,15 @@ from typing import Any, Callable, Iterable
 
 from ..errors import SpecError
 
-# Seed modules that register experiments (imported on first use of the registry).
-SEED_MODULES = ["iosched.papers.seed000", "iosched.papers.seed003"]
+def seed_modules() -> list[str]:
+    """The modules that register experiments: every iosched.papers.seedNNN module (imported on first use of the
+    registry), so a new seed module needs no list to be edited."""
+    import pkgutil
+
+    from . import __path__ as papers_path
+
+    return sorted(f"iosched.papers.{m.name}" for m in pkgutil.iter_modules(papers_path)
+                  if m.name.startswith("seed") and m.name[4:].isdigit())
 
 
 @dataclass(frozen=True)
@@ -133,8 +140,11 @@ _loaded = False
 
 def register(*experiments: PaperExperiment) -> None:
     for e in experiments:
-        if e.name in _REGISTRY and _REGISTRY[e.name] is not e:
-            raise ValueError(f"paper experiment {e.name!r} registered twice")
+        old = _REGISTRY.get(e.name)
+        if old is not None:
+            if (old.seed, old.title, old.refs) != (e.seed, e.title, e.refs):
+                raise ValueError(f"paper experiment {e.name!r} registered twice")
+            continue  # the same declaration again (its module imported twice, e.g. run as a script): keep the first
         if not e.refs or not e.series:
             raise ValueError(f"paper experiment {e.name!r}: needs refs and at least one series")
         _REGISTRY[e.name] = e
@@ -144,7 +154,7 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        for m in SEED_MODULES:
+        for m in seed_modules():
             importlib.import_module(m)
 
 

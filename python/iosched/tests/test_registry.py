@@ -73,6 +73,9 @@ def test_checks_from_other_modules_and_ratios():
 def test_registering_twice_is_an_error():
     e = registry.experiments()[0]
     registry.register(e)  # the same object again: fine
-    clone = registry.PaperExperiment(**{**e.__dict__})
+    registry.register(registry.PaperExperiment(**{**e.__dict__}))  # the same declaration re-imported: fine
+    assert registry.get(e.name) is e
+    other = registry.PaperExperiment(**{**e.__dict__, "title": "something else"})
     with pytest.raises(ValueError, match="registered twice"):
-        registry.register(clone)
+        registry.register(other)
+    assert registry.seed_modules()[:2] == ["iosched.papers.seed000", "iosched.papers.seed003"]
