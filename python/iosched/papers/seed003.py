@@ -50,9 +50,9 @@ LABELS = ("R KIOPS", "W KIOPS", "R P99 (µs)", "W P99 (µs)")
 
 def _measure(res: Results) -> dict[str, tuple[float | None, ...]]:
     out = {}
-    for w, paper in BASELINE.items():
+    for w in BASELINE:
         vals = []
-        for (metric, jobname), p in zip(METRIC, paper):
+        for metric, jobname in METRIC:
             has_job = jobname in {j["name"] for j in _jobs(w)}
             vals.append(res.mean(w, {}, lambda r, m=metric, j=jobname: value(r, m, j)) if has_job else None)
         out[w] = tuple(vals)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
-from .figures import Figure, Panel, Table, Trace, render_plotly, render_static
+from .figures import Figure, Panel, Table, Trace, render_static
 
 
 @dataclass
