@@ -80,3 +80,121 @@ def test_registering_twice_is_an_error():
         registry.register(other)
     modules = registry.seed_modules()
     assert modules == sorted(modules) and {"iosched.papers.seed000", "iosched.papers.seed003"} <= set(modules)
+
+
+def test_seed_002_and_004_figures_and_tables_are_covered():
+    refs2 = {r for e in registry.experiments() if e.seed == "002" for r in e.refs}
+    assert {"Table II", "Table III"} | {f"Fig. {i}" for i in range(2, 12)} <= refs2
+    refs4 = {r for e in registry.experiments() if e.seed == "004" for r in e.refs}
+    assert refs4 == {f"Fig. {i}" for i in range(5, 10)}
+
+
+class FakeResults(registry.Results):
+    """An experiment's declared --quick runs with made-up results: every (series, point) the checks, tables and
+    figures ask for must be one the experiment declares."""
+
+    def __init__(self, tmp_path, exp, make):
+        runs = exp.runs(quick=True)
+        entry = {"mode": "quick", "runs": [{"id": str(i), "series": s, "point": r.sweep_point,
+                                            "repetition": r.repetition, "seed": r.seed}
+                                           for i, (s, r) in enumerate(runs)]}
+        super().__init__(tmp_path, exp.name, entry)
+        self._made = {str(i): make(r) for i, (_, r) in enumerate(runs)}
+
+    def result(self, rid):
+        return self._made[rid]
+
+
+def _job(name, read_bytes, write_bytes, window_ns, bins=()):
+    side = lambda b: {"ios": 1, "bytes": b, "bins": list(bins)}  # noqa: E731
+    return {"name": name, "window_ns": window_ns, "read": side(read_bytes), "write": side(write_bytes)}
+
+
+def _fake_seed002(run):
+    """The background gets what it asks (capped at 2 GB/s); the real-time task's latency grows with it."""
+    jobs = []
+    for j in run.jobs:
+        c = j.config
+        if c["name"] == "bg":
+            bw = min(c["rate_iops"] * c["bs_bytes"] * c["numjobs"] if c["rate_iops"] else 4e9, 2e9)
+            jobs.append(_job("bg", bw, 0, 10**9))
+        else:
+            jobs.append(_job(c["name"], 0, 0, 10**9, [[50_000, 900], [int(run.sweep_point.get(
+                "job.bg.rate_iops", 10**5)) * 10, 100]]))
+    return {"jobs": jobs}
+
+
+def test_seed002_tables_declares_every_run_its_checks_tables_and_figures_read(tmp_path):
+    exp = registry.get("seed002-tables")
+    res = FakeResults(tmp_path, exp, _fake_seed002)
+    checks = exp.checks(res)
+    assert len(checks) == 42 and {c.finding for c in checks} == {"K1", "K2", "K3", "K4", "Fig. 5", "Fig. 6",
+                                                                  "Fig. 9", "Fig. 10"}
+    t2, t3 = exp.tables(res)
+    assert (t2.ref, t3.ref) == ("Table II", "Table III") and len(t2.rows) == 7 and len(t2.columns) == 11
+    assert t2.rows[0][1].endswith("· paper 557 (3.04)") and t3.rows[-1][-1].endswith("· paper 308 (13.09)")
+    figs = exp.figures(res)
+    assert [f.ref for f in figs] == [f"Fig. {i}" for i in range(2, 11)]
+    assert all(t.x and t.y for f in figs for p in f.panels for t in p.traces)
+
+
+def test_seed002_the_papers_own_tables_pass_its_value_and_shape_checks():
+    """Transcription and criteria agree: Tables II and III as measurements hold every K1-K4 row, and give the
+    abstract's 10x, 6.8x and 2.7x (K3)."""
+    from iosched.papers import seed002 as s
+
+    def pts(table):
+        return {(c, cfg): s.Point(None, *table[cfg][i][:2], p50_ms=0.0125)
+                for cfg in table for i, c in enumerate(s.COLUMNS)}
+    top, worst = pts(s.TABLE_II), pts(s.TABLE_III)
+    low = {name: s.Point(150, 150, 0.02, 0.0125) for name in s.LINUX} | {"bfq": s.Point(150, 150, 0.02, 0.0135)}
+    rows = s.k1_checks(top) + s.k2_checks(top) + s.k3_checks(top, worst) + s.k4_checks(low, top)
+    assert rows and all(c.holds for c in rows), [c.what for c in rows if not c.holds]
+    (read, rc), (write, wc), (loss, lc) = s.k3_values(s._cells_of(s.TABLE_II), s._cells_of(s.TABLE_III))
+    assert (round(read), rc) == (10, "rr4k") and (round(write, 1), wc) == (6.9, "sw64k")
+    assert (round(loss, 1), lc) == (2.7, "sr64k")
+
+
+def test_seed002_multi_rt_quick_end_to_end(tmp_path):
+    from click.testing import CliRunner
+
+    from iosched import load, store
+    from iosched.cli import main
+
+    from .conftest import native_or_skip
+    native_or_skip()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["reproduce", "seed002-multi-rt", "--quick", "--out", str(out), "--no-static"])
+    assert res.exit_code == 0, res.output
+    man = store.read_manifest(out)["experiments"]["seed002-multi-rt"]
+    assert len(man["runs"]) == 3 * 8 and all(store.is_done(out, r["id"]) for r in man["runs"])
+    checks = load(out, "checks")
+    assert list(checks["finding"]) == ["K5"] * 3 and set(checks["ref"]) == {"Fig. 11"}
+    assert 'id="fig-seed002-fig11"' in (out / "report.html").read_text()
+
+
+def _fake_seed004(speed):
+    def make(run):
+        return {"jobs": [_job(j.config["name"], 0 if j.config["name"] in ("write", "rewrite") else speed(run, j),
+                              speed(run, j) if j.config["name"] in ("write", "rewrite") else 0, 10**9)
+                         for j in run.jobs]}
+    return make
+
+
+# Made-up throughputs (MB/s) with the paper's margins (§4): noop best, deadline ahead of CFQ and BFQ on reads,
+# rewrite 38% over write.
+PAPER_LIKE = {"write": {"noop": 110.0, "deadline": 95.0, "cfq": 100.0, "bfq": 95.0},
+              "rewrite": {"noop": 143.5, "deadline": 131.1, "cfq": 138.0, "bfq": 131.1},
+              "read": {"noop": 1071.0, "deadline": 1000.0, "cfq": 1000 / 1.029, "bfq": 1000 / 1.067},
+              "reread": {"noop": 11020.0, "deadline": 10000.0, "cfq": 10000 / 1.015, "bfq": 10000 / 1.079}}
+
+
+def test_seed004_paper_like_results_hold_every_check_and_equal_schedulers_do_not(tmp_path):
+    exp = registry.get("seed004-iozone")
+    res = FakeResults(tmp_path, exp, _fake_seed004(lambda run, j: PAPER_LIKE[j.config["name"]][run.scheduler] * 1e6))
+    checks = exp.checks(res)
+    assert len(checks) == 11 and all(c.holds for c in checks), [c.what for c in checks if not c.holds]
+    assert [f.ref for f in exp.figures(res)] == ["Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9"]
+    assert [t.ref for t in exp.tables(res)] == ["Fig. 9", "Figs. 5-8"]
+    equal = FakeResults(tmp_path, exp, _fake_seed004(lambda run, j: PAPER_LIKE[j.config["name"]]["cfq"] * 1e6))
+    assert [c.finding for c in exp.checks(equal) if not c.holds] == ["L1"] * 4 + ["L2"] * 4
