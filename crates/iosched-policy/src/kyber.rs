@@ -46,9 +46,9 @@
 //!   newest first. Each callback (`kyber_domain_wake`) takes its entry off and runs its hardware queue;
 //!   [`Elevator::take_woken_hctxs`] hands those queues to the caller in that order. A resize that changes the wake
 //!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::RunQueue`]
-//!   is returned either way (blk-mq's restart of the completion's own queue). For READ, WRITE and DISCARD two samples are
-//!   recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an 8-bucket
-//!   histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
+//!   is returned either way (blk-mq's restart of the completion's own queue). For READ, WRITE and DISCARD two
+//!   samples are recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an
+//!   8-bucket histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
 //!   latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
 //!   to fire at most 100 ms later (earlier if it is already due sooner); OTHER completions do not touch it.
 //! * **Timer.** For each of READ, WRITE, DISCARD: the I/O-latency P90 bucket, then the total-latency P99 bucket.
@@ -81,7 +81,8 @@
 //!   queue's CPUs), so queues woken together run in parallel and race for the freed tokens; the simulator runs
 //!   them one after the other, synchronously, in callback order, before anything else runs a queue on that
 //!   completion. The kernel's second attempt right after queueing the wait cannot succeed in this serialized model
-//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg).
+//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg) and the wait queues' own spinlocks
+//!   (taken to add, remove and wake entries), which cost no CPU time here.
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
 //! * **Async depth** (`limit_depth`): asynchronous requests may use only 75 % of the scheduler tags, applied to the
