@@ -144,6 +144,8 @@ pub struct Simulation<'c> {
     active_processes: usize,
     ios_issued: u64,
     ios_completed: u64,
+    /// Scratch list of hardware queues the elevator woke (reused between completions).
+    woken_hctxs: Vec<u32>,
     end_ns: u64,
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
@@ -657,6 +659,7 @@ impl<'c> Simulation<'c> {
             costs,
             ios_issued: 0,
             ios_completed: 0,
+            woken_hctxs: Vec::new(),
             end_ns,
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
@@ -1454,6 +1457,19 @@ impl<'c> Simulation<'c> {
         }
     }
 
+    /// Run the hardware queues the elevator woke, in its wake order.
+    fn run_woken_hw_queues(&mut self, device: u32, now: u64) {
+        let mut woken = std::mem::take(&mut self.woken_hctxs);
+        self.queues[device as usize]
+            .elevator
+            .take_woken_hctxs(&mut woken);
+        for &hctx in &woken {
+            self.run_hw_queue(device, hctx, now);
+        }
+        woken.clear();
+        self.woken_hctxs = woken;
+    }
+
     fn run_all_hw_queues(&mut self, device: u32, now: u64) {
         for hctx in 0..self.nr_hw_queues(device) {
             self.run_hw_queue(device, hctx, now);
@@ -1524,6 +1540,9 @@ impl<'c> Simulation<'c> {
             self.accepted(waiting, now);
             inserted = true;
         }
+        // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's
+        // token, freed in the completion's finish_request), before anything else on this path runs a queue.
+        self.run_woken_hw_queues(device, now);
         match after {
             AfterCompletion::RunAllQueues => self.run_all_hw_queues(device, now),
             AfterCompletion::RunQueue => {

@@ -313,6 +313,35 @@ fn kyber_fairness_shares_iops_by_cgroup_weight() {
     assert!(series("cgroup4_budget_sectors") > 0 && series("wr_scale") > 0);
 }
 
+/// Four equal processes, each alone on its own core and so on its own hardware queue, ask for 4 x 128 reads while
+/// Kyber's read domain has 256 tokens: hardware queues wait for tokens all the time. Freed tokens go to the waiting
+/// queues in the order the token pool's wait queues wake them, not by queue number, so each process gets the same
+/// share of the device.
+#[test]
+fn kyber_token_waiters_on_different_hardware_queues_get_equal_service() {
+    let jobs = (0..4)
+        .map(|i| {
+            let mut j = job(&format!("p{i}"), Rw::Randread, 4096, 128, 1, &[4 * i], &[0]);
+            j.ramp_ns = 100_000_000;
+            j.runtime_ns = 300_000_000;
+            j
+        })
+        .collect();
+    let mut config = seed001(jobs);
+    config.scheduler.name = "kyber".into();
+    let r = run(&config);
+    let iops: Vec<f64> = (0..4).map(|j| kiops(&r, j, false)).collect();
+    let mean = iops.iter().sum::<f64>() / 4.0;
+    let waiting = scheduler_samples(&r, "read_waiting_hctxs").fold(0.0, f64::max);
+    assert!(
+        waiting >= 2.0,
+        "the read tokens are contended: {waiting} hardware queues waiting at most"
+    );
+    for (i, &p) in iops.iter().enumerate() {
+        assert!((p / mean - 1.0).abs() < 0.05, "process {i}: {iops:?} KIOPS");
+    }
+}
+
 #[test]
 fn progress_is_reported_and_can_abort() {
     let config = t4k_scenario(1, 50_000_000);
