@@ -198,3 +198,29 @@ def test_seed004_paper_like_results_hold_every_check_and_equal_schedulers_do_not
     assert [t.ref for t in exp.tables(res)] == ["Fig. 9", "Figs. 5-8"]
     equal = FakeResults(tmp_path, exp, _fake_seed004(lambda run, j: PAPER_LIKE[j.config["name"]]["cfq"] * 1e6))
     assert [c.finding for c in exp.checks(equal) if not c.holds] == ["L1"] * 4 + ["L2"] * 4
+
+
+def test_seed_001_figures_are_covered():
+    assert {r for e in registry.experiments() if e.seed == "001" for r in e.refs} == {"Fig. 1", "Fig. 4", "Fig. 5",
+                                                                                      "Fig. 6"}
+
+
+def _fake_seed001(run):
+    """none splits equally; the weighted schedulers by weight, Kyber-fairness at none's total, BFQ at half."""
+    total = {"none": 1000e6, "kyber-fairness": 1000e6, "bfq": 500e6}[run.scheduler]
+    weights = [j.config["cgroup_weight"] for j in run.jobs]
+    share = [1 / len(weights)] * len(weights) if run.scheduler == "none" else [w / sum(weights) for w in weights]
+    return {"jobs": [_job(j.config["name"], total * f, 0, 10**9) for j, f in zip(run.jobs, share)]}
+
+
+@pytest.mark.parametrize("name, rows", [("seed001-bfq", 4), ("seed001-fio", 12), ("seed001-traces", 4),
+                                        ("seed001-cgroups", 2)])
+def test_seed001_experiments_read_only_declared_runs(tmp_path, name, rows):
+    exp = registry.get(name)
+    res = FakeResults(tmp_path, exp, _fake_seed001)
+    checks = exp.checks(res)
+    assert len(checks) == rows
+    # Exact shares by weight: every fairness row holds.
+    assert all(c.holds for c in checks if "FI" in c.what), [c for c in checks if "FI" in c.what]
+    figs = exp.figures(res)
+    assert [f.ref for f in figs] == list(exp.refs) and all(t.y for f in figs for p in f.panels for t in p.traces)
