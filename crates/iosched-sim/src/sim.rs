@@ -17,7 +17,7 @@ use crate::blk::BlockQueue;
 use crate::config::{EngineCost, Interface, IoEngine, Rw, SimConfig};
 use crate::device::{Command, Device};
 use crate::engine::{Event, EventQueue};
-use crate::host::{CpuAccount, Host};
+use crate::host::{CpuAccount, ForkPlacement, Host};
 use crate::metrics::LatencyStats;
 use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
@@ -497,9 +497,13 @@ impl<'c> Simulation<'c> {
                 let allowed_cores = if job.cpus_split {
                     vec![allowed[clone as usize % allowed.len()]]
                 } else {
-                    allowed.clone()
+                    let mut sorted = allowed.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    sorted
                 };
-                let core = allowed_cores[clone as usize % allowed_cores.len()];
+                // Unpinned processes get their starting core below, once all processes are known.
+                let core = allowed_cores[0];
                 let start_ns = job.start_ns;
                 let offset = job.offset_bytes + clone as u64 * job.offset_increment_bytes;
                 let buffered = match (&mut cache, job.buffered) {
@@ -573,6 +577,22 @@ impl<'c> Simulation<'c> {
                     write: LatencyStats::default(),
                     cpu: CpuAccount::default(),
                 });
+            }
+        }
+        // Where the processes fio forks start (Linux spreads them over idle CPUs): per stonewall group, as only one
+        // group runs at a time. Pinned processes keep their core and count as placed there.
+        for g in 0..group_remaining.len() as u32 {
+            let mut fork = ForkPlacement::new(cores);
+            let in_group = |p: &&mut Process| p.group == g;
+            for p in processes.iter_mut().filter(in_group) {
+                if p.allowed_cores.len() == 1 {
+                    fork.pin(p.core);
+                }
+            }
+            for p in processes.iter_mut().filter(in_group) {
+                if p.allowed_cores.len() > 1 {
+                    p.core = fork.place(&p.allowed_cores);
+                }
             }
         }
         // With stonewall groups the run ends by the sum of the groups' longest spans at the latest.
@@ -909,7 +929,7 @@ impl<'c> Simulation<'c> {
         let core = if proc.allowed_cores.len() == 1 {
             proc.allowed_cores[0]
         } else {
-            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
+            self.host.wake_core(&proc.allowed_cores, proc.core, at)
         };
         let submit_ns = proc.cost.submit_ns;
         let proc = &mut self.processes[p];
@@ -997,7 +1017,7 @@ impl<'c> Simulation<'c> {
         let core = if proc.allowed_cores.len() == 1 {
             proc.allowed_cores[0]
         } else {
-            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
+            self.host.wake_core(&proc.allowed_cores, proc.core, at)
         };
         let submit_ns = proc.cost.submit_ns;
         let proc = &mut self.processes[p];
@@ -1229,7 +1249,7 @@ impl<'c> Simulation<'c> {
             return;
         };
         let proc = &self.processes[flusher as usize];
-        let core = self.host.least_loaded(&proc.allowed_cores, proc.core, now);
+        let core = self.host.wake_core(&proc.allowed_cores, proc.core, now);
         let submit_ns = proc.cost.submit_ns;
         let proc = &mut self.processes[flusher as usize];
         proc.core = core;
