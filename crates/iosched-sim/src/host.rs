@@ -3,6 +3,18 @@
 //! A core runs one piece of work at a time, in the order the work was asked for (no preemption). Work is booked
 //! when it becomes runnable: `run` returns when it ends. Switching a core to another process costs a context switch;
 //! a process woken from sleep pays the sleep/wake path. Busy time is counted only inside the measurement window.
+//!
+//! Where unpinned processes run follows what Linux's scheduler (CFS, kernel/sched/fair.c) does in effect, reduced
+//! to what this model has (no run queues, no load tracking, one cache domain):
+//! - at fork (`ForkPlacement`): the allowed core with the fewest processes so far, ties round-robin;
+//! - a running process stays on its core (the simulation asks `Host::wake_core` only when it was asleep);
+//! - on wake-up (`Host::wake_core`, `select_idle_sibling`): its previous core if idle, else the next idle allowed
+//!   core in circular order after it, else (where Linux would queue it and let load balancing move it later) the
+//!   allowed core that frees soonest.
+//!
+//! Not modelled: `wake_affine` (the waker's CPU as the target: for an I/O completion the interrupt arrives on the
+//! submitting CPU, usually the previous one anyway), `recent_used_cpu`, SMT siblings and several cache domains,
+//! periodic and idle load balancing of queued work, and the scan limit of `select_idle_cpu`.
 
 pub struct Core {
     pub free_at_ns: u64,
