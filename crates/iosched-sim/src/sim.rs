@@ -1640,8 +1640,9 @@ impl<'c> Simulation<'c> {
         slot.live = false;
         self.free_slots.push(io);
         let proc = &self.processes[process as usize];
-        // A pinned process reaps on its core (the bio's); an unpinned one where it runs, or where it is woken, which
-        // it has to be if that core had gone idle (the rule pinned processes follow with their bio's core).
+        // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on,
+        // or, asleep, where its wake-up places it, paying the sleep/wake path if that core was idle (as pinned
+        // processes do on theirs).
         let (core, sleeping) = if proc.allowed_cores.len() == 1 {
             (slot_core, sleeping)
         } else if now < proc.busy_until_ns {
