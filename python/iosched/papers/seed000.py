@@ -540,8 +540,9 @@ LATENCY = PaperExperiment(
                   "1,089.5 / 1,073.2", "µs"),
            Number("Fig. 5b (O-8)", "cores used, 256 L-apps: none, Kyber / BFQ, MQ-DL", "7 / 10"),
            Number("Fig. 6 (O-9)", "P99 / none at 1, past 16 processes on one core", "> 50x")),
-    notes=("Processes on all 10 cores are unpinned (cpus_allowed 0-9, shared): the simulator places each on the "
-           "least-loaded allowed core, as the paper's 'no pinning' lets the kernel do.",),
+    notes=("Processes on all 10 cores are unpinned (cpus_allowed 0-9, shared), as the paper's 'no pinning' lets the "
+           "kernel place them: the simulator spreads them over the cores at start, and wakes each on its previous "
+           "core if idle, else on the next idle one (Linux's wake-up placement; README: How the simulator works).",),
 )
 
 
