@@ -73,8 +73,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, Op,
-    Request, TunableError,
+    apply_merge, mergeable, tunable_in_range, AfterCompletion, Elevator, IoprioClass,
+    LockAcquisitions, Locking, Op, Request, TunableError,
 };
 
 const MS: u64 = 1_000_000;
@@ -1634,14 +1634,7 @@ impl Elevator for Bfq {
                 })
             }
         };
-        if value < lo || value > hi {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
-                value,
-                expected: format!("{lo}..={hi}"),
-            });
-        }
-        let v = value as u64;
+        let v = tunable_in_range(name, value, lo, hi, "")? as u64;
         match name {
             "fifo_expire_sync" => self.t.fifo_expire_sync_ns = v * MS,
             "fifo_expire_async" => self.t.fifo_expire_async_ns = v * MS,
@@ -1702,23 +1695,14 @@ impl Elevator for Bfq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit;
     use crate::Op;
 
     fn rq(id: u32, process: u32, sector: u64, nr_sectors: u32) -> Request {
         Request {
-            id,
-            op: Op::Read,
-            sector,
-            nr_sectors,
-            cpu: 0,
-            hctx: 0,
             ioprio_class: IoprioClass::BestEffort,
-            ioprio_level: 4,
             process,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync: true,
-            start_ns: 0,
+            ..testkit::rq(id, Op::Read, sector, nr_sectors)
         }
     }
 

@@ -87,8 +87,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use crate::noop::LEGACY_QUEUE_LOCK;
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking,
-    MergeSide, Op, Request, TunableError,
+    apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
+    tunable_switch, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, MergeSide,
+    Op, Request, TunableError,
 };
 
 const NS_PER_US: u64 = 1_000;
@@ -1104,24 +1105,15 @@ impl Elevator for Cfq {
             }
         }
         let q = bio_queue?;
-        let back = self.queues[q]
-            .sort
-            .range(..(bio.sector, 0))
-            .rev()
-            .map(|&(_, id)| id)
-            .find(|id| self.held[id].rq.end_sector() == bio.sector);
+        let back = hash_back_candidate(&self.queues[q].sort, bio, |id| {
+            self.held[&id].rq.end_sector()
+        });
         if let Some(id) = back {
             if self.try_merge(id, bio_queue, bio, max_sectors, &[MergeSide::Back]) {
                 return Some(id);
             }
         }
-        let end = bio.end_sector();
-        let front: Vec<u32> = self.queues[q]
-            .sort
-            .range((end, 0)..=(end, u32::MAX))
-            .map(|&(_, id)| id)
-            .collect();
-        front
+        front_merge_candidates(&self.queues[q].sort, bio)
             .into_iter()
             .find(|&id| self.try_merge(id, bio_queue, bio, max_sectors, &[MergeSide::Front]))
     }
@@ -1352,15 +1344,8 @@ impl Elevator for Cfq {
     }
 
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
-        let range = |min: i64, unit: &str| -> Result<u64, TunableError> {
-            if value < min || value > u32::MAX as i64 {
-                return Err(TunableError::OutOfRange {
-                    name: name.to_string(),
-                    value,
-                    expected: format!("{min}..={}{unit}", u32::MAX),
-                });
-            }
-            Ok(value as u64)
+        let range = |min: i64, unit: &str| {
+            tunable_in_range(name, value, min, u32::MAX as i64, unit).map(|v| v as u64)
         };
         match name {
             "quantum" => self.quantum = range(1, "")? as u32,
@@ -1379,16 +1364,7 @@ impl Elevator for Cfq {
             "slice_sync_us" => self.slice_ns[1] = range(1, " microseconds")? * NS_PER_US,
             "slice_async_us" => self.slice_ns[0] = range(1, " microseconds")? * NS_PER_US,
             "target_latency_us" => self.target_latency_ns = range(1, " microseconds")? * NS_PER_US,
-            "low_latency" => match value {
-                0 | 1 => self.low_latency = value == 1,
-                _ => {
-                    return Err(TunableError::OutOfRange {
-                        name: name.to_string(),
-                        value,
-                        expected: "0 or 1".to_string(),
-                    })
-                }
-            },
+            "low_latency" => self.low_latency = tunable_switch(name, value)?,
             _ => {
                 return Err(TunableError::Unknown {
                     name: name.to_string(),

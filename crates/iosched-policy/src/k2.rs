@@ -63,7 +63,8 @@
 use std::collections::VecDeque;
 
 use crate::{
-    AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, Request, TunableError,
+    tunable_in_range, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, Request,
+    TunableError,
 };
 
 /// The module's default bound on requests in flight on the device.
@@ -199,17 +200,8 @@ impl Elevator for K2 {
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
         match name {
             "max_inflight" => {
-                if !(1..=u32::MAX as i64).contains(&value) {
-                    return Err(TunableError::OutOfRange {
-                        name: name.to_string(),
-                        value,
-                        expected: format!(
-                            "1..={} (requests in flight on the whole device)",
-                            u32::MAX
-                        ),
-                    });
-                }
-                self.max_inflight = value as u32;
+                let unit = " (requests in flight on the whole device)";
+                self.max_inflight = tunable_in_range(name, value, 1, u32::MAX as i64, unit)? as u32;
                 Ok(())
             }
             _ => Err(TunableError::Unknown {
@@ -240,28 +232,23 @@ impl Elevator for K2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::{self, Lcg};
     use crate::Op;
     use std::collections::{HashMap, HashSet};
 
     fn rq(id: u32, class: IoprioClass, level: u8, hctx: u32) -> Request {
+        let op = if id.is_multiple_of(2) {
+            Op::Read
+        } else {
+            Op::Write
+        };
         Request {
-            id,
-            op: if id.is_multiple_of(2) {
-                Op::Read
-            } else {
-                Op::Write
-            },
-            sector: id as u64 * 8,
-            nr_sectors: 8,
             cpu: hctx,
             hctx,
             ioprio_class: class,
             ioprio_level: level,
             process: id,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync: true,
-            start_ns: 0,
+            ..testkit::rq(id, op, id as u64 * 8, 8)
         }
     }
 
@@ -467,19 +454,6 @@ mod tests {
         assert_eq!(state["queued_be"], 1.0);
         assert_eq!(state["queued_rt0"], 0.0);
         assert_eq!(state.len(), 4 + 2 * 9);
-    }
-
-    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
     }
 
     /// Random arrivals (any class and level, any hardware queue), dispatches, completions in any order, and bound

@@ -696,11 +696,11 @@ impl Elevator for Kyber {
             }
         };
         if value < 0 {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
+            return Err(TunableError::out_of_range(
+                name,
                 value,
-                expected: "a latency target in nanoseconds, >= 0".to_string(),
-            });
+                "a latency target in nanoseconds, >= 0",
+            ));
         }
         self.targets[domain as usize] = value as u64;
         Ok(())
@@ -729,7 +729,7 @@ impl Elevator for Kyber {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::IoprioClass;
+    use crate::testkit::{self, Lcg};
     use std::collections::HashSet;
 
     const MS: u64 = 1_000_000;
@@ -737,19 +737,10 @@ mod tests {
 
     fn rq(id: u32, op: Op, cpu: u32, hctx: u32, sector: u64, nr_sectors: u32) -> Request {
         Request {
-            id,
-            op,
-            sector,
-            nr_sectors,
             cpu,
             hctx,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
             sync: op == Op::Read,
-            start_ns: 0,
+            ..testkit::rq(id, op, sector, nr_sectors)
         }
     }
 
@@ -1283,19 +1274,6 @@ mod tests {
         assert_eq!(state["other_waiting_hctxs"], 0.0);
     }
 
-    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
-    }
-
     #[test]
     fn random_traffic_never_loses_or_duplicates_requests_and_tokens_match_requests_in_flight() {
         const NR_HCTX: u32 = 2;
@@ -1338,24 +1316,9 @@ mod tests {
                 now += rng.below(400_000);
                 match rng.below(10) {
                     0..=2 => {
-                        let op = match rng.below(20) {
-                            0..=9 => Op::Read,
-                            10..=16 => Op::Write,
-                            17..=18 => Op::Discard,
-                            _ => Op::Flush,
-                        };
+                        let op = rng.op();
                         let cpu = rng.below(NR_CPU as u64) as u32;
-                        let sector = if rng.below(2) == 0 {
-                            next_sector[cpu as usize]
-                        } else {
-                            rng.below(1 << 24)
-                        };
-                        let nr_sectors = if op == Op::Flush {
-                            0
-                        } else {
-                            8 * (1 + rng.below(4) as u32)
-                        };
-                        next_sector[cpu as usize] = sector + nr_sectors as u64;
+                        let (sector, nr_sectors) = rng.extent(op, &mut next_sector[cpu as usize]);
                         let mut bio = rq(next_id, op, cpu, cpu % NR_HCTX, sector, nr_sectors);
                         bio.start_ns = now;
                         next_id += 1;

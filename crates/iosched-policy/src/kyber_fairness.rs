@@ -106,7 +106,9 @@
 use std::collections::HashMap;
 
 use crate::kyber::{Domain, Kyber};
-use crate::{AfterCompletion, Elevator, LockAcquisitions, Locking, Op, Request, TunableError};
+use crate::{
+    tunable_switch, AfterCompletion, Elevator, LockAcquisitions, Locking, Op, Request, TunableError,
+};
 
 /// A cgroup's starting budget (and the budget an idle cgroup is reset to), in sectors per unit of weight.
 pub const INITIAL_BUDGET_SECTORS_PER_WEIGHT: i64 = 16;
@@ -472,16 +474,13 @@ impl Elevator for KyberFairness {
     }
 
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
-        let out_of_range = |expected: &str| TunableError::OutOfRange {
-            name: name.to_string(),
-            value,
-            expected: expected.to_string(),
-        };
         match name {
             "read_lat_nsec" | "write_lat_nsec" => self.kyber.set_tunable(name, value),
             "refill_period_nsec" => {
                 if !(MIN_REFILL_PERIOD_NS as i64..=MAX_REFILL_PERIOD_NS as i64).contains(&value) {
-                    return Err(out_of_range(
+                    return Err(TunableError::out_of_range(
+                        name,
+                        value,
                         "a period in nanoseconds within 1000000..=10000000000 (1 ms to 10 s)",
                     ));
                 }
@@ -492,10 +491,7 @@ impl Elevator for KyberFairness {
                 Ok(())
             }
             "per_cgroup_prediction" => {
-                if !(0..=1).contains(&value) {
-                    return Err(out_of_range("0 or 1"));
-                }
-                self.per_cgroup_prediction = value == 1;
+                self.per_cgroup_prediction = tunable_switch(name, value)?;
                 Ok(())
             }
             _ => Err(TunableError::Unknown {
@@ -533,7 +529,7 @@ impl Elevator for KyberFairness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::IoprioClass;
+    use crate::testkit::{self, Lcg};
     use std::cmp::Reverse;
     use std::collections::{BinaryHeap, HashSet, VecDeque};
 
@@ -542,19 +538,12 @@ mod tests {
 
     fn rq(id: u32, op: Op, cgroup: u32, weight: u32, hctx: u32, nr_sectors: u32) -> Request {
         Request {
-            id,
-            op,
-            sector: id as u64 * 4096,
-            nr_sectors,
             cpu: hctx,
             hctx,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
             process: cgroup,
             cgroup,
             cgroup_weight: weight,
-            sync: true,
-            start_ns: 0,
+            ..testkit::rq(id, op, id as u64 * 4096, nr_sectors)
         }
     }
 
@@ -1095,19 +1084,6 @@ mod tests {
             .collect()
     }
 
-    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
-    }
-
     #[test]
     fn four_cgroups_share_the_device_by_weight_100_250_500_1000() {
         // Seed 001's setup: 4 cgroups x 4 processes, one hardware queue each; a device serving 64 requests at a
@@ -1295,25 +1271,10 @@ mod tests {
                 now += rng.below(200_000);
                 match rng.below(10) {
                     0..=2 => {
-                        let op = match rng.below(20) {
-                            0..=9 => Op::Read,
-                            10..=16 => Op::Write,
-                            17..=18 => Op::Discard,
-                            _ => Op::Flush,
-                        };
+                        let op = rng.op();
                         let cpu = rng.below(8) as u32;
                         let cgroup = rng.below(weights.len() as u64) as u32;
-                        let sector = if rng.below(2) == 0 {
-                            next_sector[cpu as usize]
-                        } else {
-                            rng.below(1 << 24)
-                        };
-                        let nr_sectors = if op == Op::Flush {
-                            0
-                        } else {
-                            8 * (1 + rng.below(4) as u32)
-                        };
-                        next_sector[cpu as usize] = sector + nr_sectors as u64;
+                        let (sector, nr_sectors) = rng.extent(op, &mut next_sector[cpu as usize]);
                         let mut bio = rq(
                             next_id,
                             op,

@@ -45,8 +45,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::noop::LEGACY_QUEUE_LOCK;
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op,
-    Request, TunableError,
+    apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
+    tunable_switch, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op, Request,
+    TunableError,
 };
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -162,29 +163,6 @@ impl Deadline {
         self.last_merge = Some(id);
         true
     }
-
-    fn set_ms(slot: &mut i64, name: &str, value: i64) -> Result<(), TunableError> {
-        if !(0..=i32::MAX as i64).contains(&value) {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
-                value,
-                expected: format!("0..={} milliseconds", i32::MAX),
-            });
-        }
-        *slot = value;
-        Ok(())
-    }
-
-    fn count(name: &str, value: i64) -> Result<u32, TunableError> {
-        if !(0..=i32::MAX as i64).contains(&value) {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
-                value,
-                expected: format!("0..={}", i32::MAX),
-            });
-        }
-        Ok(value as u32)
-    }
 }
 
 impl Elevator for Deadline {
@@ -211,25 +189,16 @@ impl Elevator for Deadline {
         }
         let dir = dir_of(bio.op);
         // The request hash: a held request of this direction that ends where the bio starts.
-        let back = self.dirs[dir]
-            .sorted
-            .range(..(bio.sector, 0))
-            .rev()
-            .map(|&(_, id)| id)
-            .find(|id| self.held[id].rq.end_sector() == bio.sector);
+        let back = hash_back_candidate(&self.dirs[dir].sorted, bio, |id| {
+            self.held[&id].rq.end_sector()
+        });
         if let Some(id) = back {
             if self.try_merge(id, bio, max_sectors, &[MergeSide::Back]) {
                 return Some(id);
             }
         }
         if self.front_merges {
-            let end = bio.end_sector();
-            let front: Vec<u32> = self.dirs[dir]
-                .sorted
-                .range((end, 0)..=(end, u32::MAX))
-                .map(|&(_, id)| id)
-                .collect();
-            for id in front {
+            for id in front_merge_candidates(&self.dirs[dir].sorted, bio) {
                 if self.try_merge(id, bio, max_sectors, &[MergeSide::Front]) {
                     return Some(id);
                 }
@@ -319,21 +288,15 @@ impl Elevator for Deadline {
 
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
         match name {
-            "read_expire" => Self::set_ms(&mut self.read_expire_ms, name, value),
-            "write_expire" => Self::set_ms(&mut self.write_expire_ms, name, value),
-            "writes_starved" => Self::count(name, value).map(|v| self.writes_starved = v),
-            "fifo_batch" => Self::count(name, value).map(|v| self.fifo_batch = v),
-            "front_merges" => match value {
-                0 | 1 => {
-                    self.front_merges = value == 1;
-                    Ok(())
-                }
-                _ => Err(TunableError::OutOfRange {
-                    name: name.to_string(),
-                    value,
-                    expected: "0 or 1".to_string(),
-                }),
-            },
+            "read_expire" => tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
+                .map(|v| self.read_expire_ms = v),
+            "write_expire" => tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
+                .map(|v| self.write_expire_ms = v),
+            "writes_starved" => tunable_in_range(name, value, 0, i32::MAX as i64, "")
+                .map(|v| self.writes_starved = v as u32),
+            "fifo_batch" => tunable_in_range(name, value, 0, i32::MAX as i64, "")
+                .map(|v| self.fifo_batch = v as u32),
+            "front_merges" => tunable_switch(name, value).map(|v| self.front_merges = v),
             _ => Err(TunableError::Unknown {
                 name: name.to_string(),
                 known: TUNABLES.to_vec(),

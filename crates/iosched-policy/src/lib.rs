@@ -145,6 +145,45 @@ impl std::fmt::Display for TunableError {
     }
 }
 
+impl TunableError {
+    /// `name=value` was rejected; `expected` is what the message says the tunable accepts.
+    pub fn out_of_range(name: &str, value: i64, expected: impl Into<String>) -> Self {
+        TunableError::OutOfRange {
+            name: name.to_string(),
+            value,
+            expected: expected.into(),
+        }
+    }
+}
+
+/// `value` if it lies in `min..=max`, else [`TunableError::OutOfRange`] expecting "`min..=max`" followed by `unit`
+/// (e.g. `" milliseconds"`, or `""`).
+pub(crate) fn tunable_in_range(
+    name: &str,
+    value: i64,
+    min: i64,
+    max: i64,
+    unit: &str,
+) -> Result<i64, TunableError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(TunableError::out_of_range(
+            name,
+            value,
+            format!("{min}..={max}{unit}"),
+        ))
+    }
+}
+
+/// A 0/1 switch: `value == 1`, or [`TunableError::OutOfRange`] expecting "0 or 1".
+pub(crate) fn tunable_switch(name: &str, value: i64) -> Result<bool, TunableError> {
+    match value {
+        0 | 1 => Ok(value == 1),
+        _ => Err(TunableError::out_of_range(name, value, "0 or 1")),
+    }
+}
+
 /// The elevator interface. Calls mirror the kernel's `elevator_mq_ops`.
 pub trait Elevator: Send {
     fn name(&self) -> &'static str;
@@ -189,9 +228,17 @@ pub trait Elevator: Send {
     }
     fn timer(&mut self, _now_ns: u64) {}
 
-    /// Current tunables by sysfs name and unit.
-    fn tunables(&self) -> Vec<(&'static str, i64)>;
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError>;
+    /// Current tunables by sysfs name and unit; by default there are none.
+    fn tunables(&self) -> Vec<(&'static str, i64)> {
+        Vec::new()
+    }
+    /// Set a tunable by sysfs name; by default every name is unknown ("this scheduler has no tunables").
+    fn set_tunable(&mut self, name: &str, _value: i64) -> Result<(), TunableError> {
+        Err(TunableError::Unknown {
+            name: name.to_string(),
+            known: Vec::new(),
+        })
+    }
 
     /// Internal state worth recording over time (e.g. Kyber's domain depths), by name.
     fn introspect(&self) -> Vec<(String, f64)> {
@@ -308,7 +355,36 @@ pub fn apply_merge(held: &mut Request, bio: &Request, side: MergeSide) {
     held.nr_sectors += bio.nr_sectors;
 }
 
-/// Shared test helpers: a request builder and a random-operation conservation check for any policy.
+/// The request hash of an elevator that keeps its held requests in a sector-sorted set of `(start sector, id)`:
+/// the request nearest below `bio` that ends where `bio` starts (a back-merge candidate). `end_sector` gives a held
+/// request's end.
+pub(crate) fn hash_back_candidate(
+    sorted: &std::collections::BTreeSet<(u64, u32)>,
+    bio: &Request,
+    end_sector: impl Fn(u32) -> u64,
+) -> Option<u32> {
+    sorted
+        .range(..(bio.sector, 0))
+        .rev()
+        .map(|&(_, id)| id)
+        .find(|&id| end_sector(id) == bio.sector)
+}
+
+/// The held requests in a sector-sorted set of `(start sector, id)` that start where `bio` ends (front-merge
+/// candidates, as `deadline_merge` and `cfq_merge` look them up), in id order.
+pub(crate) fn front_merge_candidates(
+    sorted: &std::collections::BTreeSet<(u64, u32)>,
+    bio: &Request,
+) -> Vec<u32> {
+    let end = bio.end_sector();
+    sorted
+        .range((end, 0)..=(end, u32::MAX))
+        .map(|&(_, id)| id)
+        .collect()
+}
+
+/// Shared test helpers: a request builder, two small deterministic generators and a random-operation conservation
+/// check for any policy.
 #[cfg(test)]
 pub(crate) mod testkit {
     use super::*;
@@ -342,6 +418,47 @@ pub(crate) mod testkit {
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0 % n.max(1)
+        }
+    }
+
+    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
+    pub struct Lcg(pub u64);
+
+    impl Lcg {
+        pub fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+
+        /// An operation of the random-traffic mix: 50% reads, 35% writes, 10% discards, 5% flushes.
+        pub fn op(&mut self) -> Op {
+            match self.below(20) {
+                0..=9 => Op::Read,
+                10..=16 => Op::Write,
+                17..=18 => Op::Discard,
+                _ => Op::Flush,
+            }
+        }
+
+        /// `(sector, nr_sectors)` of a bio doing `op` from a submitter whose last bio ended at `*next_sector`:
+        /// sequential or anywhere in the first 8 GiB, half and half; 4 to 16 KiB, none for a flush. Moves
+        /// `*next_sector` to its end.
+        pub fn extent(&mut self, op: Op, next_sector: &mut u64) -> (u64, u32) {
+            let sector = if self.below(2) == 0 {
+                *next_sector
+            } else {
+                self.below(1 << 24)
+            };
+            let nr_sectors = if op == Op::Flush {
+                0
+            } else {
+                8 * (1 + self.below(4) as u32)
+            };
+            *next_sector = sector + nr_sectors as u64;
+            (sector, nr_sectors)
         }
     }
 

@@ -86,8 +86,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::{
-    apply_merge, mergeable, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking,
-    MergeSide, Op, Request, TunableError,
+    apply_merge, mergeable, tunable_in_range, tunable_switch, AfterCompletion, Elevator,
+    IoprioClass, LockAcquisitions, Locking, MergeSide, Op, Request, TunableError,
 };
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -307,29 +307,6 @@ impl MqDeadline {
             && held.ioprio_level == bio.ioprio_level
             && held.cgroup == bio.cgroup
     }
-
-    fn set_ms(slot: &mut i64, name: &str, value: i64) -> Result<(), TunableError> {
-        if !(0..=i32::MAX as i64).contains(&value) {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
-                value,
-                expected: format!("0..={} milliseconds", i32::MAX),
-            });
-        }
-        *slot = value;
-        Ok(())
-    }
-
-    fn count(name: &str, value: i64) -> Result<u32, TunableError> {
-        if !(0..=i32::MAX as i64).contains(&value) {
-            return Err(TunableError::OutOfRange {
-                name: name.to_string(),
-                value,
-                expected: format!("0..={}", i32::MAX),
-            });
-        }
-        Ok(value as u32)
-    }
 }
 
 impl Elevator for MqDeadline {
@@ -480,23 +457,22 @@ impl Elevator for MqDeadline {
 
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
         match name {
-            "read_expire" => Self::set_ms(&mut self.read_expire_ms, name, value),
-            "write_expire" => Self::set_ms(&mut self.write_expire_ms, name, value),
-            "prio_aging_expire" => Self::set_ms(&mut self.prio_aging_expire_ms, name, value),
-            "writes_starved" => Self::count(name, value).map(|v| self.writes_starved = v),
-            "fifo_batch" => Self::count(name, value).map(|v| self.fifo_batch = v),
-            "async_depth" => Self::count(name, value).map(|v| self.async_depth = v as i64),
-            "front_merges" => match value {
-                0 | 1 => {
-                    self.front_merges = value == 1;
-                    Ok(())
-                }
-                _ => Err(TunableError::OutOfRange {
-                    name: name.to_string(),
-                    value,
-                    expected: "0 or 1".to_string(),
-                }),
-            },
+            "read_expire" => tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
+                .map(|v| self.read_expire_ms = v),
+            "write_expire" => tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
+                .map(|v| self.write_expire_ms = v),
+            "prio_aging_expire" => {
+                tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
+                    .map(|v| self.prio_aging_expire_ms = v)
+            }
+            "writes_starved" => tunable_in_range(name, value, 0, i32::MAX as i64, "")
+                .map(|v| self.writes_starved = v as u32),
+            "fifo_batch" => tunable_in_range(name, value, 0, i32::MAX as i64, "")
+                .map(|v| self.fifo_batch = v as u32),
+            "async_depth" => {
+                tunable_in_range(name, value, 0, i32::MAX as i64, "").map(|v| self.async_depth = v)
+            }
+            "front_merges" => tunable_switch(name, value).map(|v| self.front_merges = v),
             _ => Err(TunableError::Unknown {
                 name: name.to_string(),
                 known: TUNABLES.to_vec(),
@@ -528,24 +504,14 @@ impl Elevator for MqDeadline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit;
 
     const MS: u64 = NS_PER_MS;
 
     fn rq(id: u32, op: Op, sector: u64, class: IoprioClass) -> Request {
         Request {
-            id,
-            op,
-            sector,
-            nr_sectors: 8,
-            cpu: 0,
-            hctx: 0,
             ioprio_class: class,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync: true,
-            start_ns: 0,
+            ..testkit::rq(id, op, sector, 8)
         }
     }
 

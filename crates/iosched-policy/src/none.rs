@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{merge_into_recent, AfterCompletion, Elevator, Locking, Request, TunableError};
+use crate::{merge_into_recent, AfterCompletion, Elevator, Locking, Request};
 
 pub struct NoneScheduler {
     queues: Vec<VecDeque<Request>>,
@@ -50,39 +50,19 @@ impl Elevator for NoneScheduler {
     fn completed(&mut self, _rq: &Request, _issue_ns: u64, _now_ns: u64) -> AfterCompletion {
         AfterCompletion::RunQueue
     }
-
-    fn tunables(&self) -> Vec<(&'static str, i64)> {
-        Vec::new()
-    }
-
-    fn set_tunable(&mut self, name: &str, _value: i64) -> Result<(), TunableError> {
-        Err(TunableError::Unknown {
-            name: name.to_string(),
-            known: Vec::new(),
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{IoprioClass, Op};
+    use crate::testkit;
+    use crate::Op;
 
     fn rq(id: u32, hctx: u32, sector: u64, nr_sectors: u32) -> Request {
         Request {
-            id,
-            op: Op::Read,
-            sector,
-            nr_sectors,
             cpu: hctx,
             hctx,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync: true,
-            start_ns: 0,
+            ..testkit::rq(id, Op::Read, sector, nr_sectors)
         }
     }
 

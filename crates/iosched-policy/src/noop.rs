@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 
 use crate::{
     apply_merge, mergeable, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op,
-    Request, TunableError,
+    Request,
 };
 
 /// The legacy request_queue's `queue_lock` per request, as every legacy elevator runs under it (Linux 4.19
@@ -117,17 +117,6 @@ impl Elevator for Noop {
 
     fn completed(&mut self, _rq: &Request, _issue_ns: u64, _now_ns: u64) -> AfterCompletion {
         AfterCompletion::RunQueue
-    }
-
-    fn tunables(&self) -> Vec<(&'static str, i64)> {
-        Vec::new()
-    }
-
-    fn set_tunable(&mut self, name: &str, _value: i64) -> Result<(), TunableError> {
-        Err(TunableError::Unknown {
-            name: name.to_string(),
-            known: Vec::new(),
-        })
     }
 
     fn introspect(&self) -> Vec<(String, f64)> {
