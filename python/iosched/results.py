@@ -247,3 +247,12 @@ def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> 
            "metric": s["metric"], "value": float(s["value"])} for s in result.get("timeseries", [])]
     _merge_parquet(out / "timeseries.parquet", rid, ts, _ts_schema())
     _merge_parquet(out / "results.parquet", rid, job_rows(run, rid, result), _schema())
+
+
+def write_measured_run(out: Path, rid: str, spec: dict[str, Any], rows: list[dict[str, Any]],
+                       timeseries: list[dict[str, Any]]) -> None:
+    """Write (or replace) a run another backend measured (rows in the schema above; its fio.json is already in
+    ``runs/<rid>/``, as fio wrote it)."""
+    _write_json(out / "runs" / rid / "spec.json", spec)
+    _merge_parquet(out / "timeseries.parquet", rid, [dict(r, run_id=rid) for r in timeseries], _ts_schema())
+    _merge_parquet(out / "results.parquet", rid, rows, _schema())
