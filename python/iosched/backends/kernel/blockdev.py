@@ -28,7 +28,7 @@ def parse_scheduler_line(text: str) -> tuple[list[str], str | None]:
 
 def write_attr(path: Path, value: str) -> None:
     """One write(2) of ``value`` to a sysfs/cgroup file; the kernel's refusal is an OSError with its errno."""
-    fd = os.open(path, os.O_WRONLY)
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)      # as a shell's ">" does; sysfs ignores the truncation
     try:
         os.write(fd, value.encode())
     finally:
@@ -156,9 +156,11 @@ class BlockDevice:
             raise KernelError(f"{self.path}: wrote {name!r} to {self.queue / 'scheduler'} but it reads "
                               f"{read_attr(self.queue / 'scheduler')!r}")
 
-    def apply(self, scheduler: str, nr_requests: int | None, tunables: dict[str, int], *, file: str) -> dict:
+    def apply(self, scheduler: str, nr_requests: int | None, tunables: dict[str, int], *, file: str,
+              notes: list[str] | None = None) -> dict:
         """Give the queue a fresh instance of ``scheduler`` (the kernel's defaults), then nr_requests, then the
-        tunables in order; returns the snapshot the run sees.  ``file`` names the spec in errors."""
+        tunables in order; returns the snapshot the run sees.  ``file`` names the spec in errors; a value the
+        kernel stores differently (mq-deadline's and BFQ's times are jiffies) adds a note to ``notes``."""
         offered, current = self.schedulers()
         if scheduler not in offered:
             raise SpecError(file, "scheduler.name", f"{show(scheduler)} is not offered by this kernel for "
@@ -183,7 +185,16 @@ class BlockDevice:
             except OSError as e:
                 raise SpecError(file, f"scheduler.{key}", f"the kernel refused {value} for {self.path} "
                                 f"({e.strerror})") from None
-        return self.snapshot()
+        snap = self.snapshot()
+        if notes is not None:
+            if nr_requests is not None and snap["nr_requests"] != nr_requests:
+                notes.append(f"scheduler.nr_requests: the kernel made {nr_requests} into {snap['nr_requests']} "
+                             f"on {self.path}")
+            for key, value in tunables.items():
+                if snap["iosched"].get(key) != str(value):
+                    notes.append(f"scheduler.{key}: the kernel made {value} into {snap['iosched'].get(key)} on "
+                                 f"{self.path} (it keeps this tunable in its own units)")
+        return snap
 
     def restore(self, saved: dict) -> list[str]:
         """Write a snapshot back: scheduler first (a switch resets the rest), then nr_requests, then every

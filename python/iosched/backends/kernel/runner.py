@@ -141,6 +141,7 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
     if opts.filesystem and (why := fs.unavailable(opts.filesystem)):
         raise KernelError(f"--filesystem {opts.filesystem}: {why}")
 
+    _check_schedulers(exp, devices)
     spec_names = _spec_device_names(exp)
     if len(spec_names) != len(devices):
         raise SpecError("--device", None, f"{exp.file} has {len(spec_names)} device(s) ({', '.join(spec_names)}), "
@@ -192,19 +193,32 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
     return written
 
 
+def _check_scheduler(name: object, file: str, key: str, devices: list[BlockDevice]) -> None:
+    for d in devices:
+        offered = d.schedulers()[0]
+        if name not in offered:
+            what = SIM_ONLY.get(name) if isinstance(name, str) else None
+            hint = f"; {name} is {what}: run it with --backend sim" if what else ""
+            raise SpecError(file, key, f"{show(name)} is not offered by this kernel for {d.path} "
+                            f"(it offers: {', '.join(offered)}){hint}")
+
+
+def _check_schedulers(exp: Experiment, devices: list[BlockDevice]) -> None:
+    """Before the spec is resolved (where the simulator's own rules about schedulers apply): every scheduler the
+    runs use must be one this kernel offers."""
+    spec = validate_spec(exp.file, exp.data)
+    _check_scheduler(spec.scheduler.name, exp.file, "scheduler.name", devices)
+    for name in spec.sweep.get("scheduler.name", []):
+        _check_scheduler(name, exp.file, 'sweep."scheduler.name"', devices)
+    if spec.scheduler.block_layer == "legacy":
+        raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
+                        "run it with --backend sim")
+
+
 def _check_runs(runs: list[ResolvedRun], devices: list[BlockDevice]) -> None:
-    offered = {d.path: d.schedulers()[0] for d in devices}
     for r in runs:
         fiofile.check_job_names(r)
-        if r.block_layer == "legacy":
-            raise SpecError(r.spec_file, "scheduler.block_layer", "the legacy single-queue block layer left Linux "
-                            "in 5.0: run it with --backend sim")
-        for path, names in offered.items():
-            if r.scheduler not in names:
-                what = SIM_ONLY.get(r.scheduler)
-                hint = f"; {r.scheduler} is {what}: run it with --backend sim" if what else ""
-                raise SpecError(r.spec_file, "scheduler.name", f"{show(r.scheduler)} is not offered by this kernel "
-                                f"for {path} (it offers: {', '.join(names)}){hint}")
+        _check_scheduler(r.scheduler, r.spec_file, "scheduler.name", devices)
 
 
 def _setup(devices: list[BlockDevice], spec_names: list[str], opts: Options, journal: state.Journal,
@@ -323,6 +337,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         shutil.rmtree(rdir)            # an earlier measurement of the same run: replaced whole
     (rdir / "logs").mkdir(parents=True)
     queue_before, queue_during, queue_ids = [], [], []
+    kernel_notes: list[str] = []
     rc_groups: cgroups.RunCgroups | None = None
     cg_ids: list[int] = []
     interval_ms = max(1, run.sample_interval_ns // 1_000_000)
@@ -333,13 +348,16 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
             queue_before.append(snap)
             queue_ids.append(journal.add({"op": "queue", "device": t.device.path, "queue": str(t.device.queue),
                                           "saved": snap}))
-            queue_during.append(t.device.apply(run.scheduler, run.nr_requests, run.tunables, file=run.spec_file))
+            queue_during.append(t.device.apply(run.scheduler, run.nr_requests, run.tunables, file=run.spec_file,
+                                               notes=kernel_notes))
         groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}
         if groups:
             n_before = len(journal.actions)
             need = any(w != 100 for w in groups.values())
             rc_groups = cgroups.create(hierarchy, groups, journal, need_weights=need)
             cg_ids = [a["id"] for a in journal.actions[n_before:]]
+        for note in kernel_notes:
+            echo(f"note: {note}")
         text, notes = fiofile.job_file(run, [t.path for t in targets],
                                        {g: rc_groups.fio_name(g) for g in groups} if rc_groups else None,
                                        log_interval_ms=interval_ms)
@@ -397,7 +415,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         "cgroups": rc_groups.describe() if rc_groups else None, "readonly": writes is None,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options,
                   "config": j.config} for j in run.jobs],
-        "notes": run.notes + notes + [f"sampler: {e}" for e in sampler.errors], "wall_s": round(wall, 3),
+        "notes": run.notes + kernel_notes + notes + [f"sampler: {e}" for e in sampler.errors], "wall_s": round(wall, 3),
     }
     write_measured_run(opts.out, rid, spec_doc, rows, ts)
     echo(format_summary(run, rid, jobs, busy, wall, targets))

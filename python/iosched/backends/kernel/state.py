@@ -40,6 +40,16 @@ def proc_starttime(pid: int) -> int | None:
     return int(text[text.rindex(")") + 2:].split()[19])
 
 
+def alive(pid: int, starttime: int | None) -> bool:
+    """Process ``pid`` started at ``starttime`` still runs (a zombie does not: it only waits to be reaped)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0] not in ("Z", "X") and int(fields[19]) == starttime
+
+
 def _proc_session(pid: int) -> int | None:
     """The session of a live process (None for a zombie: it does no I/O and goes when reaped)."""
     try:
@@ -230,7 +240,7 @@ def stale_records(directory: Path | None = None) -> list[Path]:
         pid = rec.get("pid")
         if pid == os.getpid():
             continue
-        if isinstance(pid, int) and proc_starttime(pid) is not None and proc_starttime(pid) == rec.get("starttime"):
+        if isinstance(pid, int) and alive(pid, rec.get("starttime")):
             continue            # its invocation still runs
         out.append(p)
     return out
