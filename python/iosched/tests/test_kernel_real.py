@@ -163,6 +163,21 @@ def test_smoke_each_scheduler(loop, queue_guard, tmp_path, scheduler):
         assert kyber == {}
 
 
+def test_group_reporting_per_job(loop, queue_guard, tmp_path):
+    jobs = ('[[job]]\nname = "lapp"\nrw = "randread"\n'
+            '[[job]]\nname = "grouped"\nrw = "randread"\niodepth = 4\nnumjobs = 3\ngroup_reporting = true\n'
+            '[[job]]\nname = "solo"\nrw = "randread"\nnumjobs = 2\n')
+    out = tmp_path / "out"
+    cli("run", spec(tmp_path, jobs=jobs), "--backend", "kernel", "--device", loop.path, "--out", out)
+    r = {x["job"]: x for x in rows(out)}
+    assert all(r[j]["read_ios"] > 0 for j in ("lapp", "grouped", "solo"))
+    assert (r["grouped"]["numjobs"], r["solo"]["numjobs"]) == (3, 2)
+    doc = json.loads((out / "runs" / r["lapp"]["run_id"] / "fio.json").read_text())
+    assert [j["jobname"] for j in doc["jobs"] if "jobname" in j] == ["lapp", "grouped", "solo", "solo"]
+    solo = [j["read"]["total_ios"] for j in doc["jobs"] if j.get("jobname") == "solo"]
+    assert r["solo"]["read_ios"] == sum(solo)
+
+
 def test_tunables_applied_then_restored(loop, tmp_path):
     from iosched.backends.kernel.blockdev import restore_queue
     original = loop.dev.snapshot()

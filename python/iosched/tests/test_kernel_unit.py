@@ -213,7 +213,8 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert lapp == {"filename": "/dev/loop5", "rw": "randread", "bs": "4096", "ioengine": "io_uring", "iodepth": "1",
                     "iodepth_batch_submit": "1", "numjobs": "1", "direct": "1", "offset": "0",
                     "size": str(1 << 30), "time_based": "1", "runtime": "1500ms", "ramp_time": "250ms",
-                    "prioclass": "1", "prio": "2", "cpus_allowed": "0", "norandommap": "1", "randseed": "7",
+                    "prioclass": "1", "prio": "2", "cpus_allowed": "0", "new_group": "1", "norandommap": "1",
+                    "randseed": "7",
                     "write_iops_log": "logs/j0", "log_avg_msec": "100"}
     # Several devices: fio's filesize gives each file the region (size would be split among them).
     assert bg["filename"] == "/dev/loop5:/dev/loop6" and bg["filesize"] == str(256 << 20) and "size" not in bg

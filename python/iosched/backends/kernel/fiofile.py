@@ -89,6 +89,9 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             o.append(("cpus_allowed", ",".join(str(x) for x in c["cpus_allowed"])))
             if c["cpus_split"]:
                 o.append(("cpus_allowed_policy", "split"))
+        # Each job its own reporting group: fio applies group_reporting per group, and without new_group every
+        # job up to a stonewall is one group (a job with group_reporting beside one without loses its report).
+        o.append(("new_group", 1))
         if j.group_reporting:
             o.append(("group_reporting", 1))
         if c["stonewall"]:

@@ -74,7 +74,8 @@ def job_results(doc: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
     """Per spec job (in order): the fields results.job_rows and the summary read, from fio's output ``doc``."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for e in doc.get("jobs", []):
-        by_name.setdefault(e["jobname"], []).append(e)
+        if "jobname" in e:       # fio adds nameless entries for empty reporting groups
+            by_name.setdefault(e["jobname"], []).append(e)
     out = []
     for name in names:
         entries = by_name.get(name)

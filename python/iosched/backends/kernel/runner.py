@@ -283,12 +283,9 @@ def _run_fio(cmd: list[str], cwd: Path, journal: state.Journal | None) -> int:
     aid = journal.add({"op": "session", "sid": proc.pid, "starttime": state.proc_starttime(proc.pid)}) \
         if journal else None
     try:
-        while True:            # short waits: a signal handler runs between them at once
-            try:
-                rc = proc.wait(timeout=0.25)
-                break
-            except subprocess.TimeoutExpired:
-                pass
+        # Signals reach this (main) thread only: the sampler blocks them.  waitpid is interrupted, the handler
+        # raises Interrupted, and fio is stopped below.
+        rc = proc.wait()
     except BaseException:
         _stop_fio(proc)
         raise
