@@ -296,6 +296,19 @@ def test_restore_writes_only_what_differs(tmp_path):
     assert blockdev.restore_queue(q, saved) == [f"{q}/iosched/fifo_batch is missing after restoring the scheduler"]
 
 
+def test_restore_leaves_auto_tuned_values_unless_the_run_set_them(tmp_path):
+    # BFQ's max_budget reads its auto-tuned budget: writing the old reading back would fix the budget.
+    q = _fake_queue(tmp_path, scheduler="none [bfq]", max_budget="20000", slice_idle="0")
+    (q / "wbt_lat_usec").write_text("0\n")
+    saved = {"scheduler": "bfq", "nr_requests": 256, "wbt_lat_usec": "2000",
+             "iosched": {"max_budget": "16384", "slice_idle": "8"}}
+    assert blockdev.restore_queue(q, saved) == []
+    assert (q / "iosched" / "max_budget").read_text() == "20000\n" and (q / "iosched" / "slice_idle").read_text() == "8"
+    assert (q / "wbt_lat_usec").read_text() == "2000"       # BFQ turns writeback throttling off: back on
+    assert blockdev.restore_queue(q, saved, touched=["max_budget"]) == []
+    assert (q / "iosched" / "max_budget").read_text() == "16384"
+
+
 def test_journal_undoes_newest_first_and_keeps_a_record(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("x")

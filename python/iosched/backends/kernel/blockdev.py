@@ -139,9 +139,13 @@ class BlockDevice:
         return {p.name: read_attr(p) for p in sorted(d.iterdir()) if p.is_file()}
 
     def snapshot(self) -> dict:
-        """Everything a run may change, as the kernel shows it now (restore() writes it back)."""
-        return {"scheduler": self.scheduler(), "nr_requests": int(read_attr(self.queue / "nr_requests")),
+        """Everything a run may change, as the kernel shows it now (restore() writes it back).  wbt_lat_usec is
+        in it because BFQ turns writeback throttling off while it runs."""
+        snap = {"scheduler": self.scheduler(), "nr_requests": int(read_attr(self.queue / "nr_requests")),
                 "iosched": self.tunables()}
+        if (self.queue / "wbt_lat_usec").exists():
+            snap["wbt_lat_usec"] = read_attr(self.queue / "wbt_lat_usec")
+        return snap
 
     def _write(self, attr: str, value: str) -> None:
         try:
@@ -196,13 +200,19 @@ class BlockDevice:
                                  f"{self.path} (it keeps this tunable in its own units)")
         return snap
 
-    def restore(self, saved: dict) -> list[str]:
-        """Write a snapshot back: scheduler first (a switch resets the rest), then nr_requests, then every
-        tunable that differs.  Returns the problems (empty when all is back)."""
-        return restore_queue(self.queue, saved)
+    def restore(self, saved: dict, touched: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """Write a snapshot back: scheduler first (a switch resets the rest), then nr_requests and wbt_lat_usec,
+        then every tunable that differs.  Returns the problems (empty when all is back)."""
+        return restore_queue(self.queue, saved, touched)
 
 
-def restore_queue(queue: Path, saved: dict) -> list[str]:
+# Tunables that read the same whether the user set them or the scheduler tuned them itself: BFQ's max_budget
+# shows its current (auto-tuned) budget, and writing that back would fix it.  Restored only if the run set it.
+AUTO_TUNED = {"max_budget"}
+
+
+def restore_queue(queue: Path, saved: dict, touched: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Write ``saved`` back; ``touched``: the tunables the run set (auto-tuned ones are written only if touched)."""
     problems: list[str] = []
 
     def put(attr: Path, value: str) -> None:
@@ -218,7 +228,12 @@ def restore_queue(queue: Path, saved: dict) -> list[str]:
         put(queue / "scheduler", saved["scheduler"])
     if saved.get("nr_requests") is not None and read_attr(queue / "nr_requests") != str(saved["nr_requests"]):
         put(queue / "nr_requests", str(saved["nr_requests"]))
+    if saved.get("wbt_lat_usec") is not None and (queue / "wbt_lat_usec").exists() and \
+            read_attr(queue / "wbt_lat_usec") != saved["wbt_lat_usec"]:
+        put(queue / "wbt_lat_usec", saved["wbt_lat_usec"])
     for key, value in (saved.get("iosched") or {}).items():
+        if key in AUTO_TUNED and key not in touched:
+            continue
         p = queue / "iosched" / key
         if not p.exists():
             problems.append(f"{p} is missing after restoring the scheduler")

@@ -262,7 +262,7 @@ def _dry_apply(runs: list[ResolvedRun], targets: list[Target], journal: state.Jo
         seen.add(key)
         for t in targets:
             aid = journal.add({"op": "queue", "device": t.device.path, "queue": str(t.device.queue),
-                               "saved": t.device.snapshot()})
+                               "saved": t.device.snapshot(), "touched": list(r.tunables)})
             try:
                 t.device.apply(r.scheduler, r.nr_requests, r.tunables, file=r.spec_file)
             finally:
@@ -344,7 +344,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
             snap = t.device.snapshot()
             queue_before.append(snap)
             queue_ids.append(journal.add({"op": "queue", "device": t.device.path, "queue": str(t.device.queue),
-                                          "saved": snap}))
+                                          "saved": snap, "touched": list(run.tunables)}))
             queue_during.append(t.device.apply(run.scheduler, run.nr_requests, run.tunables, file=run.spec_file,
                                                notes=kernel_notes))
         groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}

@@ -199,7 +199,7 @@ def undo(a: dict[str, Any]) -> list[str]:
     op = a["op"]
     try:
         if op == "queue":
-            return [f"{a['device']}: {p}" for p in restore_queue(Path(a["queue"]), a["saved"])]
+            return [f"{a['device']}: {p}" for p in restore_queue(Path(a["queue"]), a["saved"], a.get("touched", ()))]
         if op == "session":
             return _kill_session(a["sid"], a.get("starttime"))
         if op == "cgroup":
