@@ -164,9 +164,10 @@ def test_smoke_each_scheduler(loop, queue_guard, tmp_path, scheduler):
 
 
 def test_group_reporting_per_job(loop, queue_guard, tmp_path):
-    jobs = ('[[job]]\nname = "lapp"\nrw = "randread"\n'
+    jobs = ('[[job]]\nname = "lapp"\nrw = "randread"\nprioclass = 1\nprio = 0\ncpus_allowed = "0"\n'
             '[[job]]\nname = "grouped"\nrw = "randread"\niodepth = 4\nnumjobs = 3\ngroup_reporting = true\n'
-            '[[job]]\nname = "solo"\nrw = "randread"\nnumjobs = 2\n')
+            'prio = 7\n'
+            '[[job]]\nname = "solo"\nrw = "randread"\nnumjobs = 2\nprioclass = 3\n')
     out = tmp_path / "out"
     cli("run", spec(tmp_path, jobs=jobs), "--backend", "kernel", "--device", loop.path, "--out", out)
     r = {x["job"]: x for x in rows(out)}
@@ -176,6 +177,11 @@ def test_group_reporting_per_job(loop, queue_guard, tmp_path):
     assert [j["jobname"] for j in doc["jobs"] if "jobname" in j] == ["lapp", "grouped", "solo", "solo"]
     solo = [j["read"]["total_ios"] for j in doc["jobs"] if j.get("jobname") == "solo"]
     assert r["solo"]["read_ios"] == sum(solo)
+    # I/O priorities and pinning went to fio as its own options (real-time, best-effort 7, idle).
+    opts = {j["jobname"]: j["job options"] for j in doc["jobs"] if "jobname" in j}
+    assert (opts["lapp"]["prioclass"], opts["lapp"]["prio"], opts["lapp"]["cpus_allowed"]) == ("1", "0", "0")
+    assert (opts["grouped"]["prioclass"], opts["grouped"]["prio"]) == ("2", "7")
+    assert opts["solo"]["prioclass"] == "3"
 
 
 def test_tunables_applied_then_restored(loop, tmp_path):

@@ -35,6 +35,9 @@ iodepth = 32
 """
 
 
+OWN_CPU: list[tuple[float, float]] = []     # (iosched's CPU seconds while fio ran, fio's wall seconds)
+
+
 def _iosched_run(spec: Path, device: str, out: Path) -> tuple[float, Path]:
     r = subprocess.run([sys.executable, "-m", "iosched.cli", "run", str(spec), "--backend", "kernel", "--device",
                         device, "--out", str(out)], capture_output=True, text=True)
@@ -43,6 +46,8 @@ def _iosched_run(spec: Path, device: str, out: Path) -> tuple[float, Path]:
     import pyarrow.parquet as pq
 
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
+    meta = json.loads((out / "runs" / row["run_id"] / "spec.json").read_text())
+    OWN_CPU.append((meta["iosched_cpu_s_during_fio"], meta["fio_wall_s"]))
     return row["read_iops"], out / "runs" / row["run_id"]
 
 
@@ -90,6 +95,14 @@ def overhead(device: str, pairs: int, duration: str) -> None:
     print(f"\niosched {statistics.mean(a):,.0f} ± {statistics.stdev(a) if len(a) > 1 else 0:,.0f} IOPS, "
           f"by hand {statistics.mean(b):,.0f} ± {statistics.stdev(b) if len(b) > 1 else 0:,.0f} IOPS: "
           f"iosched / by hand = {ratio:.3f}; per pair: " + ", ".join(f"{x / y:.3f}" for x, y in zip(a, b)))
+    ratios = [x / y for x, y in zip(a, b)]
+    if len(ratios) > 1:
+        half = 1.96 * statistics.stdev(ratios) / len(ratios) ** 0.5
+        print(f"mean of the pair ratios {statistics.mean(ratios):.3f} ± {half:.3f} (95% interval)")
+    cpu = sum(c for c, _ in OWN_CPU)
+    wall = sum(w for _, w in OWN_CPU)
+    print(f"iosched's own CPU while fio ran: {cpu * 1e3:.0f} ms in {wall:.1f} s = {100 * cpu / wall:.2f}% of one "
+          "core (sampler and waiting for fio)")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -368,11 +369,15 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         sampler = Sampler(run.sample_interval_ns, kyber)
         label = f"[{index + 1}/{total}] {run.experiment}"
         echo(f"{label}: {run.scheduler} on {', '.join(t.path for t in targets)} ...")
+        ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         sampler.start()
         try:
             rc = _run_fio(cmd, rdir, journal)
         finally:
             sampler.stop()
+        ru1, fio_wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - t0
+        # What iosched itself (sampler, waiting) cost while fio ran: its overhead on the machine.
+        own_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     finally:
         with state.signals_blocked():
             problems = []
@@ -413,6 +418,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options,
                   "config": j.config} for j in run.jobs],
         "notes": run.notes + kernel_notes + notes + [f"sampler: {e}" for e in sampler.errors], "wall_s": round(wall, 3),
+        "iosched_cpu_s_during_fio": round(own_cpu, 4), "fio_wall_s": round(fio_wall, 3),
     }
     write_measured_run(opts.out, rid, spec_doc, rows, ts)
     echo(format_summary(run, rid, jobs, busy, wall, targets))
