@@ -410,3 +410,41 @@ def test_compare_matches_jobs_and_averages_repetitions():
     assert body[0][:5] == ["e", "-", "none", "bg", "read IOPS"] and body[0][7] == "0.50"
     md = compare.render_markdown(compare.HEADER, body)
     assert md.splitlines()[0].startswith("| experiment |") and len(md.splitlines()) == 2 + len(body)
+
+
+def _fake_hierarchy(tmp_path, version, weight_files, root_subtree="cpu"):
+    """A cgroup mount as plain files: what the kernel would create on mkdir is made beforehand."""
+    root = tmp_path / f"cg{version}"
+    parent = root / f"iosched-{os.getpid()}"
+    for leaf in ("vdi", "bg"):
+        (parent / leaf).mkdir(parents=True)
+        for f in weight_files:
+            (parent / leaf / f).write_text("default 100\n" if version == 2 else "100\n")
+    if version == 2:
+        (root / "cgroup.subtree_control").write_text(root_subtree + "\n")
+        (parent / "cgroup.subtree_control").write_text("\n")
+    return cgroups.Hierarchy(version, root), parent
+
+
+def test_cgroups_v2_enable_io_and_write_both_weights(tmp_path):
+    h, parent = _fake_hierarchy(tmp_path, 2, ["io.bfq.weight", "io.weight"])
+    j = state.Journal(tmp_path / "state")
+    rc = cgroups.create(h, {"vdi": 500, "bg": 100}, j, need_weights=True)
+    assert (h.mount / "cgroup.subtree_control").read_text() == "+io"          # enabled on the way ...
+    assert j.actions[0] == {"op": "write", "path": str(h.mount / "cgroup.subtree_control"), "value": "-io", "id": 1}
+    assert (parent / "cgroup.subtree_control").read_text() == "+io"
+    assert rc.written == {"vdi": {"io.bfq.weight": "500", "io.weight": "500"},
+                          "bg": {"io.bfq.weight": "100", "io.weight": "100"}}
+    assert rc.fio_name("vdi") == f"iosched-{os.getpid()}/vdi"
+    assert [a["op"] for a in j.actions] == ["write", "cgroup"]                  # ... and undone after
+
+
+def test_cgroups_v1_write_bfq_weight_or_fail_clearly(tmp_path):
+    h, parent = _fake_hierarchy(tmp_path, 1, ["blkio.bfq.weight"])
+    rc = cgroups.create(h, {"vdi": 1000, "bg": 100}, state.Journal(tmp_path / "s1"), need_weights=True)
+    assert rc.written == {"vdi": {"blkio.bfq.weight": "1000"}, "bg": {"blkio.bfq.weight": "100"}}
+    h, _ = _fake_hierarchy(tmp_path / "x", 1, [])
+    with pytest.raises(Exception, match="has no blkio.bfq.weight"):
+        cgroups.create(h, {"vdi": 1000, "bg": 100}, state.Journal(tmp_path / "s2"), need_weights=True)
+    rc = cgroups.create(h, {"vdi": 100, "bg": 100}, state.Journal(tmp_path / "s3"), need_weights=False)
+    assert rc.written == {"vdi": {}, "bg": {}}          # placement only: no weights asked for

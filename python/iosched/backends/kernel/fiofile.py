@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ...errors import SpecError, show
+from ...errors import SpecError
 from ...spec import ResolvedRun
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+")

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -25,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__
+from ... import __version__, presets
 from ...errors import SpecError, show
 from ...results import job_rows, write_measured_run
-from ... import presets
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
 from .blockdev import SIM_ONLY, BlockDevice
