@@ -133,7 +133,10 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
     except KernelError as e:
         _fail(str(e), 1)
     except Interrupted as e:
-        click.echo(f"interrupted ({e}); device settings and cgroups restored", err=True)
+        if e.restored:
+            click.echo(f"interrupted ({e}); device settings and cgroups restored", err=True)
+        else:
+            click.echo(f"interrupted ({e}); not everything could be restored (see above)", err=True)
         sys.exit(128 + e.signum)
     click.echo(f"wrote {n} run(s) to {out}/results.parquet")
 

@@ -2,8 +2,9 @@
 run on (seed 003's file-system study).  ``--precondition``: seed 000 §2.1's sequential fill then random writes.
 
 mkfs runs without discard (ext4 ``-E nodiscard``, xfs ``-K``, f2fs ``-t 0``) so a preconditioned device keeps its
-state.  The test file fills 90% of the free space and is written once (so reads reach the device); jobs address
-it as they would the device (offset, size within the file).
+state.  The test file is as large as what the jobs address (their largest offset + size), at most 90% of the free
+space, and is written once (so reads reach the device); jobs address it as they would the device (offset, size
+within the file).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class Mounted:
                 "file_bytes": self.capacity_bytes, "mount_options": self.options}
 
 
-def make(dev: BlockDevice, fs: str, index: int, journal: Journal, echo=print) -> Mounted:
+def make(dev: BlockDevice, fs: str, index: int, journal: Journal, echo=print, want_bytes: int | None = None) -> Mounted:
+    """mkfs, mount and a test file: ``want_bytes`` (what the jobs address, rounded up to MiB) when they address
+    less than 90% of the free space, else 90% of it."""
     why = unavailable(fs)
     if why:
         raise KernelError(f"--filesystem {fs}: {why}")
@@ -75,6 +78,8 @@ def make(dev: BlockDevice, fs: str, index: int, journal: Journal, echo=print) ->
         raise KernelError(f"mount -t {fs} {dev.path} failed: {r.stderr.strip()}")
     st = os.statvfs(mp)
     size = int(st.f_bavail * st.f_frsize * 0.9) // (1 << 20) * (1 << 20)
+    if want_bytes:
+        size = min(size, -(-want_bytes // (1 << 20)) * (1 << 20))
     if size < (1 << 20):
         raise KernelError(f"{fs} on {dev.path} leaves {st.f_bavail * st.f_frsize} bytes free: too small for a test file")
     f = mp / TEST_FILE

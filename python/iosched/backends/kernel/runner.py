@@ -19,6 +19,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +186,9 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
             finally:
                 with state.signals_blocked():
                     left = journal.undo_all()
+                exc = sys.exc_info()[1]
+                if isinstance(exc, state.Interrupted):
+                    exc.restored = not left
                 if left:
                     echo("error: could not restore: " + "; ".join(left))
                     echo(f"error: what is left is in {journal.path}; the next `iosched run --backend kernel` or "
@@ -230,7 +234,9 @@ def _setup(devices: list[BlockDevice], spec_names: list[str], opts: Options, jou
             _precondition(d, opts.out, journal, echo)
         t = Target(name, d, d.path, d.capacity_bytes, d.logical_block_bytes, info=d.describe())
         if opts.filesystem:
-            m = fs.make(d, opts.filesystem, i, journal, echo=echo)
+            want = max((j.config["offset_bytes"] + (j.config["numjobs"] - 1) * j.config["offset_increment_bytes"]
+                        + j.config["size_bytes"] for r in runs for j in r.jobs if i in j.config["devices"]), default=0)
+            m = fs.make(d, opts.filesystem, i, journal, echo=echo, want_bytes=want or None)
             t.path, t.capacity_bytes, t.mounted = str(m.file), m.capacity_bytes, m
         targets.append(t)
     return targets

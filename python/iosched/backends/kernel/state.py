@@ -321,6 +321,7 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.restored = True      # set by whoever restored on the way out
 
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
