@@ -239,7 +239,7 @@ def compare(dir_a, dir_b, fmt):
         t = Table(*header)
         for r in body:
             t.add_row(*r)
-        Console().print(t)
+        Console(width=None if sys.stdout.isatty() else 160).print(t)    # piped: no 80-column squeeze
     for side, keys in (("A", only_a), ("B", only_b)):
         if keys:
             click.echo(f"note: {len(keys)} job(s) only in {side}: "
