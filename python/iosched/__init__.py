@@ -9,4 +9,12 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+source"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load"]
+
+
+def load(dir, table: str = "results"):
+    """A results folder (of `iosched run` or `iosched reproduce`) as a pandas DataFrame: one row per run and job
+    (``table="timeseries"``, ``"runs"`` or ``"checks"`` for the others)."""
+    from .store import load as _load
+
+    return _load(dir, table)

@@ -40,6 +40,14 @@ def _need_native() -> None:
         _fail("the simulator (iosched._native) is not built: run `maturin develop --release`", 1)
 
 
+_jobs_option = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+                            help="Runs in parallel on this machine (default: all cores; 1: in this process).")
+_cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
+                               help="Run on a Dask cluster: a scheduler's address, or dask-jobqueue's SLURMCluster "
+                                    "from the Dask config with N jobs. The same iosched must be installed on the "
+                                    "workers.")
+
+
 @main.command()
 @click.argument("spec", metavar="SPEC.toml|JOBFILE.fio")
 @click.option("--backend", type=click.Choice(["sim", "kernel"]), default="sim", show_default=True,
@@ -61,15 +69,24 @@ def _need_native() -> None:
               help="kernel: make this filesystem on each device and run the jobs on a file inside it.")
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
+@_jobs_option
+@_cluster_option
+@click.option("--no-report", is_flag=True, help="Do not write OUT/report.html and OUT/figures/.")
 def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-        precondition):
+        precondition, jobs, cluster, no_report):
     """Run every sweep point × repetition of an experiment (simulated, or on real devices with --backend kernel)
-    and write results to OUT."""
+    and write results to OUT.
+
+    Runs already in OUT (same run id) are skipped, so re-running an interrupted sweep resumes it."""
     from .spec import Overrides, expand_runs, load_experiment
 
     if backend == "kernel":
+        for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
+            if given:
+                raise SpecError(flag, None, "only with --backend sim (the kernel backend measures one run at a "
+                                            "time on the devices given)")
         return _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive,
-                           filesystem, precondition)
+                           filesystem, precondition, no_report)
     for flag, given in (("--destructive", destructive), ("--filesystem", filesystem),
                         ("--precondition", precondition)):
         if given:
@@ -87,24 +104,149 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     exp = load_experiment(spec, ov)
     runs = expand_runs(exp)           # everything validated before OUT is touched
     _need_native()
-    from .backends.sim import run_id, simulate
-    from .results import write_run
+    from . import store
     from .summary import format_summary
+    from .sweep import execute, tasks_for
 
     for note in dict.fromkeys(n for r in runs for n in r.notes):
         click.echo(f"note: {note}", err=True)
     out_dir = Path(out)
-    for i, r in enumerate(runs):
-        rid = run_id(r)
-        label = f"[{i + 1}/{len(runs)}] {r.experiment}"
-        try:
-            result, wall = simulate(r, label=label)
-        except ValueError as e:
-            raise SpecError(spec, None, f"simulator rejected the config: {e}") from None
-        write_run(out_dir, r, rid, result)
-        click.echo(format_summary(r, rid, result, wall))
+    tasks = tasks_for(runs)
+
+    def show(task, result, wall):
+        click.echo(format_summary(task.run, task.rid, result, wall))
         click.echo("")
-    click.echo(f"wrote {len(runs)} run(s) to {out_dir}/results.parquet")
+
+    single = len(tasks) == 1 and not cluster
+    try:
+        outcome = execute(out_dir, tasks, jobs=1 if single else jobs, cluster=cluster, on_result=show,
+                          title=exp.data.get("name", "runs"))
+    finally:
+        if out_dir.exists():
+            store.update_manifest(out_dir, {tasks[0].run.experiment: {
+                "kind": "spec", "spec_file": spec, "spec": exp.data, "mode": "",
+                "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
+                          "seed": t.run.seed} for t in tasks]}})
+            store.consolidate(out_dir, [t.rid for t in tasks])
+    if outcome.skipped:
+        if len(tasks) <= 8:  # a small experiment: show the stored runs as if just run
+            for t in tasks:
+                if t.rid in outcome.skipped:
+                    show(t, store.load_result(out_dir, t.rid), None)
+        click.echo(f"{len(outcome.skipped)} run(s) already in {out_dir} (same run id): skipped")
+    if not no_report:
+        from .report.build import build
+        build(out_dir)
+    click.echo(f"wrote {len(outcome.done)} run(s) to {out_dir}/results.parquet"
+               + ("" if no_report else f"; report: {out_dir}/report.html"))
+
+
+@main.command()
+@click.argument("names", nargs=-1, metavar="[NAME|seedNNN|all]...")
+@click.option("--list", "list_", is_flag=True, help="List the paper experiments.")
+@click.option("--quick", is_flag=True, help="Shorter simulated runs, one repetition: for CI and a first look.")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Results directory (default: out/reproduce, or out/reproduce-quick with --quick).")
+@_jobs_option
+@_cluster_option
+@click.option("--no-static", is_flag=True, help="Skip the PNG/SVG/PDF figures (report.html only).")
+def reproduce(names, list_, quick, out, jobs, cluster, no_static):
+    """Run the seed papers' experiments (figures and tables) and write OUT/report.html.
+
+    Re-running the same command resumes: finished runs are kept and skipped."""
+    from .papers import registry
+
+    if list_ or not names:
+        _list_experiments(registry.experiments())
+        if not list_:
+            click.echo("\nrun one with `iosched reproduce NAME [--quick]`, all with `iosched reproduce all`")
+        return
+    exps = registry.select(names)
+    for e in exps:  # validate every spec before running anything
+        e.runs(quick)
+    _need_native()
+    from .reproduce import reproduce as run_reproduce
+
+    out_dir = Path(out or ("out/reproduce-quick" if quick else "out/reproduce"))
+    try:
+        report = run_reproduce([e.name for e in exps], quick=quick, out=out_dir, jobs=jobs, cluster=cluster,
+                               static=not no_static, echo=lambda s: click.echo(s, err=True))
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: finished runs are in {out_dir}; run the same command again to resume", err=True)
+        sys.exit(130)
+    _print_checks(report)
+    click.echo(f"report: {out_dir}/report.html")
+
+
+def _list_experiments(exps) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("name", "seed", "reproduces", "runs (quick / full)", "what")
+    t.columns[0].no_wrap = True
+    for e in exps:
+        nq, nf = len(e.runs(True)), len(e.runs(False))
+        t.add_row(e.name, e.seed, ", ".join(e.refs), f"{nq} / {nf}", e.title)
+    Console().print(t)
+
+
+def _print_checks(report) -> None:
+    for s in report.sections:
+        if s.kind != "paper":
+            continue
+        click.echo(f"\n{s.name} ({', '.join(s.refs)}): " + (s.error or f"{s.holds} of {len(s.checks)} hold"))
+        for c in s.checks:
+            ratio = f" (x{c.ratio:.2f})" if c.ratio is not None else ""
+            click.echo(f"  {'yes' if c.holds else 'NO '}  {c.ref:9} {c.finding:11} {c.what}: paper {c.paper}, "
+                       f"iosched {c.simulated}{ratio}")
+
+
+@main.command()
+@click.argument("dir", type=click.Path(file_okay=False))
+@click.option("--readme", type=click.Path(dir_okay=False), default=None,
+              help="Also rewrite the 'Reproduced results' section of this README from the checks.")
+@click.option("--no-static", is_flag=True, help="Skip the PNG/SVG/PDF figures (report.html only).")
+def report(dir, readme, no_static):
+    """Rebuild DIR/report.html, DIR/figures/ and DIR/checks.* from the stored results (no simulation)."""
+    from . import store
+    from .report.build import build
+
+    if not (Path(dir) / store.MANIFEST).exists():
+        raise SpecError(dir, None, "no manifest.json: not a results folder of `iosched run` or `iosched reproduce`")
+    rep = build(Path(dir), static=not no_static)
+    if readme:
+        from .report.readme import update_readme
+        update_readme(Path(readme), rep, Path(dir))
+        click.echo(f"updated the 'Reproduced results' section of {readme}")
+    click.echo(f"report: {Path(dir) / 'report.html'}")
+
+
+@main.command()
+@click.argument("dir", type=click.Path(file_okay=False))
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+def query(dir, sql, fmt):
+    """Run SQL (DuckDB) over DIR's results. Tables: results (one row per run and job), timeseries, runs
+    (experiment, series, sweep point of each run) and checks (paper vs iosched rows)."""
+    from . import store
+
+    try:
+        df = store.query(Path(dir), sql)
+    except FileNotFoundError as e:
+        raise SpecError(dir, None, "no such results folder") from e
+    except Exception as e:  # noqa: BLE001 - DuckDB's errors: one line for the user
+        if type(e).__module__.startswith("duckdb") or type(e).__module__ == "_duckdb":
+            raise SpecError(None, None, f"query: {str(e).splitlines()[0]}") from None
+        raise
+    if fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(df.to_json(orient="records", indent=1))
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
+            click.echo(df.to_string(index=False))
 
 
 def _echo(line: str) -> None:
@@ -112,7 +254,7 @@ def _echo(line: str) -> None:
 
 
 def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-                precondition):
+                precondition, no_report):
     from .backends.kernel import KernelError
     from .backends.kernel.runner import Options, run_kernel
     from .backends.kernel.state import Interrupted
@@ -128,8 +270,8 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
     ov = Overrides(devices=devices, scheduler=scheduler, sets=list(sets), duration=duration, seed=seed)
     exp = load_experiment(spec, ov)
     try:
-        n = run_kernel(exp, Options(devices=list(device), out=Path(out), destructive=destructive,
-                                    filesystem=filesystem, precondition=precondition), echo=_echo)
+        outcome = run_kernel(exp, Options(devices=list(device), out=Path(out), destructive=destructive,
+                                          filesystem=filesystem, precondition=precondition), echo=_echo)
     except KernelError as e:
         _fail(str(e), 1)
     except Interrupted as e:
@@ -138,7 +280,14 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
         else:
             click.echo(f"interrupted ({e}); not everything could be restored (see above)", err=True)
         sys.exit(128 + e.signum)
-    click.echo(f"wrote {n} run(s) to {out}/results.parquet")
+    if outcome.skipped:
+        click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
+                   f"{out}/runs/<id>/ or use another --out to measure them again)")
+    if not no_report:
+        from .report.build import build
+        build(Path(out))
+    click.echo(f"wrote {len(outcome.done)} run(s) to {out}/results.parquet"
+               + ("" if no_report else f"; report: {out}/report.html"))
 
 
 @main.group()
@@ -216,11 +365,17 @@ def recover():
 @click.argument("dir_b", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv"]), default="table",
               show_default=True)
-def compare(dir_a, dir_b, fmt):
-    """The same spec's results from two result folders (e.g. --backend sim and kernel) side by side."""
+@click.option("--backend-a", type=click.Choice(["sim", "kernel"]),
+              help="Only DIR_A's runs of this backend (needed when it holds both).")
+@click.option("--backend-b", type=click.Choice(["sim", "kernel"]),
+              help="Only DIR_B's runs of this backend (needed when it holds both).")
+def compare(dir_a, dir_b, fmt, backend_a, backend_b):
+    """The same spec's results from two result folders (e.g. --backend sim and kernel) side by side; DIR_A and
+    DIR_B may be one folder holding both (then --backend-a sim --backend-b kernel)."""
     from . import compare as cmp
 
-    rows_a, rows_b = cmp.load_rows(dir_a), cmp.load_rows(dir_b)
+    rows_a = cmp.load_rows(dir_a, backend_a, "--backend-a")
+    rows_b = cmp.load_rows(dir_b, backend_b, "--backend-b")
     lines, only_a, only_b = cmp.compare(rows_a, rows_b)
     header = list(cmp.HEADER)
     header[5] = f"A ({cmp.backends(rows_a)})"

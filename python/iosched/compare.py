@@ -23,13 +23,24 @@ METRICS = [  # (label, column, unit divisor)
 ]
 
 
-def load_rows(directory: str) -> list[dict[str, Any]]:
+def load_rows(directory: str, backend: str | None = None, option: str = "--backend-a") -> list[dict[str, Any]]:
+    """The rows of a results folder, of one backend: a folder may hold simulated and kernel runs of the same spec,
+    which must not be averaged together."""
     path = Path(directory) / "results.parquet"
     if not path.is_file():
         raise SpecError(directory, None, "no results.parquet here (the --out folder of iosched run)")
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    rows = pq.read_table(path).to_pylist()
+    have = sorted({r["backend"] for r in rows})
+    if backend is not None:
+        rows = [r for r in rows if r["backend"] == backend]
+        if not rows:
+            raise SpecError(directory, None, f"no {backend} runs here (it has: {', '.join(have) or 'none'})")
+    elif len(have) > 1:
+        raise SpecError(directory, None, f"holds runs of several backends ({', '.join(have)}): pick one with "
+                                         f"{option} {'|'.join(have)}")
+    return rows
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends.sim import build_config
+from .backends.sim import build_config, code_version
 from .spec import ResolvedRun
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9, "p99_99": 99.99}
@@ -25,7 +25,8 @@ def _schema():
         ("run_id", pa.string()), ("experiment", pa.string()), ("sweep_point", pa.string()),
         ("repetition", pa.int64()), ("backend", pa.string()), ("scheduler", pa.string()),
         ("tunables", pa.string()), ("seed", pa.uint64()), ("host", pa.string()), ("device", pa.string()),
-        ("devices", pa.int64()), ("iosched_version", pa.string()), ("job", pa.string()), ("numjobs", pa.int64()),
+        ("devices", pa.int64()), ("iosched_version", pa.string()), ("code_version", pa.string()),
+        ("job", pa.string()), ("numjobs", pa.int64()),
         ("window_ns", pa.int64()),
     ]
     for d in ("read", "write"):
@@ -74,7 +75,7 @@ def job_rows(run: ResolvedRun, rid: str, result: dict[str, Any]) -> list[dict[st
                                         **({"block_layer": run.block_layer} if run.block_layer else {})),
                                    sort_keys=True),
             "seed": run.seed, "host": run.host_preset, "device": "+".join(uniq), "devices": len(run.devices),
-            "iosched_version": __version__, "job": jr["name"], "numjobs": rj.config["numjobs"], "window_ns": w,
+            "iosched_version": __version__, "code_version": code_version(), "job": jr["name"], "numjobs": rj.config["numjobs"], "window_ns": w,
         }
         for d in ("read", "write"):
             dr = jr[d]
@@ -189,6 +190,7 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
     return {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "sim", "iosched_version": __version__,
+        "code_version": code_version(),
         "host": run.host_preset, "devices": run.device_presets, "scheduler": run.scheduler,
         "tunables": run.tunables, "nr_requests": run.nr_requests, "block_layer": run.block_layer,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
@@ -222,37 +224,22 @@ def _write_json(path: Path, obj: Any) -> None:
     _atomic_write(path, w)
 
 
-def _merge_parquet(path: Path, rid: str, rows: list[dict[str, Any]], schema) -> None:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    new = pa.Table.from_pylist(rows, schema=schema)
-    if path.exists():
-        old = pq.read_table(path)
-        old = old.filter(pc.not_equal(old["run_id"], rid)).select(schema.names).cast(schema)
-        new = pa.concat_tables([old, new])
-
-    def w(tmp: str) -> None:
-        pq.write_table(new, tmp)
-    _atomic_write(path, w)
-
-
 def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
-    """Write (or replace) one run's rows and files under ``out``."""
-    rdir = out / "runs" / rid
-    _write_json(rdir / "spec.json", run_spec(run, rid))
-    _write_json(rdir / "fio.json", fio_json(run, result))
-    ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
-           "metric": s["metric"], "value": float(s["value"])} for s in result.get("timeseries", [])]
-    _merge_parquet(out / "timeseries.parquet", rid, ts, _ts_schema())
-    _merge_parquet(out / "results.parquet", rid, job_rows(run, rid, result), _schema())
+    """Write (or replace) one run under ``out``: its folder runs/<rid>/ at once, then the combined
+    results.parquet and timeseries.parquet (rows of the same run id replaced, the others kept)."""
+    from . import store
+
+    store.write_run_dir(out, run, rid, result)
+    store.consolidate(out, [rid])
 
 
-def write_measured_run(out: Path, rid: str, spec: dict[str, Any], rows: list[dict[str, Any]],
-                       timeseries: list[dict[str, Any]]) -> None:
-    """Write (or replace) a run another backend measured (rows in the schema above; its fio.json is already in
-    ``runs/<rid>/``, as fio wrote it)."""
-    _write_json(out / "runs" / rid / "spec.json", spec)
-    _merge_parquet(out / "timeseries.parquet", rid, [dict(r, run_id=rid) for r in timeseries], _ts_schema())
-    _merge_parquet(out / "results.parquet", rid, rows, _schema())
+def write_measured_run(out: Path, rid: str, work: Path, spec: dict[str, Any], result: dict[str, Any],
+                       rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
+    """Write (or replace) a run another backend measured, in the same layout as a simulated run: ``work`` is the
+    temporary run folder (store.new_run_dir) that already holds fio.json as fio wrote it; ``result`` is the
+    measurement in the simulator's SimResult shape, ``rows`` in the schema above.  The folder is completed and
+    renamed to runs/<rid>/ at once, then the combined tables are rebuilt."""
+    from . import store
+
+    store.place_run_dir(out, rid, work, spec, result, rows, timeseries)
+    store.consolidate(out, [rid])

@@ -186,6 +186,16 @@ def load_experiment(path: str, overrides: Overrides | None = None) -> Experiment
         data = {"name": p.stem, "jobfile": p.name}
         kind = "fio"
     data.setdefault("name", p.stem)
+    return experiment_from_data(path, data, kind, overrides)
+
+
+def experiment_from_data(path: str, data: dict[str, Any], kind: str = "toml",
+                         overrides: Overrides | None = None) -> Experiment:
+    """An experiment from an already-parsed spec (a TOML-shaped dict); ``path`` names it in errors, and a
+    ``jobfile`` is relative to its folder. Used by load_experiment and by the paper experiments' registry."""
+    p = Path(path)
+    data = copy.deepcopy(data)
+    data.setdefault("name", p.stem)
     _apply_overrides(data, overrides or Overrides())
     spec = validate_spec(path, data)
     jobs: list[RawJob] = []

@@ -30,7 +30,8 @@ def _direction(name: str, d: dict[str, Any], window_ns: int) -> list[str]:
     ]
 
 
-def format_summary(run: ResolvedRun, rid: str, result: dict[str, Any], wall_s: float) -> str:
+def format_summary(run: ResolvedRun, rid: str, result: dict[str, Any], wall_s: float | None) -> str:
+    """``wall_s`` None: a stored result (the run was already in the results folder)."""
     lines = []
     point = " ".join(f"{k}={v}" for k, v in run.sweep_point.items())
     lines.append(f"== {run.experiment} run {rid}  scheduler={run.scheduler} seed={run.seed}"
@@ -53,7 +54,11 @@ def format_summary(run: ResolvedRun, rid: str, result: dict[str, Any], wall_s: f
         tl = sum(c["lock_ns"] for c in cores)
         lines.append(f"lock share of CPU: {100.0 * tl / tb if tb else 0.0:.1f}%")
     sim_s = result["sim_time_ns"] / 1e9
-    ratio = f" ({sim_s / wall_s:.2f}x real time)" if wall_s > 0 else ""
-    lines.append(f"simulated {sim_s:.3f} s in {wall_s:.2f} s wall{ratio}, {result['ios_completed']} I/Os, "
-                 f"{result['events']} events")
+    if wall_s is None:
+        lines.append(f"simulated {sim_s:.3f} s (stored: already in the results folder), {result['ios_completed']} "
+                     f"I/Os, {result['events']} events")
+    else:
+        ratio = f" ({sim_s / wall_s:.2f}x real time)" if wall_s > 0 else ""
+        lines.append(f"simulated {sim_s:.3f} s in {wall_s:.2f} s wall{ratio}, {result['ios_completed']} I/Os, "
+                     f"{result['events']} events")
     return "\n".join(lines)

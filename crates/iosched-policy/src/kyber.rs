@@ -32,13 +32,23 @@
 //!   queue's list for it holds a request, take a token and dispatch its head; else, if some staging list of that
 //!   domain is non-empty, take a token, then move *all* staging lists of that domain (CPUs in ascending order) to
 //!   the tail of the hardware queue's list and dispatch the head. Requests are only moved once a token is in hand,
-//!   so requests waiting for a token stay where later bios can still merge into them. When no token is left the
-//!   hardware queue records that it waits on that domain's pool.
-//! * **Completion.** The token goes back to its pool. If any hardware queue was waiting on that pool, the waits
-//!   are cleared and [`AfterCompletion::RunAllQueues`] asks the simulator to re-run the hardware queues (the
-//!   kernel's wait-queue callback runs each waiting hardware queue). For READ, WRITE and DISCARD two samples are
-//!   recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an 8-bucket
-//!   histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
+//!   so requests waiting for a token stay where later bios can still merge into them.
+//! * **Token waits** (`kyber_get_domain_token` on an sbitmap queue, Linux 5.2 `lib/sbitmap.c`). Each pool has 8
+//!   wait queues (SBQ_WAIT_QUEUES) and a wake batch of depth / 8 within 1..=8 (8 for READ, WRITE and DISCARD at
+//!   their full depths, 2 for OTHER). A hardware queue that finds no token puts its one wait entry per domain, if it
+//!   is not queued already, at the *head* of the wait queue its own `wait_index` names, and advances that index
+//!   (so each hardware queue rotates over the 8 wait queues on its own). A hardware queue that gets a token while
+//!   queued takes its entry off.
+//! * **Completion.** The token goes back to its pool (`sbitmap_queue_clear`). If any hardware queue waits on the
+//!   pool, the freed token counts against the first wait queue with waiters from the pool's `wake_index` on; when
+//!   that wait queue has counted `wake_batch` freed tokens its count starts again, `wake_index` moves past it and
+//!   the whole wait queue is woken: Kyber's entries are not exclusive, so `wake_up_nr` calls every one of them,
+//!   newest first. Each callback (`kyber_domain_wake`) takes its entry off and runs its hardware queue;
+//!   [`Elevator::take_woken_hctxs`] hands those queues to the caller in that order. A resize that changes the wake
+//!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::RunQueue`]
+//!   is returned either way (blk-mq's restart of the completion's own queue). For READ, WRITE and DISCARD two
+//!   samples are recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an
+//!   8-bucket histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
 //!   latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
 //!   to fire at most 100 ms later (earlier if it is already due sooner); OTHER completions do not touch it.
 //! * **Timer.** For each of READ, WRITE, DISCARD: the I/O-latency P90 bucket, then the total-latency P99 bucket.
@@ -67,11 +77,12 @@
 //!   a pool below the number in use, the kernel can hand out a freed bit numbered below the new depth while bits
 //!   above it are still held; here no token is handed out until the total in use falls below the depth. The
 //!   difference is transient and bounded by the requests that were in flight above the new depth.
-//! * **Token waits**: the kernel puts a waiting hardware queue on one of the pool's sbitmap wait queues, and frees
-//!   wake waiters in batches (`wake_batch`, up to 8 frees per wake-up for large pools). Here every freed token of a
-//!   pool with waiters wakes all of them at once (the simulator re-runs all hardware queues). A hardware queue that
-//!   gets a token while marked waiting drops its wait, as in the kernel. The kernel's second attempt right after
-//!   queueing the wait cannot succeed in this serialized model and is omitted.
+//! * **Token waits**: the kernel's wake-up callback runs the hardware queue asynchronously (kblockd, on one of the
+//!   queue's CPUs), so queues woken together run in parallel and race for the freed tokens; the simulator runs
+//!   them one after the other, synchronously, in callback order, before anything else runs a queue on that
+//!   completion. The kernel's second attempt right after queueing the wait cannot succeed in this serialized model
+//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg) and the wait queues' own spinlocks
+//!   (taken to add, remove and wake entries), which cost no CPU time here.
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
 //! * **Async depth** (`limit_depth`): asynchronous requests may use only 75 % of the scheduler tags, applied to the
@@ -145,6 +156,9 @@ const NR_DOMAINS: usize = 4;
 const NR_STAT_DOMAINS: usize = 3;
 const MAX_DEPTH: [u32; NR_DOMAINS] = [256, 128, 64, 16];
 const BATCH_SIZE: [u32; NR_DOMAINS] = [16, 8, 1, 1];
+/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES) and the largest wake batch (SBQ_WAKE_BATCH).
+const WAIT_QUEUES: usize = 8;
+const WAKE_BATCH_MAX: u32 = 8;
 
 pub const DEFAULT_READ_LAT_NS: u64 = 2_000_000;
 pub const DEFAULT_WRITE_LAT_NS: u64 = 10_000_000;
@@ -239,8 +253,11 @@ struct HwQueue {
     classes: Vec<ClassQueues>,
     cur_domain: usize,
     batching: u32,
-    /// This hardware queue failed to get a token of the domain and waits for one to be freed.
-    waiting: [bool; NR_DOMAINS],
+    /// Per domain: which of the pool's wait queues this hardware queue's wait entry is on, if it waits for a token
+    /// (the kernel's `domain_wait`, one entry per domain).
+    wait_queue: [Option<usize>; NR_DOMAINS],
+    /// Per domain: the wait queue its next wait goes to (the kernel's `wait_index`, advanced at every wait).
+    wait_index: [usize; NR_DOMAINS],
 }
 
 impl HwQueue {
@@ -252,10 +269,71 @@ impl HwQueue {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+/// One domain's tokens and the wait side of its sbitmap queue (lib/sbitmap.c, Linux 5.2).
+#[derive(Debug, Clone)]
 struct TokenPool {
     depth: u32,
     in_use: u32,
+    /// The waiting hardware queues on each of the SBQ_WAIT_QUEUES wait queues, in the order a wake-up calls them:
+    /// Kyber's entries are non-exclusive, which `add_wait_queue` puts at the head, so the newest comes first.
+    waits: [VecDeque<u32>; WAIT_QUEUES],
+    /// Per wait queue: freed tokens still to count before it is woken (`wait_cnt`).
+    wait_cnt: [u32; WAIT_QUEUES],
+    /// The wait queue a freed token counts against next (`wake_index`), if it has waiters.
+    wake_index: usize,
+    /// Freed tokens per wake-up (`wake_batch`).
+    wake_batch: u32,
+}
+
+impl TokenPool {
+    fn new(depth: u32) -> Self {
+        let wake_batch = wake_batch(depth);
+        Self {
+            depth,
+            in_use: 0,
+            waits: Default::default(),
+            wait_cnt: [wake_batch; WAIT_QUEUES],
+            wake_index: 0,
+            wake_batch,
+        }
+    }
+
+    /// sbitmap_queue_wake_up for one freed token: it counts against the first wait queue with waiters from
+    /// `wake_index` on; the wait queue whose count runs out is woken whole (its entries are not exclusive, so
+    /// `wake_up_nr` calls every one of them) and `wake_index` moves past it. The woken hardware queues are
+    /// appended to `woken` in call order.
+    fn token_freed(&mut self, woken: &mut Vec<u32>) {
+        let Some(ws) = (0..WAIT_QUEUES)
+            .map(|i| (self.wake_index + i) % WAIT_QUEUES)
+            .find(|&ws| !self.waits[ws].is_empty())
+        else {
+            return;
+        };
+        self.wake_index = ws;
+        self.wait_cnt[ws] = self.wait_cnt[ws].saturating_sub(1);
+        if self.wait_cnt[ws] == 0 {
+            self.wait_cnt[ws] = self.wake_batch;
+            self.wake_index = (ws + 1) % WAIT_QUEUES;
+            woken.extend(self.waits[ws].drain(..));
+        }
+    }
+
+    /// sbitmap_queue_resize: a new depth may change the wake batch; if it does, every wait queue's count is set to
+    /// 1, so the next freed token wakes.
+    fn resize(&mut self, depth: u32) {
+        self.depth = depth;
+        let batch = wake_batch(depth);
+        if batch != self.wake_batch {
+            self.wake_batch = batch;
+            self.wait_cnt = [1; WAIT_QUEUES];
+        }
+    }
+}
+
+/// sbq_calc_wake_batch for a domain's token pool: depth / SBQ_WAIT_QUEUES within 1..=SBQ_WAKE_BATCH (Kyber sets no
+/// shallow depth on these pools, so the whole depth counts).
+fn wake_batch(depth: u32) -> u32 {
+    (depth / WAIT_QUEUES as u32).clamp(1, WAKE_BATCH_MAX)
 }
 
 pub struct Kyber {
@@ -270,6 +348,8 @@ pub struct Kyber {
     /// Per statistics domain: the last total-latency P99 bucket seen without congestion.
     remembered_p99: [Option<usize>; NR_STAT_DOMAINS],
     timer_at: Option<u64>,
+    /// Hardware queues woken by freed tokens and not yet handed to the caller, in wake order.
+    woken: Vec<u32>,
 }
 
 impl Kyber {
@@ -278,12 +358,13 @@ impl Kyber {
             hctxs: (0..nr_hw_queues.max(1))
                 .map(|_| HwQueue::default())
                 .collect(),
-            tokens: MAX_DEPTH.map(|depth| TokenPool { depth, in_use: 0 }),
+            tokens: MAX_DEPTH.map(TokenPool::new),
             targets: [DEFAULT_READ_LAT_NS, DEFAULT_WRITE_LAT_NS, DISCARD_LAT_NS],
             histograms: [[[0; NR_BUCKETS]; 2]; NR_STAT_DOMAINS],
             window_deadline: [None; NR_STAT_DOMAINS],
             remembered_p99: [None; NR_STAT_DOMAINS],
             timer_at: None,
+            woken: Vec::new(),
         }
     }
 
@@ -307,7 +388,15 @@ impl Kyber {
     pub fn waiting(&self, hctx: u32, domain: Domain) -> bool {
         self.hctxs
             .get(hctx as usize)
-            .is_some_and(|queue| queue.waiting[domain as usize])
+            .is_some_and(|queue| queue.wait_queue[domain as usize].is_some())
+    }
+
+    /// How many hardware queues wait on each of `domain`'s wait queues.
+    pub fn wait_queue_lengths(&self, domain: Domain) -> [usize; WAIT_QUEUES] {
+        self.tokens[domain as usize]
+            .waits
+            .each_ref()
+            .map(VecDeque::len)
     }
 
     fn hctx_mut(&mut self, hctx: u32) -> &mut HwQueue {
@@ -318,16 +407,25 @@ impl Kyber {
         &mut self.hctxs[index]
     }
 
-    /// Take a token of `domain` for hardware queue `hctx`, or record that the queue waits for one.
+    /// Take a token of `domain` for hardware queue `hctx` (kyber_get_domain_token). Without one, the queue's wait
+    /// entry goes to the head of the pool's wait queue its `wait_index` names, unless it is on one already; with
+    /// one, an entry still queued is taken off.
     fn get_token(&mut self, hctx: usize, domain: usize) -> bool {
         let pool = &mut self.tokens[domain];
         let queue = &mut self.hctxs[hctx];
         if pool.in_use < pool.depth {
             pool.in_use += 1;
-            queue.waiting[domain] = false;
+            if let Some(ws) = queue.wait_queue[domain].take() {
+                pool.waits[ws].retain(|&h| h as usize != hctx);
+            }
             true
         } else {
-            queue.waiting[domain] = true;
+            if queue.wait_queue[domain].is_none() {
+                let ws = queue.wait_index[domain];
+                queue.wait_index[domain] = (ws + 1) % WAIT_QUEUES;
+                queue.wait_queue[domain] = Some(ws);
+                pool.waits[ws].push_front(hctx as u32);
+            }
             false
         }
     }
@@ -461,7 +559,7 @@ impl Kyber {
     }
 
     fn resize(&mut self, domain: usize, depth: u32) {
-        self.tokens[domain].depth = depth.clamp(1, MAX_DEPTH[domain]);
+        self.tokens[domain].resize(depth.clamp(1, MAX_DEPTH[domain]));
     }
 }
 
@@ -526,15 +624,17 @@ impl Elevator for Kyber {
             "completion of a request that holds no {domain} token"
         );
         pool.in_use = pool.in_use.saturating_sub(1);
-        let mut woke = false;
-        for queue in &mut self.hctxs {
-            woke |= std::mem::take(&mut queue.waiting[domain]);
+        let first_woken = self.woken.len();
+        pool.token_freed(&mut self.woken);
+        // kyber_domain_wake takes each woken queue's entry off its wait queue and runs the queue.
+        for &hctx in &self.woken[first_woken..] {
+            self.hctxs[hctx as usize].wait_queue[domain] = None;
         }
-        if woke {
-            AfterCompletion::RunAllQueues
-        } else {
-            AfterCompletion::RunQueue
-        }
+        AfterCompletion::RunQueue
+    }
+
+    fn take_woken_hctxs(&mut self, into: &mut Vec<u32>) {
+        into.append(&mut self.woken);
     }
 
     fn next_timer_ns(&self) -> Option<u64> {
@@ -609,7 +709,7 @@ impl Elevator for Kyber {
     fn introspect(&self) -> Vec<(String, f64)> {
         let mut out = Vec::with_capacity(3 * NR_DOMAINS);
         for domain in Domain::ALL {
-            let pool = self.tokens[domain as usize];
+            let pool = &self.tokens[domain as usize];
             out.push((format!("{}_tokens", domain.name()), pool.depth as f64));
             out.push((
                 format!("{}_tokens_in_use", domain.name()),
@@ -618,7 +718,7 @@ impl Elevator for Kyber {
             let waiting = self
                 .hctxs
                 .iter()
-                .filter(|q| q.waiting[domain as usize])
+                .filter(|q| q.wait_queue[domain as usize].is_some())
                 .count();
             out.push((format!("{}_waiting_hctxs", domain.name()), waiting as f64));
         }
@@ -946,41 +1046,113 @@ mod tests {
         assert_eq!(ids, [2, 1, 3]);
     }
 
+    /// Fill OTHER's 16 tokens from hardware queue 0 and return the held requests.
+    fn hold_all_other_tokens(k: &mut Kyber) -> Vec<Request> {
+        (0..16)
+            .map(|id| {
+                k.insert(rq(id, Op::Flush, 0, 0, 0, 0), 0);
+                k.dispatch(0, 0).unwrap()
+            })
+            .collect()
+    }
+
+    fn woken(k: &mut Kyber) -> Vec<u32> {
+        let mut woken = Vec::new();
+        k.take_woken_hctxs(&mut woken);
+        woken
+    }
+
     #[test]
-    fn without_a_token_dispatch_waits_and_the_next_completion_runs_all_queues() {
-        let mut k = Kyber::new(2);
-        // OTHER has 16 tokens for the whole device.
-        let mut held = Vec::new();
-        for id in 0..16 {
-            k.insert(rq(id, Op::Flush, 0, 0, 0, 0), 0);
-            held.push(k.dispatch(0, 0).unwrap());
-        }
-        assert_eq!(k.tokens_in_use(Domain::Other), 16);
-        k.insert(rq(16, Op::Flush, 0, 0, 0, 0), 0);
-        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), 0);
-        assert_eq!(k.dispatch(0, 0), None);
+    fn without_a_token_a_queue_waits_and_every_wake_batch_freed_tokens_wake_one_wait_queue_newest_first(
+    ) {
+        // OTHER has 16 tokens for the whole device: its pool wakes a wait queue every 16 / 8 = 2 freed tokens.
+        let mut k = Kyber::new(3);
+        let mut held = hold_all_other_tokens(&mut k);
+        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
+        k.insert(rq(17, Op::Flush, 2, 2, 0, 0), 0);
         assert_eq!(k.dispatch(1, 0), None);
-        assert!(k.has_work(0) && k.has_work(1));
-        assert!(k.waiting(0, Domain::Other) && k.waiting(1, Domain::Other));
-
-        // A freed token wakes both hardware queues; the first to run takes it.
-        let first = held.pop().unwrap();
-        assert_eq!(k.completed(&first, 0, MS), AfterCompletion::RunAllQueues);
-        assert!(!k.waiting(0, Domain::Other) && !k.waiting(1, Domain::Other));
-        assert_eq!(k.dispatch(0, MS).map(|r| r.id), Some(16));
-        assert_eq!(k.dispatch(1, MS), None);
-        assert!(k.waiting(1, Domain::Other) && !k.waiting(0, Domain::Other));
-
-        let second = held.pop().unwrap();
+        assert_eq!(k.dispatch(2, 0), None);
+        // Each queue's first wait goes to wait queue 0.
+        assert!(k.waiting(1, Domain::Other) && k.waiting(2, Domain::Other));
         assert_eq!(
-            k.completed(&second, 0, 2 * MS),
-            AfterCompletion::RunAllQueues
+            k.wait_queue_lengths(Domain::Other),
+            [2, 0, 0, 0, 0, 0, 0, 0]
         );
-        assert_eq!(k.dispatch(1, 2 * MS).map(|r| r.id), Some(17));
-        // Nobody waits any more: a completion only restarts its own queue.
-        let third = held.pop().unwrap();
-        assert_eq!(k.completed(&third, 0, 3 * MS), AfterCompletion::RunQueue);
-        assert_eq!(k.tokens_in_use(Domain::Other), 15);
+
+        // The first freed token only counts; the completion restarts its own queue, as without waiters.
+        assert_eq!(
+            k.completed(&held.pop().unwrap(), 0, MS),
+            AfterCompletion::RunQueue
+        );
+        assert!(woken(&mut k).is_empty());
+        assert!(k.waiting(1, Domain::Other) && k.waiting(2, Domain::Other));
+
+        // The second wakes the whole wait queue, the newest entry first, and takes the entries off it.
+        k.completed(&held.pop().unwrap(), 0, 2 * MS);
+        assert_eq!(woken(&mut k), [2, 1]);
+        assert!(!k.waiting(1, Domain::Other) && !k.waiting(2, Domain::Other));
+        assert_eq!(k.dispatch(2, 2 * MS).map(|r| r.id), Some(17));
+        assert_eq!(k.dispatch(1, 2 * MS).map(|r| r.id), Some(16));
+        assert_eq!(k.tokens_in_use(Domain::Other), 16);
+    }
+
+    #[test]
+    fn a_queue_that_gets_a_token_leaves_its_wait_queue_and_its_next_wait_goes_to_the_next_one() {
+        let mut k = Kyber::new(3);
+        let mut held = hold_all_other_tokens(&mut k);
+        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
+        assert_eq!(k.dispatch(1, 0), None);
+        assert_eq!(
+            k.wait_queue_lengths(Domain::Other),
+            [1, 0, 0, 0, 0, 0, 0, 0]
+        );
+        // A freed token (not yet a wake-up) is taken by queue 1 when it runs for another reason.
+        k.completed(&held.pop().unwrap(), 0, MS);
+        assert!(woken(&mut k).is_empty());
+        assert_eq!(k.dispatch(1, MS).map(|r| r.id), Some(16));
+        assert!(!k.waiting(1, Domain::Other));
+        assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+
+        // Queue 1's second wait goes to wait queue 1; queue 2's first to wait queue 0.
+        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), MS);
+        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), MS);
+        assert_eq!(k.dispatch(1, MS), None);
+        assert_eq!(k.dispatch(2, MS), None);
+        assert_eq!(
+            k.wait_queue_lengths(Domain::Other),
+            [1, 1, 0, 0, 0, 0, 0, 0]
+        );
+        // Wait queue 0 had one freed token counted already: the next one wakes it, and the wake-ups move on to
+        // wait queue 1, which takes two more.
+        k.completed(&held.pop().unwrap(), 0, 2 * MS);
+        assert_eq!(woken(&mut k), [2]);
+        k.completed(&held.pop().unwrap(), 0, 3 * MS);
+        assert!(woken(&mut k).is_empty());
+        k.completed(&held.pop().unwrap(), 0, 4 * MS);
+        assert_eq!(woken(&mut k), [1]);
+        assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+    }
+
+    #[test]
+    fn the_wake_batch_is_an_eighth_of_the_depth_within_1_to_8_and_a_new_batch_wakes_at_the_next_free(
+    ) {
+        assert_eq!(
+            [1, 7, 8, 16, 63, 64, 256].map(wake_batch),
+            [1, 1, 1, 2, 7, 8, 8]
+        );
+        let mut pool = TokenPool::new(256);
+        pool.waits[3].push_front(5);
+        let mut woken = Vec::new();
+        pool.token_freed(&mut woken);
+        assert_eq!((woken.len(), pool.wait_cnt[3], pool.wake_index), (0, 7, 3));
+        // Same batch: the counts stay.
+        pool.resize(128);
+        assert_eq!(pool.wait_cnt[3], 7);
+        // A smaller batch sets every count to 1.
+        pool.resize(16);
+        assert_eq!((pool.wake_batch, pool.wait_cnt), (2, [1; 8]));
+        pool.token_freed(&mut woken);
+        assert_eq!((woken, pool.wait_cnt[3], pool.wake_index), (vec![5], 2, 4));
     }
 
     #[test]
@@ -1001,7 +1173,7 @@ mod tests {
             k.bio_merge(&rq(65, Op::Discard, 0, 0, 100_008, 8), 256),
             Some(64)
         );
-        assert_eq!(k.completed(&held[0], 0, MS), AfterCompletion::RunAllQueues);
+        assert_eq!(k.completed(&held[0], 0, MS), AfterCompletion::RunQueue);
         let merged = k.dispatch(0, MS).unwrap();
         assert_eq!(
             (merged.id, merged.sector, merged.nr_sectors),
@@ -1286,6 +1458,181 @@ mod tests {
             shrinks > 10 && grows > 10,
             "the workload should move the depths: {shrinks} shrinks, {grows} grows"
         );
+    }
+
+    /// Closed-loop processes, one per hardware queue, on a device that serves every dispatched request at once for
+    /// a random time. Hardware queues run only as the simulator runs them: after an insert on it; after a
+    /// completion, first the queues the freed token woke, in wake order, then the queue the request completed
+    /// on; and all of them after a timer. So a lost wake-up strands requests.
+    struct ClosedLoop {
+        k: Kyber,
+        rng: Lcg,
+        now: u64,
+        next_id: u32,
+        /// (completion time, id) of requests at the device.
+        in_service: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>>,
+        requests: std::collections::HashMap<u32, (Request, u64)>,
+        /// Requests of each hardware queue's process not yet completed, and how many it may have.
+        outstanding: Vec<u32>,
+        depth: Vec<u32>,
+        /// Requests completed per hardware queue.
+        served: Vec<u64>,
+        /// Per hardware queue: the operations its process submits, picked at random.
+        ops: Vec<Vec<Op>>,
+        submitting: bool,
+        /// Service time at the device: `service_ns` plus up to as much again, at random.
+        service_ns: u64,
+        /// Wake-ups of hardware queues so far.
+        wakes: usize,
+    }
+
+    impl ClosedLoop {
+        fn new(seed: u64, depth: &[u32], ops: &[&[Op]]) -> Self {
+            Self {
+                k: Kyber::new(depth.len() as u32),
+                rng: Lcg(seed),
+                now: 0,
+                next_id: 0,
+                in_service: Default::default(),
+                requests: Default::default(),
+                outstanding: vec![0; depth.len()],
+                depth: depth.to_vec(),
+                served: vec![0; depth.len()],
+                ops: ops.iter().map(|o| o.to_vec()).collect(),
+                submitting: true,
+                service_ns: 50_000,
+                wakes: 0,
+            }
+        }
+
+        fn run(&mut self, hctx: u32) {
+            while let Some(r) = self.k.dispatch(hctx, self.now) {
+                let done = self.now + self.service_ns + self.rng.below(self.service_ns);
+                self.in_service.push(std::cmp::Reverse((done, r.id)));
+                self.requests.insert(r.id, (r, self.now));
+            }
+        }
+
+        fn submit(&mut self, hctx: usize) {
+            while self.submitting && self.outstanding[hctx] < self.depth[hctx] {
+                self.outstanding[hctx] += 1;
+                let ops = &self.ops[hctx];
+                let op = ops[self.rng.below(ops.len() as u64) as usize];
+                let sectors = if op == Op::Flush { 0 } else { 8 };
+                let mut r = rq(
+                    self.next_id,
+                    op,
+                    hctx as u32,
+                    hctx as u32,
+                    self.next_id as u64 * 64,
+                    sectors,
+                );
+                r.start_ns = self.now;
+                self.next_id += 1;
+                self.k.insert(r, self.now);
+                self.run(hctx as u32);
+            }
+        }
+
+        /// Advance to `until` (or until the device is idle).
+        fn run_until(&mut self, until: u64, timer: bool) {
+            for hctx in 0..self.depth.len() {
+                self.submit(hctx);
+            }
+            while let Some(&std::cmp::Reverse((done, id))) = self.in_service.peek() {
+                if done > until {
+                    break;
+                }
+                if timer && self.k.next_timer_ns().is_some_and(|at| at <= done) {
+                    self.now = self.k.next_timer_ns().unwrap().max(self.now);
+                    self.k.timer(self.now);
+                    for hctx in 0..self.depth.len() as u32 {
+                        self.run(hctx);
+                    }
+                    continue;
+                }
+                self.in_service.pop();
+                self.now = done;
+                let (r, issued) = self.requests.remove(&id).unwrap();
+                let after = self.k.completed(&r, issued, self.now);
+                assert_eq!(after, AfterCompletion::RunQueue);
+                let mut woken = Vec::new();
+                self.k.take_woken_hctxs(&mut woken);
+                self.wakes += woken.len();
+                for hctx in woken {
+                    self.run(hctx);
+                }
+                self.run(r.hctx);
+                self.served[r.hctx as usize] += 1;
+                self.outstanding[r.hctx as usize] -= 1;
+                self.submit(r.hctx as usize);
+            }
+        }
+    }
+
+    #[test]
+    fn equal_processes_on_different_queues_get_equal_shares_of_scarce_tokens() {
+        // Four processes at depth 128 ask for 512 reads at a time; READ has 256 tokens.
+        let reads: &[Op] = &[Op::Read];
+        let mut run = ClosedLoop::new(7, &[128; 4], &[reads; 4]);
+        run.run_until(20 * MS, false);
+        assert!(
+            (0..4).any(|h| run.k.waiting(h, Domain::Read)),
+            "the tokens are contended"
+        );
+        run.served = vec![0; 4];
+        run.run_until(120 * MS, false);
+        let mean = run.served.iter().sum::<u64>() as f64 / 4.0;
+        for (hctx, &n) in run.served.iter().enumerate() {
+            assert!(
+                (n as f64 / mean - 1.0).abs() < 0.05,
+                "queue {hctx}: {:?} requests served",
+                run.served
+            );
+        }
+    }
+
+    #[test]
+    fn run_as_the_simulator_runs_queues_every_request_completes_whatever_the_depths_and_wake_batches(
+    ) {
+        for seed in 0..6 {
+            // Uneven processes and mixed domains; latency targets of 0 (every sample bad: congestion, the other
+            // domain shrinks) or 1 s (every sample good) move the depths, and so the wake batches, both ways. Queue 3
+            // mixes in flushes (OTHER: 16 tokens, wake batch 2).
+            let depths = [64, 200, 8, 40, 1];
+            let rw: &[Op] = &[Op::Read, Op::Read, Op::Write];
+            let mut run = ClosedLoop::new(
+                seed,
+                &depths,
+                &[rw, rw, &[Op::Read], &[Op::Flush, Op::Read], rw],
+            );
+            run.service_ns = 400_000;
+            for step in 0..8u64 {
+                for name in ["read_lat_nsec", "write_lat_nsec"] {
+                    run.k
+                        .set_tunable(name, [0, 1_000_000_000][run.rng.below(2) as usize])
+                        .unwrap();
+                }
+                run.run_until((step + 1) * 120 * MS, true);
+            }
+            run.submitting = false;
+            run.run_until(u64::MAX, false);
+            assert!(run.wakes > 0, "seed {seed}: tokens ran out");
+            assert!(run.in_service.is_empty());
+            let stranded: Vec<u32> = (0..depths.len() as u32)
+                .filter(|&h| run.k.has_work(h))
+                .collect();
+            assert!(
+                stranded.is_empty(),
+                "seed {seed}: queues {stranded:?} kept requests with nothing in flight"
+            );
+            assert_eq!(
+                run.served.iter().sum::<u64>(),
+                run.next_id as u64,
+                "seed {seed}"
+            );
+            assert!(Domain::ALL.iter().all(|&d| run.k.tokens_in_use(d) == 0));
+        }
     }
 
     #[test]

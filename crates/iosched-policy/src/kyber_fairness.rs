@@ -443,6 +443,10 @@ impl Elevator for KyberFairness {
         self.kyber.completed(rq, issue_ns, now_ns)
     }
 
+    fn take_woken_hctxs(&mut self, into: &mut Vec<u32>) {
+        self.kyber.take_woken_hctxs(into)
+    }
+
     fn next_timer_ns(&self) -> Option<u64> {
         match (self.kyber.next_timer_ns(), self.refill_at_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -732,7 +736,7 @@ mod tests {
             Some(false),
             "cgroup 1 did nothing in the second period"
         );
-        assert!(kf.completed(&held.pop().unwrap(), 0, 210 * MS) == AfterCompletion::RunAllQueues);
+        assert!(kf.completed(&held.pop().unwrap(), 0, 210 * MS) == AfterCompletion::RunQueue);
         assert_eq!(kf.dispatch(1, 210 * MS).map(|r| r.id), Some(64));
     }
 
@@ -800,11 +804,13 @@ mod tests {
             "the public code would dispatch the flush without a token"
         );
         assert!(kf.kyber().waiting(0, Domain::Other));
+        // The freed token restarts the queue it completed on, which takes it.
         assert_eq!(
             kf.completed(&held.pop().unwrap(), 0, MS),
-            AfterCompletion::RunAllQueues
+            AfterCompletion::RunQueue
         );
         assert_eq!(kf.dispatch(0, MS).map(|r| r.id), Some(16));
+        assert!(!kf.kyber().waiting(0, Domain::Other));
     }
 
     #[test]
@@ -902,8 +908,8 @@ mod tests {
 
     /// A device that takes every dispatched request into its queue and serves `slots` of them at a time, in
     /// arrival order, `service_ns` each; the device-wide limit on what is dispatched is Kyber's tokens, as in the
-    /// simulator. A hardware queue is run after an insert on it, after a completion that asks for it (all of them
-    /// on RunAllQueues), and all of them after a timer.
+    /// simulator. A hardware queue is run after an insert on it, when a freed token wakes it, after a completion
+    /// that asks for it (all of them on RunAllQueues), and all of them after a timer.
     struct Bench {
         kf: KyberFairness,
         nr_hctx: u32,
@@ -1043,6 +1049,11 @@ mod tests {
                     let after = self.kf.completed(&r, issued, self.now);
                     self.served[p] += r.nr_sectors as u64;
                     self.processes[p].outstanding -= 1;
+                    let mut woken = Vec::new();
+                    self.kf.take_woken_hctxs(&mut woken);
+                    for hctx in woken {
+                        self.run(hctx);
+                    }
                     match after {
                         AfterCompletion::RunQueue => self.run(r.hctx),
                         AfterCompletion::RunAllQueues => self.run_all(),

@@ -178,6 +178,11 @@ pub trait Elevator: Send {
     /// A dispatched request finished. `issue_ns` is when it went to the device.
     fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion;
 
+    /// Hardware queues that waited for a resource of the policy (Kyber: a domain token) and were woken since the
+    /// last call, appended to `into` in the order the kernel's wake-up callbacks run them. The caller runs each, as
+    /// the callback does (`blk_mq_run_hw_queue`). A completion can wake some; call this after [`Elevator::completed`].
+    fn take_woken_hctxs(&mut self, _into: &mut Vec<u32>) {}
+
     /// When the policy next wants `timer` called, if ever.
     fn next_timer_ns(&self) -> Option<u64> {
         None

@@ -83,6 +83,12 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// A digest of the simulator's sources (see build.rs): with the version, the code version in every run id.
+#[pyfunction]
+fn source_digest() -> &'static str {
+    env!("IOSCHED_SOURCE_DIGEST")
+}
+
 /// Scheduler names the simulator accepts, as users type them.
 #[pyfunction]
 fn schedulers() -> Vec<&'static str> {
@@ -102,5 +108,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(block_layers, m)?)?;
     m.add_function(wrap_pyfunction!(trace_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(source_digest, m)?)?;
     Ok(())
 }

@@ -3,6 +3,18 @@
 //! A core runs one piece of work at a time, in the order the work was asked for (no preemption). Work is booked
 //! when it becomes runnable: `run` returns when it ends. Switching a core to another process costs a context switch;
 //! a process woken from sleep pays the sleep/wake path. Busy time is counted only inside the measurement window.
+//!
+//! Where unpinned processes run follows what Linux's scheduler (CFS, kernel/sched/fair.c) does in effect, reduced
+//! to what this model has (no run queues, no load tracking, one cache domain):
+//! - at fork (`ForkPlacement`): the allowed core with the fewest processes so far, ties round-robin;
+//! - a running process stays on its core (the simulation asks `Host::wake_core` only when it was asleep);
+//! - on wake-up (`Host::wake_core`, `select_idle_sibling`): its previous core if idle, else the next idle allowed
+//!   core in circular order after it, else (where Linux would queue it and let load balancing move it later) the
+//!   allowed core that frees soonest.
+//!
+//! Not modelled: `wake_affine` (the waker's CPU as the target: for an I/O completion the interrupt arrives on the
+//! submitting CPU, usually the previous one anyway), `recent_used_cpu`, SMT siblings and several cache domains,
+//! periodic and idle load balancing of queued work, and the scan limit of `select_idle_cpu`.
 
 pub struct Core {
     pub free_at_ns: u64,
@@ -113,19 +125,75 @@ impl Host {
         self.cores[core as usize].free_at_ns <= at_ns
     }
 
-    /// Of the allowed cores, the one that can run new work soonest (a minimal run-queue model for unpinned
-    /// processes); ties go to `preferred`, then to the lowest index.
-    pub fn least_loaded(&self, allowed: &[u32], preferred: u32, at_ns: u64) -> u32 {
-        let ready = |core: u32| self.cores[core as usize].free_at_ns.max(at_ns);
-        let mut best = preferred;
-        let mut best_ready = ready(preferred);
-        for &core in allowed {
-            let r = ready(core);
-            if r < best_ready {
+    /// Where an unpinned process runs its next piece of work, given the core it ran on last (`previous`):
+    /// Linux's wake-up placement (kernel/sched/fair.c `select_idle_sibling`) reduced to what the model has. Its
+    /// previous core if idle; else the first idle core of `allowed` after `previous`, in circular order (the
+    /// kernel's `select_idle_cpu` scans the LLC from the target on, wrapping around, so no core number is
+    /// favoured); else, where the kernel would queue the task and let load balancing move it, the core that frees
+    /// soonest (ties: `previous`, then the same circular order). `allowed` must be sorted and contain `previous`.
+    #[inline]
+    pub fn wake_core(&self, allowed: &[u32], previous: u32, at_ns: u64) -> u32 {
+        let free_at = |core: u32| self.cores[core as usize].free_at_ns;
+        let mut best_free_at = free_at(previous);
+        if best_free_at <= at_ns {
+            return previous;
+        }
+        let mut best = previous;
+        let after = allowed.partition_point(|&core| core <= previous);
+        let (low, high) = allowed.split_at(after);
+        for &core in high.iter().chain(low) {
+            let f = free_at(core);
+            if f <= at_ns {
+                return core;
+            }
+            if f < best_free_at {
                 best = core;
-                best_ready = r;
+                best_free_at = f;
             }
         }
+        best
+    }
+}
+
+/// Where forked processes start: Linux places a new task on the idlest allowed CPU (kernel/sched/fair.c
+/// `find_idlest_cpu` at fork), so the processes fio forks for its jobs end up spread over their allowed cores, each
+/// on the core with the fewest processes so far. Ties go round-robin (the first such core at or after the one
+/// after the last placement), so that jobs' processes do not all start on their lowest allowed cores.
+#[derive(Debug, Clone)]
+pub struct ForkPlacement {
+    placed: Vec<u32>,
+    next: u32,
+}
+
+impl ForkPlacement {
+    pub fn new(cores: u32) -> Self {
+        Self {
+            placed: vec![0; cores as usize],
+            next: 0,
+        }
+    }
+
+    /// Count a pinned process on its core (it keeps its core; the others avoid it where they can).
+    pub fn pin(&mut self, core: u32) {
+        self.placed[core as usize] += 1;
+    }
+
+    /// The starting core of a process allowed on `allowed` (sorted, not empty).
+    pub fn place(&mut self, allowed: &[u32]) -> u32 {
+        let after = allowed.partition_point(|&core| core < self.next);
+        let (low, high) = allowed.split_at(after);
+        let mut best = high
+            .first()
+            .or(low.first())
+            .copied()
+            .expect("allowed cores");
+        for &core in high.iter().chain(low) {
+            if self.placed[core as usize] < self.placed[best as usize] {
+                best = core;
+            }
+        }
+        self.placed[best as usize] += 1;
+        self.next = best + 1;
         best
     }
 }
@@ -298,17 +366,81 @@ mod tests {
     }
 
     #[test]
-    fn unpinned_work_goes_to_the_least_loaded_core() {
+    fn a_woken_process_returns_to_its_idle_previous_core() {
+        let mut host = Host::new(4, 0);
+        let mut a = CpuAccount::default();
+        host.run(0, 1, 0, 5_000, &mut a);
+        assert_eq!(host.wake_core(&[0, 1, 2, 3], 2, 1_000), 2, "idle: stays");
+        assert_eq!(
+            host.wake_core(&[0, 1, 2, 3], 0, 6_000),
+            0,
+            "its core is idle again"
+        );
+    }
+
+    #[test]
+    fn a_woken_process_whose_core_is_busy_takes_the_next_idle_core_in_circular_order() {
+        let mut host = Host::new(4, 0);
+        let mut a = CpuAccount::default();
+        for core in [0, 2] {
+            host.run(core, 1, 0, 5_000, &mut a);
+        }
+        assert_eq!(host.wake_core(&[0, 1, 2, 3], 2, 1_000), 3, "after 2: 3");
+        host.run(3, 1, 0, 5_000, &mut a);
+        assert_eq!(
+            host.wake_core(&[0, 1, 2, 3], 3, 1_000),
+            1,
+            "after 3, wrapping: 0 is busy, 1 idle"
+        );
+        assert_eq!(
+            host.wake_core(&[0, 2, 3], 3, 1_000),
+            3,
+            "idle core 1 is not allowed; the allowed ones all free at 5000: it stays"
+        );
+    }
+
+    #[test]
+    fn a_woken_process_with_all_cores_busy_goes_where_work_ends_soonest() {
         let mut host = Host::new(3, 0);
         let mut a = CpuAccount::default();
         host.run(0, 1, 0, 5_000, &mut a);
-        host.run(1, 1, 0, 1_000, &mut a);
-        assert_eq!(host.least_loaded(&[0, 1, 2], 0, 0), 2);
-        assert_eq!(host.least_loaded(&[0, 1], 0, 0), 1);
+        host.run(1, 1, 0, 2_000, &mut a);
+        host.run(2, 1, 0, 5_000, &mut a);
+        assert_eq!(host.wake_core(&[0, 1, 2], 0, 1_000), 1);
         assert_eq!(
-            host.least_loaded(&[0, 1], 1, 6_000),
+            host.wake_core(&[0, 2], 2, 1_000),
+            2,
+            "a tie keeps the previous core"
+        );
+    }
+
+    #[test]
+    fn forked_processes_spread_one_per_core_then_round_robin() {
+        let mut fork = ForkPlacement::new(16);
+        let all: Vec<u32> = (0..16).collect();
+        // 4 jobs x 4 unpinned processes on 16 cores: one per core.
+        let cores: Vec<u32> = (0..16).map(|_| fork.place(&all)).collect();
+        assert_eq!(cores, all);
+        // 16 more: a second round over the same cores.
+        let second: Vec<u32> = (0..16).map(|_| fork.place(&all)).collect();
+        assert_eq!(second, all);
+    }
+
+    #[test]
+    fn forked_processes_avoid_cores_of_pinned_ones_and_respect_their_allowed_cores() {
+        let mut fork = ForkPlacement::new(4);
+        fork.pin(0);
+        fork.pin(1);
+        let all = [0, 1, 2, 3];
+        assert_eq!(
+            (0..4).map(|_| fork.place(&all)).collect::<Vec<_>>(),
+            vec![2, 3, 0, 1]
+        );
+        assert_eq!(fork.place(&[1, 3]), 3, "3 has one process, 1 has two");
+        assert_eq!(
+            fork.place(&[1, 3]),
             1,
-            "all idle: stay on the preferred core"
+            "both have two: round-robin, after 3 wraps to 1"
         );
     }
 }

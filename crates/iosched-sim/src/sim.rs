@@ -8,8 +8,10 @@
 //!    merge into a queued request, or take a request tag (or wait for one), insert into the elevator, run the
 //!    hardware queue: dispatch while driver tags last, onto the device's submission queue.
 //! 3. The device (`ControllerDone`, `UnitDone`) and `DeviceComplete`.
-//! 4. On the submitting core: the scheduler's completion cost, then each bio's completion path (plus the
-//!    sleep/wake path when the core had gone idle), then the process issues its next I/O.
+//! 4. On the submitting core: the scheduler's completion cost; then each bio's completion path (plus the
+//!    sleep/wake path when the core had gone idle) where the process runs: a pinned process on its core, an
+//!    unpinned one on the core it is still running on, or, asleep, on the core its wake-up picks (`host.rs`);
+//!    then the process issues its next I/O there.
 
 use iosched_policy::{AfterCompletion, BlockLayer, IoprioClass, Op, Request, SECTOR_BYTES};
 
@@ -17,7 +19,7 @@ use crate::blk::BlockQueue;
 use crate::config::{EngineCost, Interface, IoEngine, Rw, SimConfig};
 use crate::device::{Command, Device};
 use crate::engine::{Event, EventQueue};
-use crate::host::{CpuAccount, Host};
+use crate::host::{CpuAccount, ForkPlacement, Host};
 use crate::metrics::LatencyStats;
 use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
 use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
@@ -80,7 +82,11 @@ struct Process {
     group: u32,
     buffered: Option<Buffered>,
     allowed_cores: Vec<u32>,
+    /// The core it runs on, or last ran on.
     core: u32,
+    /// When the work last booked in its own context (submission, reaping, copies) ends: until then it is running
+    /// on `core`, and stays there; a process woken later is placed anew (`process_core`).
+    busy_until_ns: u64,
     devices: Vec<u32>,
     iodepth: u32,
     batch: u32,
@@ -144,6 +150,8 @@ pub struct Simulation<'c> {
     active_processes: usize,
     ios_issued: u64,
     ios_completed: u64,
+    /// Scratch list of hardware queues the elevator woke (reused between completions).
+    woken_hctxs: Vec<u32>,
     end_ns: u64,
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
@@ -495,9 +503,13 @@ impl<'c> Simulation<'c> {
                 let allowed_cores = if job.cpus_split {
                     vec![allowed[clone as usize % allowed.len()]]
                 } else {
-                    allowed.clone()
+                    let mut sorted = allowed.clone();
+                    sorted.sort_unstable();
+                    sorted.dedup();
+                    sorted
                 };
-                let core = allowed_cores[clone as usize % allowed_cores.len()];
+                // Unpinned processes get their starting core below, once all processes are known.
+                let core = allowed_cores[0];
                 let start_ns = job.start_ns;
                 let offset = job.offset_bytes + clone as u64 * job.offset_increment_bytes;
                 let buffered = match (&mut cache, job.buffered) {
@@ -537,6 +549,7 @@ impl<'c> Simulation<'c> {
                     trace,
                     allowed_cores,
                     core,
+                    busy_until_ns: 0,
                     devices: job.devices.clone(),
                     iodepth: if job.ioengine == IoEngine::Psync {
                         1
@@ -573,6 +586,22 @@ impl<'c> Simulation<'c> {
                 });
             }
         }
+        // Where the processes fio forks start (Linux spreads them over idle CPUs): per stonewall group, as only one
+        // group runs at a time. Pinned processes keep their core and count as placed there.
+        for g in 0..group_remaining.len() as u32 {
+            let mut fork = ForkPlacement::new(cores);
+            let in_group = |p: &&mut Process| p.group == g;
+            for p in processes.iter_mut().filter(in_group) {
+                if p.allowed_cores.len() == 1 {
+                    fork.pin(p.core);
+                }
+            }
+            for p in processes.iter_mut().filter(in_group) {
+                if p.allowed_cores.len() > 1 {
+                    p.core = fork.place(&p.allowed_cores);
+                }
+            }
+        }
         // With stonewall groups the run ends by the sum of the groups' longest spans at the latest.
         let end_ns = (0..group_remaining.len() as u32)
             .map(|g| {
@@ -603,6 +632,7 @@ impl<'c> Simulation<'c> {
                 buffered: None,
                 allowed_cores: (0..cores).collect(),
                 core: 0,
+                busy_until_ns: 0,
                 devices: Vec::new(),
                 iodepth: 1,
                 batch: 1,
@@ -657,6 +687,7 @@ impl<'c> Simulation<'c> {
             costs,
             ios_issued: 0,
             ios_completed: 0,
+            woken_hctxs: Vec::new(),
             end_ns,
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
@@ -902,18 +933,13 @@ impl<'c> Simulation<'c> {
         if proc.trace.is_some() {
             batch = self.trace_batch(process, at, batch)?;
         }
-        let proc = &self.processes[p];
-        let core = if proc.allowed_cores.len() == 1 {
-            proc.allowed_cores[0]
-        } else {
-            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
-        };
-        let submit_ns = proc.cost.submit_ns;
+        let core = self.process_core(process, at);
         let proc = &mut self.processes[p];
-        proc.core = core;
+        let submit_ns = proc.cost.submit_ns;
         let (start, end) =
             self.host
                 .run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
         let mut previous = NO_IO;
         for i in 0..batch {
             let proc = &mut self.processes[p];
@@ -968,6 +994,21 @@ impl<'c> Simulation<'c> {
         Some(end)
     }
 
+    /// The core on which `process` runs work from `at_ns`: a pinned process's core; the core it is running on, if
+    /// its work booked so far lasts until then (a running process is not migrated); else, woken from sleep, the
+    /// core Linux's wake-up placement would pick (`Host::wake_core`).
+    #[inline]
+    fn process_core(&self, process: u32, at_ns: u64) -> u32 {
+        let proc = &self.processes[process as usize];
+        if proc.allowed_cores.len() == 1 {
+            proc.allowed_cores[0]
+        } else if at_ns <= proc.busy_until_ns {
+            proc.core
+        } else {
+            self.host.wake_core(&proc.allowed_cores, proc.core, at_ns)
+        }
+    }
+
     // ------------------------------------------------------------ buffered I/O (pagecache.rs)
 
     fn copy_ns(&self, bytes: u64) -> u64 {
@@ -991,14 +1032,9 @@ impl<'c> Simulation<'c> {
         if at >= proc.end_ns || proc.bytes_issued >= proc.size_limit_bytes {
             return self.stop(process, at);
         }
-        let core = if proc.allowed_cores.len() == 1 {
-            proc.allowed_cores[0]
-        } else {
-            self.host.least_loaded(&proc.allowed_cores, proc.core, at)
-        };
-        let submit_ns = proc.cost.submit_ns;
+        let core = self.process_core(process, at);
         let proc = &mut self.processes[p];
-        proc.core = core;
+        let submit_ns = proc.cost.submit_ns;
         let plan = proc.generator.as_mut().expect("a job's process").next();
         proc.issued += 1;
         proc.bytes_issued += plan.bytes as u64;
@@ -1023,6 +1059,7 @@ impl<'c> Simulation<'c> {
         work += requests * submit_ns;
         let proc = &mut self.processes[p];
         let (start, end) = self.host.run(core, process, at, work, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
         proc.buffered.as_mut().unwrap().call = Some((first, count, plan.bytes, start));
         for (file, run_first, run_pages) in runs {
             let mut page = run_first;
@@ -1100,9 +1137,10 @@ impl<'c> Simulation<'c> {
         if cache.readable(file, first, count) {
             let bytes = count * PAGE_BYTES;
             let work = self.copy_ns(bytes);
-            let core = self.processes[p].core;
+            let core = self.process_core(process, now);
             let proc = &mut self.processes[p];
             let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);
+            (proc.core, proc.busy_until_ns) = (core, end);
             return self.finish_call(process, end);
         }
         self.processes[p].buffered.as_mut().unwrap().waiting = true;
@@ -1159,9 +1197,10 @@ impl<'c> Simulation<'c> {
                         continue;
                     }
                     let work = self.processes[p].cost.sleep_wake_ns + self.copy_ns(c * PAGE_BYTES);
-                    let pcore = self.processes[p].core;
+                    let pcore = self.process_core(p as u32, end);
                     let proc = &mut self.processes[p];
                     let (_, done) = self.host.run(pcore, p as u32, end, work, &mut proc.cpu);
+                    (proc.core, proc.busy_until_ns) = (pcore, done);
                     self.finish_call(p as u32, done);
                 }
             }
@@ -1175,10 +1214,11 @@ impl<'c> Simulation<'c> {
                             .is_some_and(|b| b.write && b.waiting);
                         if waiting_writer {
                             let work = self.processes[p].cost.sleep_wake_ns;
-                            let pcore = self.processes[p].core;
+                            let pcore = self.process_core(p as u32, end);
                             let proc = &mut self.processes[p];
                             let (_, done) =
                                 self.host.run(pcore, p as u32, end, work, &mut proc.cpu);
+                            (proc.core, proc.busy_until_ns) = (pcore, done);
                             self.finish_call(p as u32, done);
                         }
                     }
@@ -1225,12 +1265,11 @@ impl<'c> Simulation<'c> {
             self.flusher_busy = false;
             return;
         };
-        let proc = &self.processes[flusher as usize];
-        let core = self.host.least_loaded(&proc.allowed_cores, proc.core, now);
-        let submit_ns = proc.cost.submit_ns;
+        let core = self.process_core(flusher, now);
         let proc = &mut self.processes[flusher as usize];
-        proc.core = core;
+        let submit_ns = proc.cost.submit_ns;
         let (_, end) = self.host.run(core, flusher, now, submit_ns, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
         self.submit_cache_bio(
             flusher,
             core,
@@ -1371,6 +1410,9 @@ impl<'c> Simulation<'c> {
         };
         let acquisitions = self.costs.submit_acquisitions;
         let ready = self.run_scheduler_work(core, process, device, hctx, now, cost, acquisitions);
+        // In the submitter's context (submit_bio): it is running on this core until then.
+        let proc = &mut self.processes[process as usize];
+        proc.busy_until_ns = proc.busy_until_ns.max(ready);
         self.events.schedule(ready, Event::BlockInsert { io });
     }
 
@@ -1454,6 +1496,19 @@ impl<'c> Simulation<'c> {
         }
     }
 
+    /// Run the hardware queues the elevator woke, in its wake order.
+    fn run_woken_hw_queues(&mut self, device: u32, now: u64) {
+        let mut woken = std::mem::take(&mut self.woken_hctxs);
+        self.queues[device as usize]
+            .elevator
+            .take_woken_hctxs(&mut woken);
+        for &hctx in &woken {
+            self.run_hw_queue(device, hctx, now);
+        }
+        woken.clear();
+        self.woken_hctxs = woken;
+    }
+
     fn run_all_hw_queues(&mut self, device: u32, now: u64) {
         for hctx in 0..self.nr_hw_queues(device) {
             self.run_hw_queue(device, hctx, now);
@@ -1524,6 +1579,9 @@ impl<'c> Simulation<'c> {
             self.accepted(waiting, now);
             inserted = true;
         }
+        // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's
+        // token, freed in the completion's finish_request), before anything else on this path runs a queue.
+        self.run_woken_hw_queues(device, now);
         match after {
             AfterCompletion::RunAllQueues => self.run_all_hw_queues(device, now),
             AfterCompletion::RunQueue => {
@@ -1573,7 +1631,7 @@ impl<'c> Simulation<'c> {
     /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
     /// ends here. Returns when the work ends.
     fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
-        let (process, core, issue_ns, write, bytes) = {
+        let (process, slot_core, issue_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)
         };
@@ -1581,9 +1639,22 @@ impl<'c> Simulation<'c> {
         assert!(slot.live, "bio {io} completed twice");
         slot.live = false;
         self.free_slots.push(io);
+        let proc = &self.processes[process as usize];
+        // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on,
+        // or, asleep, where its wake-up places it, paying the sleep/wake path if that core was idle (as pinned
+        // processes do on theirs).
+        let (core, sleeping) = if proc.allowed_cores.len() == 1 {
+            (slot_core, sleeping)
+        } else if now < proc.busy_until_ns {
+            (proc.core, false)
+        } else {
+            let core = self.host.wake_core(&proc.allowed_cores, proc.core, now);
+            (core, self.host.idle_at(core, now))
+        };
         let proc = &mut self.processes[process as usize];
         let work = proc.cost.complete_ns + if sleeping { proc.cost.sleep_wake_ns } else { 0 };
         let (_, end) = self.host.run(core, process, now, work, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
         if end >= proc.stats_start_ns && end <= proc.end_ns {
             let stats = if write {
                 &mut proc.write

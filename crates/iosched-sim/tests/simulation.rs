@@ -107,6 +107,48 @@ fn unpinned_processes_spread_over_allowed_cores() {
 }
 
 #[test]
+fn a_running_process_is_not_migrated_so_one_process_never_uses_two_cores_at_once() {
+    // One unpinned process at QD 128 is CPU-bound: the completions it reaps keep its core busy, it never sleeps,
+    // and nothing wakes it elsewhere. It uses one of its four cores, fully, and no other.
+    let mut j = job("r", Rw::Randread, 4096, 128, 1, &[0, 1, 2, 3], &[0]);
+    j.cpus_split = false;
+    let r = run(&seed000(1, vec![j]));
+    let busy: Vec<f64> = r
+        .cores
+        .iter()
+        .map(|c| c.busy_ns as f64 / r.window_ns as f64)
+        .collect();
+    assert!(busy[0] > 0.99, "{busy:?}");
+    assert!(busy[1..].iter().all(|&b| b == 0.0), "{busy:?}");
+}
+
+#[test]
+fn unpinned_processes_of_several_jobs_start_one_per_core_and_keep_their_idle_core() {
+    // Seed 001's 16-core host, 4 jobs x 4 unpinned QD-1 processes, the jobs starting 20 µs apart (each finds the
+    // others' cores idle, their processes asleep waiting for I/O): forked one per core, and each, woken by its
+    // completion while its core is idle, stays there: every core busy, no core ever switches process.
+    let jobs = (0..4)
+        .map(|i| {
+            let mut j = job(&format!("j{i}"), Rw::Randread, 4096, 1, 4, &[], &[0]);
+            j.cpus_split = false;
+            j.start_ns = i * 20_000;
+            j
+        })
+        .collect();
+    let r = run(&common::seed001(jobs));
+    assert_eq!(r.cores.len(), 16);
+    for (core, c) in r.cores.iter().enumerate() {
+        assert!(c.busy_ns > 0, "core {core} idle: {:?}", r.cores);
+    }
+    for j in &r.jobs {
+        for p in &j.processes {
+            assert_eq!(p.context_switches, 0, "job {} clone {}", j.name, p.clone);
+            assert!(p.read.ios > 0);
+        }
+    }
+}
+
+#[test]
 fn reads_suffer_behind_writes_once_the_write_buffer_is_full() {
     let reader = |ramp_ns: u64| {
         let mut r = job("r", Rw::Randread, 4096, 1, 1, &[0], &[0]);
@@ -311,6 +353,35 @@ fn kyber_fairness_shares_iops_by_cgroup_weight() {
             .count()
     };
     assert!(series("cgroup4_budget_sectors") > 0 && series("wr_scale") > 0);
+}
+
+/// Four equal processes, each alone on its own core and so on its own hardware queue, ask for 4 x 128 reads while
+/// Kyber's read domain has 256 tokens: hardware queues wait for tokens all the time. Freed tokens go to the waiting
+/// queues in the order the token pool's wait queues wake them, not by queue number, so each process gets the same
+/// share of the device.
+#[test]
+fn kyber_token_waiters_on_different_hardware_queues_get_equal_service() {
+    let jobs = (0..4)
+        .map(|i| {
+            let mut j = job(&format!("p{i}"), Rw::Randread, 4096, 128, 1, &[4 * i], &[0]);
+            j.ramp_ns = 100_000_000;
+            j.runtime_ns = 300_000_000;
+            j
+        })
+        .collect();
+    let mut config = seed001(jobs);
+    config.scheduler.name = "kyber".into();
+    let r = run(&config);
+    let iops: Vec<f64> = (0..4).map(|j| kiops(&r, j, false)).collect();
+    let mean = iops.iter().sum::<f64>() / 4.0;
+    let waiting = scheduler_samples(&r, "read_waiting_hctxs").fold(0.0, f64::max);
+    assert!(
+        waiting >= 2.0,
+        "the read tokens are contended: {waiting} hardware queues waiting at most"
+    );
+    for (i, &p) in iops.iter().enumerate() {
+        assert!((p / mean - 1.0).abs() < 0.05, "process {i}: {iops:?} KIOPS");
+    }
 }
 
 #[test]

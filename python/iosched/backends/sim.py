@@ -33,9 +33,30 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+_CODE_VERSION: str | None = None
+
+
+def code_version() -> str:
+    """The version of the code that turns a config into results: iosched's version, the digest of the simulator's
+    Rust sources (embedded at build time) and of the Python module that derives the result files. Stored results
+    are reused (sweeps resume) only under the same code version."""
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        from pathlib import Path
+
+        try:
+            from .. import _native
+            sim = _native.source_digest()[:12]
+        except (ImportError, AttributeError):
+            sim = "unbuilt"
+        derive = hashlib.sha256((Path(__file__).parent.parent / "results.py").read_bytes()).hexdigest()[:8]
+        _CODE_VERSION = f"{__version__}+sim.{sim}.py.{derive}"
+    return _CODE_VERSION
+
+
 def run_id(run: ResolvedRun) -> str:
-    """First 16 hex digits of sha256(SimConfig, experiment, repetition, iosched version)."""
-    blob = canonical_json([build_config(run), run.experiment, run.repetition, __version__])
+    """First 16 hex digits of sha256(SimConfig, experiment, repetition, code version)."""
+    blob = canonical_json([build_config(run), run.experiment, run.repetition, code_version()])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -23,3 +23,22 @@ def native_or_skip():
         if os.environ.get("IOSCHED_REQUIRE_NATIVE"):
             raise
         pytest.skip("iosched._native is not built (set IOSCHED_REQUIRE_NATIVE=1 to fail instead)")
+
+
+@pytest.fixture(scope="session")
+def reproduced_dir(tmp_path_factory):
+    """`iosched reproduce seed003-baseline --quick` once per test session, on the real presets."""
+    native_or_skip()
+    from click.testing import CliRunner
+
+    from iosched import presets
+    from iosched.cli import main
+
+    out = tmp_path_factory.mktemp("reproduced") / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+        presets._cache.clear()
+        res = CliRunner().invoke(main, ["reproduce", "seed003-baseline", "--quick", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+    presets._cache.clear()
+    return out

@@ -430,3 +430,54 @@ def test_compare_sim_and_kernel(loop, queue_guard, tmp_path):
     lines = res.output.strip().splitlines()
     assert lines[0] == "| experiment | sweep point | scheduler | job | metric | A (sim) | B (kernel) | B/A |"
     assert [ln.split(" | ")[4] for ln in lines[2:]] == ["read IOPS", "read mean clat (us)", "read P99 clat (us)"]
+
+
+def test_kernel_runs_share_the_results_folder_with_simulated_runs(loop, queue_guard, tmp_path):
+    """A kernel run is stored as a simulated one (runs/<id>/ complete, manifest, combined tables): a simulated run
+    of the same spec into the same folder keeps it, a re-run skips it, and report, query, load and compare read it."""
+    from iosched import store
+    from iosched.report.build import build
+
+    from .conftest import native_or_skip
+    native_or_skip()
+    out = tmp_path / "out"
+    p = spec(tmp_path, "mq-deadline", jobs='[[job]]\nname = "rr"\nrw = "randread"\niodepth = 4\nsize = "32M"\n')
+    res = cli("run", p, "--backend", "kernel", "--device", loop.path, "--out", out)
+    assert f"report: {out}/report.html" in res.output
+    (krid,) = [r["run_id"] for r in rows(out)]
+    assert store.is_done(out, krid) and store.load_result(out, krid)["backend"] == "kernel"
+    assert not [d for d in (out / "runs").iterdir() if d.name.startswith(".")]   # no temporary folder left
+    assert {"fio.json", "jobs.fio", "fio.log", "spec.json", "result.json.gz", "results.parquet",
+            "timeseries.parquet"} <= {f.name for f in (out / "runs" / krid).iterdir()}
+
+    res = cli("run", p, "--backend", "kernel", "--device", loop.path, "--out", out)   # resumes: nothing to do
+    assert "1 run(s) already in" in res.output and "wrote 0 run(s)" in res.output
+
+    cli("run", p, "--out", out)                                                      # simulated, same folder
+    by_backend = {r["backend"]: r for r in rows(out)}
+    assert set(by_backend) == {"sim", "kernel"} and by_backend["kernel"]["run_id"] == krid
+    assert set(store.read_manifest(out)["experiments"]) == {"k", "k@kernel"}
+
+    df = store.load(out)
+    assert sorted(df.backend) == ["kernel", "sim"]
+    q = store.query(out, "SELECT experiment, count(*) AS n FROM runs GROUP BY 1 ORDER BY 1")
+    assert q.to_dict("records") == [{"experiment": "k", "n": 1}, {"experiment": "k@kernel", "n": 1}]
+    assert store.query(out, f"SELECT count(*) AS n FROM timeseries WHERE run_id = '{krid}'").n[0] > 0
+
+    rep = build(out, static=False)
+    sec = {s.name: s for s in rep.sections}
+    assert sec["k@kernel"].runs[0]["done"] and sec["k@kernel"].runs[0]["devices"] == [loop.path]
+    (table,) = sec["k@kernel"].tables
+    assert table.rows[0][3] == "mq-deadline" and table.rows[0][-1] == "not measured"
+    assert sec["k@kernel"].figures and sec["k"].figures
+    html = (out / "report.html").read_text()
+    assert "k@kernel" in html and "--backend kernel" in html
+
+    res = cli("report", out)
+    assert "report:" in res.output
+    # compare never averages the two backends of one folder together: it asks which one
+    res = cli("compare", out, out, code=2)
+    assert "several backends (kernel, sim): pick one with --backend-a kernel|sim" in res.output
+    res = cli("compare", out, out, "--backend-a", "sim", "--backend-b", "kernel", "--format", "markdown")
+    lines = res.output.strip().splitlines()
+    assert "| A (sim) | B (kernel) |" in lines[0] and lines[2].split(" | ")[4] == "read IOPS"

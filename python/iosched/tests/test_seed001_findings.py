@@ -1,9 +1,10 @@
 """Seed 001's findings that the model reproduces, checked on the real presets with shorter runs than
 `python -m iosched.papers.seed001` uses (the shapes hold from a few Kyber-fairness periods on).
 
-Not asserted here, because the model does not reproduce them (see README.md): BFQ's 0.38x of none in KF1 (the model
-gives ~0.1) and its FI there, and the size of Kyber-fairness's gain over BFQ for random reads and writes in KF2.
-KF4 needs trace replay.
+Not asserted here, because the model does not reproduce them (see README.md): the size of Kyber-fairness's gain
+over BFQ for random writes in KF2, BFQ's sharp fall with more cgroups in KF3 (in the model BFQ serves one queue at a
+time whatever the number of cgroups, and stays flat), and Kyber-fairness's FI above BFQ's in KF4 (both share within
+a few per cent of exactly; which is higher depends on the run length).
 """
 
 import pytest
@@ -14,7 +15,7 @@ from iosched.papers import seed001 as s
 from .conftest import REPO, native_or_skip
 
 SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.3, 0.2), "read": (0.8, 0.8),
-         "write": (0.8, 0.8)}
+         "write": (0.8, 0.8), "trace": (0.3, 0.2)}
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +36,9 @@ def test_kf1_none_ignores_weights_and_bfqs_heaviest_cgroup_gets_less_than_any_un
     assert max(abs(m / (none.total / 4) - 1) for m in none.mbs) < 0.1, none.mbs
     assert bfq.mbs[3] < min(none.mbs), (bfq.mbs, none.mbs)
     assert bfq.mbs == sorted(bfq.mbs), "BFQ serves the heavier cgroups more"
+    # The paper's 0.38x of none, within the module's 20%, and shares by weight.
+    assert s.ratio_ok(bfq.total / none.total, 0.38, 0.20), (bfq.total, none.total)
+    assert bfq.fi > 0.95, bfq.mbs
 
 
 def test_kf2_kyber_fairness_keeps_nones_throughput_and_shares_by_weight():
@@ -43,15 +47,37 @@ def test_kf2_kyber_fairness_keeps_nones_throughput_and_shares_by_weight():
         none, kf = r["none"], r["kyber-fairness"]
         assert kf.total > 0.9 * none.total, (rw, kf.total, none.total)
         assert kf.fi > 0.98 and none.fi < 0.61, (rw, kf.mbs, none.mbs)
-    # Random reads: well above BFQ (paper 2.68x); sequential writes: no gain.
-    assert runs["randread"]["kyber-fairness"].total > 1.5 * runs["randread"]["bfq"].total
+    # Random reads: the paper's 2.68x over BFQ, within the module's 20%; sequential writes: no gain.
+    gain = runs["randread"]["kyber-fairness"].total / runs["randread"]["bfq"].total
+    assert s.ratio_ok(gain, 2.68, 0.20), gain
     assert runs["write"]["kyber-fairness"].total < 1.3 * runs["write"]["bfq"].total
 
 
-def test_kf3_with_more_cgroups_kyber_fairness_stays_near_none_and_bfq_falls():
-    runs = s.kf3_runs((1, 16), {"randread": (0.3, 0.5)})
+def test_kf3_kyber_fairness_stays_near_none_from_one_to_sixteen_cgroups():
+    # Not asserted: BFQ's sharp fall (the model's BFQ stays flat, see README.md).
+    runs = s.kf3_runs((1, 4, 16), {"randread": (0.3, 0.5)})
     for (n, kf), (_, none) in zip(runs["kyber-fairness"], runs["none"]):
         assert kf.total > 0.9 * none.total, (n, kf.total, none.total)
-    (_, one), (_, sixteen) = runs["bfq"]
-    assert sixteen.total < 0.6 * one.total, (one.total, sixteen.total)
-    assert runs["kyber-fairness"][-1][1].fi > 0.98
+        assert kf.fi > 0.98, (n, kf.mbs)
+
+
+def test_kf4_each_lun_in_turn_heaviest_weights_rotate_with_it():
+    assert [g.weight for g in s.lun_cgroups(3)] == [100, 250, 500, 1000]
+    assert [g.weight for g in s.lun_cgroups(0)] == [1000, 100, 250, 500]
+    assert [g.lun for g in s.lun_cgroups(1)] == [0, 1, 2, 3]
+
+
+def test_kf4_replaying_four_luns_kyber_fairness_shares_by_weight_keeps_nones_throughput_beats_bfq_by_up_to_a_third():
+    runs = s.kf4_runs(times=SHORT)
+    none, kf, bfq = (runs[x] for x in ("none", "kyber-fairness", "bfq"))
+    for h in s.LUNS:
+        assert kf[h].fi > 0.95, (h, kf[h].mbs)
+        assert kf[h].total > 0.9 * none[h].total, (h, kf[h].total, none[h].total)
+        assert kf[h].total > bfq[h].total, (h, kf[h].total, bfq[h].total)
+        # The heaviest LUN gets the most under Kyber-fairness; none ignores the weights.
+        assert max(range(4), key=lambda i: kf[h].mbs[i]) == h, (h, kf[h].mbs)
+        assert none[h].fi < 0.8, (h, none[h].mbs)
+    # Up to the paper's 1.33x over BFQ (within the module's 20%), the gap narrowest with LUN3 highest.
+    gains = {h: kf[h].total / bfq[h].total for h in s.LUNS}
+    assert s.ratio_ok(max(gains.values()), 1.33, 0.20), gains
+    assert gains[3] < min(gains[h] for h in (0, 1, 2)), gains

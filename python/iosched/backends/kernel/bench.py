@@ -40,7 +40,7 @@ OWN_CPU: list[tuple[float, float]] = []     # (iosched's CPU seconds while fio r
 
 def _iosched_run(spec: Path, device: str, out: Path) -> tuple[float, Path]:
     r = subprocess.run([sys.executable, "-m", "iosched.cli", "run", str(spec), "--backend", "kernel", "--device",
-                        device, "--out", str(out)], capture_output=True, text=True)
+                        device, "--out", str(out), "--no-report"], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"iosched run failed: {r.stderr}")
     import pyarrow.parquet as pq
@@ -77,7 +77,8 @@ def overhead(device: str, pairs: int, duration: str) -> None:
         got = {}
         for who in order:
             if who == "iosched":
-                got[who], rundir = _iosched_run(spec, device, tmp / "out")
+                # a folder per pair: a re-run into the same folder would skip the finished run
+                got[who], rundir = _iosched_run(spec, device, tmp / f"out-{i}")
             else:
                 if rundir is None:     # the first pair starts by hand: iosched must have made the job file
                     _, rundir = _iosched_run(spec, device, tmp / "warm")

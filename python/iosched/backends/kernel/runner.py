@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__, presets
+from ... import __version__, presets, store
 from ...errors import SpecError, show
 from ...results import job_rows, write_measured_run
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
@@ -92,7 +92,8 @@ def _writes_reason(runs: list[ResolvedRun], opts: Options) -> str | None:
 
 
 def run_id(run: ResolvedRun, targets: list[Target], filesystem: str | None) -> str:
-    """Same experiment, settings and devices → same id (a re-run replaces the earlier measurement)."""
+    """Same experiment, settings and devices → same id (a re-run into the same OUT skips it: delete
+    OUT/runs/<id>/ or use another OUT to measure it again)."""
     blob = json.dumps(["kernel", [j.config for j in run.jobs], run.scheduler, run.tunables, run.nr_requests,
                        [[t.device.path, t.device.capacity_bytes] for t in targets], filesystem, run.experiment,
                        run.repetition, run.seed, run.sample_interval_ns, __version__],
@@ -122,8 +123,22 @@ def _spec_device_names(exp: Experiment) -> list[str]:
     return device_names(interfaces)
 
 
-def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) -> int:
-    """Run every run of ``exp`` on the real devices; returns the number of runs written."""
+@dataclass
+class Outcome:
+    done: list[str] = field(default_factory=list)       # run ids measured now
+    skipped: list[str] = field(default_factory=list)    # already in OUT (same run id): not measured again
+    runs: list[tuple[str, ResolvedRun]] = field(default_factory=list)   # every run of the experiment, in order
+
+
+def manifest_name(experiment: str) -> str:
+    """The experiment's entry in OUT/manifest.json: apart from the simulator's entry of the same spec, so a kernel
+    run and a simulated run of one spec into one OUT are both reported."""
+    return f"{experiment}@kernel"
+
+
+def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) -> Outcome:
+    """Run every run of ``exp`` on the real devices, skipping runs already in OUT (same run id: an interrupted
+    sweep resumes).  OUT's manifest and combined tables are updated even when interrupted."""
     if os.geteuid() != 0:
         raise KernelError("the kernel backend needs root (it writes sysfs, makes cgroups, opens raw devices)")
     fio, fio_version = find_fio()
@@ -170,7 +185,8 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
              "ignore them")
 
     journal = state.Journal()
-    written = 0
+    outcome = Outcome()
+    store.cleanup_tmp(opts.out)
     with contextlib.ExitStack() as locks:
         for d in devices:
             locks.enter_context(state.device_lock(d.devno, d.path))
@@ -180,10 +196,15 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
                 if opts.filesystem:     # jobs address the test file: size them (and check them) against it
                     runs = expand_runs(exp, RealSystem(cores, [(t.capacity_bytes, t.lbs) for t in targets]))
                 _dry_apply(runs, targets, journal)
-                for i, r in enumerate(runs):
+                outcome.runs = [(run_id(r, targets, opts.filesystem), r) for r in runs]
+                for i, (rid, r) in enumerate(outcome.runs):
+                    if store.is_done(opts.out, rid):
+                        outcome.skipped.append(rid)
+                        continue
                     _one_run(r, i, len(runs), targets, opts, journal, hierarchy, fio, fio_version, writes, echo)
-                    written += 1
+                    outcome.done.append(rid)
             finally:
+                _record(exp, opts, outcome)
                 with state.signals_blocked():
                     left = journal.undo_all()
                 exc = sys.exc_info()[1]
@@ -193,7 +214,20 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
                     echo("error: could not restore: " + "; ".join(left))
                     echo(f"error: what is left is in {journal.path}; the next `iosched run --backend kernel` or "
                          "`iosched device recover` retries")
-    return written
+    return outcome
+
+
+def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
+    """OUT/manifest.json's entry for this experiment and the combined tables (as `iosched run` does)."""
+    if not outcome.runs or not opts.out.exists():
+        return
+    with state.signals_blocked():
+        store.update_manifest(opts.out, {manifest_name(outcome.runs[0][1].experiment): {
+            "kind": "spec", "backend": "kernel", "spec_file": exp.file, "spec": exp.data, "mode": "kernel",
+            "devices": list(opts.devices), "filesystem": opts.filesystem,
+            "runs": [{"id": rid, "point": r.sweep_point, "repetition": r.repetition, "seed": r.seed}
+                     for rid, r in outcome.runs]}})
+        store.consolidate(opts.out, [rid for rid, _ in outcome.runs])
 
 
 def _check_scheduler(name: object, file: str, key: str, devices: list[BlockDevice]) -> None:
@@ -334,10 +368,11 @@ def _read_fio_json(path: Path) -> dict[str, Any]:
 def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], opts: Options, journal: state.Journal,
              hierarchy: cgroups.Hierarchy | None, fio: str, fio_version: str, writes: str | None, echo) -> None:
     rid = run_id(run, targets, opts.filesystem)
-    rdir = (opts.out / "runs" / rid).absolute()
-    if rdir.exists():
-        shutil.rmtree(rdir)            # an earlier measurement of the same run: replaced whole
-    (rdir / "logs").mkdir(parents=True)
+    # fio runs in the run's temporary folder (runs/.tmp-<rid>-<pid>/), renamed to runs/<rid>/ once everything is
+    # written: a run is either complete or absent, as the simulator's.  A failed run's folder stays for a look
+    # (its fio.log and jobs.fio) until the next run in OUT cleans it up.
+    rdir = store.new_run_dir(opts.out, rid).absolute()
+    (rdir / "logs").mkdir()
     queue_before, queue_during, queue_ids = [], [], []
     kernel_notes: list[str] = []
     rc_groups: cgroups.RunCgroups | None = None
@@ -400,8 +435,10 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
     ramp_end = min(j.config["start_ns"] + j.config["ramp_ns"] for j in run.jobs)
     window = max((j["window_ns"] for j in jobs), default=0)
     busy = sampler.core_busy(ramp_end)
-    result = {"window_ns": window, "cores": [{"busy_ns": b * window, "lock_ns": 0} for b in busy], "jobs": jobs,
-              "events": 0}
+    # The measurement in the simulator's SimResult shape (stored as result.json.gz, read by the report); lock time
+    # is not measured on a real system.
+    result = {"backend": "kernel", "window_ns": window,
+              "cores": [{"busy_ns": b * window, "lock_ns": 0} for b in busy], "jobs": jobs, "events": 0}
     rows = job_rows(run, rid, result)
     fs_note = f" ({opts.filesystem})" if opts.filesystem else ""
     for row in rows:
@@ -424,7 +461,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         "notes": run.notes + kernel_notes + notes + [f"sampler: {e}" for e in sampler.errors], "wall_s": round(wall, 3),
         "iosched_cpu_s_during_fio": round(own_cpu, 4), "fio_wall_s": round(fio_wall, 3),
     }
-    write_measured_run(opts.out, rid, spec_doc, rows, ts)
+    write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
     echo(format_summary(run, rid, jobs, busy, wall, targets))
     echo("")
 

@@ -1,0 +1,283 @@
+"""The paper experiments' registry: each figure or table of a seed paper as a small declarative object.
+
+A `PaperExperiment` names the paper (seed) and the figures/tables it reproduces, gives one or more `Series`
+(each a normal experiment spec, the same TOML-shaped dict `iosched run` reads, with its sweep axes and
+repetitions), the paper's numbers (`Number`, each with its figure/table reference), and three functions of the
+stored results: `checks` (paper vs iosched rows with holds/NO), `figures` and `tables` (in the paper's form).
+Seed modules declare experiments and `register()` them; `iosched reproduce` runs them, `iosched report` draws
+them. Adding an experiment is declaring one (see README.md, "Paper experiments").
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..errors import SpecError
+
+def seed_modules() -> list[str]:
+    """The modules that register experiments: every iosched.papers.seedNNN module (imported on first use of the
+    registry), so a new seed module needs no list to be edited."""
+    import pkgutil
+
+    from . import __path__ as papers_path
+
+    return sorted(f"iosched.papers.{m.name}" for m in pkgutil.iter_modules(papers_path)
+                  if m.name.startswith("seed") and m.name[4:].isdigit())
+
+
+@dataclass(frozen=True)
+class Check:
+    """One paper-vs-iosched row. ``paper_value``/``sim_value`` (same unit) give the ratio column when both are
+    numbers; ``holds`` is the finding's shape by the criterion the check states."""
+    finding: str
+    what: str
+    paper: str
+    simulated: str
+    holds: bool
+    paper_value: float | None = None
+    sim_value: float | None = None
+    ref: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.paper_value is None or self.sim_value is None or self.paper_value == 0:
+            return None
+        r = self.sim_value / self.paper_value
+        return r if math.isfinite(r) else None
+
+
+def as_check(obj: Any, ref: str = "") -> Check:
+    """Any object with finding/what/paper/simulated/holds (a seed module's own Check class too) as a Check."""
+    if isinstance(obj, Check):
+        return obj if obj.ref or not ref else Check(**{**obj.__dict__, "ref": ref})
+    return Check(obj.finding, obj.what, str(obj.paper), str(obj.simulated), bool(obj.holds),
+                 getattr(obj, "paper_value", None), getattr(obj, "sim_value", None), getattr(obj, "ref", "") or ref)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number transcribed from the paper, with where it stands there."""
+    ref: str            # "Fig. 7", "Table 2", "§4.2"
+    what: str
+    value: float | str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Series:
+    """One spec of an experiment. ``quick`` overrides keys for `--quick` (on top of the experiment's):
+    top-level keys ("duration", "ramp", "repeat", ...) or "job.NAME.OPTION"."""
+    name: str
+    spec: dict[str, Any]
+    quick: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PaperExperiment:
+    name: str                     # what users type: `iosched reproduce NAME`
+    seed: str                     # "000" (the file in ../shared/seeds/)
+    title: str
+    refs: tuple[str, ...]         # the paper's figures and tables it reproduces
+    series: tuple[Series, ...]
+    checks: Callable[["Results"], list]
+    paper: tuple[Number, ...] = ()
+    figures: Callable[["Results"], list] = lambda res: []
+    tables: Callable[["Results"], list] = lambda res: []
+    quick: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    notes: tuple[str, ...] = ()   # what is left out or not modelled, and why
+
+    def specs(self, quick: bool) -> list[tuple[str, dict[str, Any]]]:
+        """(series name, spec dict) for each series, with the --quick overrides applied when asked."""
+        out = []
+        for s in self.series:
+            spec = copy.deepcopy(s.spec)
+            spec["name"] = self.name
+            if quick:
+                spec = apply_overrides(spec, {**self.quick, **s.quick}, where=f"{self.name}/{s.name}")
+            out.append((s.name, spec))
+        return out
+
+    def runs(self, quick: bool) -> list[tuple[str, Any]]:
+        """(series name, ResolvedRun) for every run: each series' sweep points x repetitions."""
+        from ..spec import expand_runs, experiment_from_data
+
+        out = []
+        for series, spec in self.specs(quick):
+            exp = experiment_from_data(f"{self.name}/{series}", spec)
+            out.extend((series, r) for r in expand_runs(exp))
+        return out
+
+
+def apply_overrides(spec: dict[str, Any], overrides: dict[str, Any], where: str = "") -> dict[str, Any]:
+    spec = copy.deepcopy(spec)
+    for key, value in overrides.items():
+        parts = key.split(".")
+        if parts[0] == "job" and len(parts) == 3:
+            jobs = [j for j in spec.get("job", []) if j.get("name") == parts[1]]
+            if not jobs:
+                raise SpecError(where, f"quick.{key}", f'no job named "{parts[1]}"')
+            for j in jobs:
+                j[parts[2]] = value
+        elif len(parts) == 1:
+            spec[key] = value
+        else:
+            raise SpecError(where, f"quick.{key}", "expected a top-level key or job.NAME.OPTION")
+    return spec
+
+
+# ---------------------------------------------------------------- the registry
+
+_REGISTRY: dict[str, PaperExperiment] = {}
+_loaded = False
+
+
+def register(*experiments: PaperExperiment) -> None:
+    for e in experiments:
+        old = _REGISTRY.get(e.name)
+        if old is not None:
+            if (old.seed, old.title, old.refs) != (e.seed, e.title, e.refs):
+                raise ValueError(f"paper experiment {e.name!r} registered twice")
+            continue  # the same declaration again (its module imported twice, e.g. run as a script): keep the first
+        if not e.refs or not e.series:
+            raise ValueError(f"paper experiment {e.name!r}: needs refs and at least one series")
+        _REGISTRY[e.name] = e
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for m in seed_modules():
+            importlib.import_module(m)
+
+
+def experiments() -> list[PaperExperiment]:
+    """Every registered experiment, by seed then name."""
+    _load()
+    return sorted(_REGISTRY.values(), key=lambda e: (e.seed, e.name))
+
+
+def get(name: str) -> PaperExperiment:
+    _load()
+    if name not in _REGISTRY:
+        raise SpecError(None, None, f"no paper experiment {name!r} (iosched reproduce --list shows them)")
+    return _REGISTRY[name]
+
+
+def select(names: Iterable[str]) -> list[PaperExperiment]:
+    """Experiments by name; "all" is every one, "seed000" every one of that seed."""
+    _load()
+    out: list[PaperExperiment] = []
+    for n in names:
+        if n == "all":
+            chosen = experiments()
+        elif n.startswith("seed") and n[4:].isdigit() and n not in _REGISTRY:
+            chosen = [e for e in experiments() if e.seed == n[4:]]
+            if not chosen:
+                raise SpecError(None, None, f"no paper experiments for {n} (iosched reproduce --list shows them)")
+        else:
+            chosen = [get(n)]
+        out.extend(e for e in chosen if e not in out)
+    return out
+
+
+def print_quick(names: Iterable[str], out: str = "out/reproduce-quick") -> None:
+    """`python -m iosched.papers.seedNNN [NAME...]`: run the experiments in --quick mode (results in ``out``,
+    resumed like `iosched reproduce`) and print paper vs iosched as a markdown table."""
+    from ..reproduce import reproduce
+
+    chosen = {e.name for e in select(names)}
+    report = reproduce(sorted(chosen), quick=True, out=out, static=False)
+    print("| ref | finding | what | paper | iosched | holds? |")
+    print("|---|---|---|---|---|---|")
+    for sec, c in report.checks:
+        if sec.name in chosen:
+            print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
+
+
+# ---------------------------------------------------------------- results of one experiment
+
+class MissingRuns(Exception):
+    """Some runs a check or figure needs are not in the results folder (an interrupted sweep)."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    id: str
+    series: str
+    point: dict[str, Any]
+    repetition: int
+    seed: int
+
+
+def _norm(v: Any) -> str:
+    return json.dumps(v, sort_keys=True)
+
+
+class Results:
+    """The stored runs of one experiment, as the last `iosched reproduce` of it recorded them."""
+
+    def __init__(self, out: Path, name: str, entry: dict[str, Any]):
+        from .. import store
+
+        self.out = Path(out)
+        self.name = name
+        self.entry = entry
+        self.mode = entry.get("mode", "")
+        self.runs = [RunRef(r["id"], r.get("series", ""), r.get("point", {}), r.get("repetition", 0),
+                            r.get("seed", 0)) for r in entry.get("runs", [])]
+        self._done = {r.id for r in self.runs if store.is_done(self.out, r.id)}
+        self._cache: dict[str, dict] = {}
+
+    @property
+    def complete(self) -> bool:
+        return all(r.id in self._done for r in self.runs)
+
+    @property
+    def missing(self) -> int:
+        return sum(r.id not in self._done for r in self.runs)
+
+    def where(self, series: str, point: dict[str, Any] | None = None) -> list[RunRef]:
+        """Runs of ``series`` whose sweep point has these values (a subset of the axes)."""
+        want = {k: _norm(v) for k, v in (point or {}).items()}
+        return [r for r in self.runs if r.series == series
+                and all(_norm(r.point.get(k)) == v for k, v in want.items())]
+
+    def result(self, rid: str) -> dict[str, Any]:
+        from .. import store
+
+        if rid not in self._cache:
+            if rid not in self._done:
+                raise MissingRuns(rid)
+            self._cache[rid] = store.load_result(self.out, rid)
+        return self._cache[rid]
+
+    def results(self, series: str, point: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        refs = self.where(series, point)
+        if not refs:
+            raise KeyError(f"{self.name}: no runs in series {series!r} at {point}")
+        return [self.result(r.id) for r in refs]
+
+    def mean(self, series: str, point: dict[str, Any] | None, fn: Callable[[dict], float]) -> float:
+        """The mean of ``fn(result)`` over the repetitions at a sweep point."""
+        vals = [fn(r) for r in self.results(series, point)]
+        return sum(vals) / len(vals)
+
+    def values(self, series: str, key: str) -> list[Any]:
+        """The values a sweep axis takes in a series, in sweep order."""
+        seen: dict[str, Any] = {}
+        for r in self.runs:
+            if r.series == series and key in r.point:
+                seen.setdefault(_norm(r.point[key]), r.point[key])
+        return list(seen.values())
+
+    @property
+    def repetitions(self) -> int:
+        return 1 + max((r.repetition for r in self.runs), default=0)

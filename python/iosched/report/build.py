@@ -1,0 +1,277 @@
+"""DIR/report.html (self-contained: plotly.js inlined once, every figure interactive) and DIR/figures/*.png|svg|pdf,
+rebuilt from the stored results alone; also DIR/checks.parquet and DIR/checks.md (paper vs iosched rows).
+
+Nothing in the page depends on when or where it was built, so the same results give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import store
+from .figures import Figure, Panel, Table, Trace, render_static
+
+
+@dataclass
+class Section:
+    name: str
+    title: str
+    kind: str                                   # "paper" or "spec"
+    seed: str = ""
+    refs: tuple[str, ...] = ()
+    mode: str = ""
+    description: str = ""
+    notes: tuple[str, ...] = ()
+    checks: list[Any] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    paper: tuple[Any, ...] = ()
+    specs: list[tuple[str, str]] = field(default_factory=list)     # (series, TOML)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    missing: int = 0
+    error: str = ""
+
+    @property
+    def holds(self) -> int:
+        return sum(bool(c.holds) for c in self.checks)
+
+
+@dataclass
+class Report:
+    out: Path
+    sections: list[Section]
+
+    @property
+    def checks(self) -> list[tuple[Section, Any]]:
+        return [(s, c) for s in self.sections for c in s.checks]
+
+
+# ---------------------------------------------------------------- small helpers for experiments
+
+def cdf(bins: list[list[int]], max_points: int = 400) -> tuple[list[float], list[float]]:
+    """A latency CDF (x in µs, y 0..1) from histogram bins [[ns, count], ...]."""
+    total = sum(c for _, c in bins)
+    if not total:
+        return [], []
+    xs, ys, acc = [], [], 0
+    for ns, c in sorted(bins):
+        acc += c
+        xs.append(ns / 1000)
+        ys.append(acc / total)
+    if len(xs) > max_points:  # thin evenly, keep the tail
+        step = len(xs) / max_points
+        keep = sorted({int(i * step) for i in range(max_points)} | {len(xs) - 1})
+        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+    return xs, ys
+
+
+def merge_bins(dirs: list[dict[str, Any]]) -> list[list[int]]:
+    acc: dict[int, int] = {}
+    for d in dirs:
+        for ns, c in d.get("bins", []):
+            acc[ns] = acc.get(ns, 0) + c
+    return [[k, acc[k]] for k in sorted(acc)]
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number as people read it: 3 significant digits, thousands separated."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    decimals = max(0, digits - 1 - mag)
+    return f"{v:,.{decimals}f}"
+
+
+# ---------------------------------------------------------------- TOML for the specs shown
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(type(v))
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def to_toml(spec: dict[str, Any]) -> str:
+    """A spec dict as the TOML `iosched run` reads (so a reader can copy it and run it)."""
+    lines = []
+    tables = {k: v for k, v in spec.items() if k in ("job", "sweep")}
+    for k, v in spec.items():
+        if k not in tables:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    for job in tables.get("job", []):
+        lines += ["", "[[job]]"] + [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in job.items()]
+    if tables.get("sweep"):
+        lines += ["", "[sweep]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in tables["sweep"].items()]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- sections
+
+def _run_rows(out: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for r in entry.get("runs", []):
+        done = store.is_done(out, r["id"])
+        spec = store.load_run_spec(out, r["id"]) if done else {}
+        host, devices = spec.get("host", ""), spec.get("devices", [])
+        if spec.get("backend") == "kernel":  # measured: this machine and the real devices (or test files)
+            host = f"{host.get('hostname', '?')} (kernel {host.get('kernel', '?')})" if isinstance(host, dict) else host
+            devices = [d.get("target", d.get("path", "?")) if isinstance(d, dict) else str(d) for d in devices]
+        rows.append({"id": r["id"], "series": r.get("series", ""), "point": r.get("point", {}),
+                     "repetition": r.get("repetition", 0), "seed": r.get("seed", spec.get("seed", "")),
+                     "scheduler": spec.get("scheduler", ""), "tunables": spec.get("tunables", {}),
+                     "code_version": spec.get("code_version", ""), "iosched_version": spec.get("iosched_version", ""),
+                     "host": host, "devices": devices, "backend": spec.get("backend", "sim"), "done": done})
+    return rows
+
+
+def paper_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
+    from ..papers import registry
+
+    try:
+        exp = registry.get(name)
+    except Exception as e:  # noqa: BLE001 - a folder from another iosched version
+        return Section(name, name, "paper", error=f"not a registered paper experiment here: {e}")
+    res = registry.Results(out, name, entry)
+    sec = Section(name, exp.title, "paper", exp.seed, exp.refs, res.mode, exp.description, exp.notes,
+                  paper=exp.paper, runs=_run_rows(out, entry), missing=res.missing,
+                  specs=[(s, to_toml(spec)) for s, spec in exp.specs(res.mode == "quick")])
+    try:
+        ref0 = exp.refs[0] if len(exp.refs) == 1 else ""
+        sec.checks = [registry.as_check(c, ref0) for c in exp.checks(res)]
+        sec.tables = list(exp.tables(res))
+        sec.figures = list(exp.figures(res))
+    except registry.MissingRuns:
+        sec.checks, sec.tables, sec.figures = [], [], []
+        sec.error = (f"incomplete: {res.missing} of {len(res.runs)} runs are missing (an interrupted sweep); "
+                     "re-run the same command to finish them")
+    return sec
+
+
+def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
+    """A user experiment (`iosched run`): a table of every run and job, and latency CDFs per job."""
+    from ..results import percentile
+
+    runs = _run_rows(out, entry)
+    kernel = entry.get("backend") == "kernel"
+    how = (f"`iosched run --backend kernel {entry.get('spec_file', '')}`, measured on "
+           f"{', '.join(entry.get('devices', []))}" + (f" ({entry['filesystem']})" if entry.get("filesystem") else "")
+           if kernel else f"`iosched run {entry.get('spec_file', '')}`")
+    sec = Section(name, name, "spec", mode=entry.get("mode", ""), runs=runs, description=how,
+                  specs=[("spec", to_toml(entry["spec"]))] if entry.get("spec") else [])
+    done = [r for r in runs if r["done"]]
+    sec.missing = len(runs) - len(done)
+    cols = ["run", "sweep point", "rep", "scheduler", "job", "read KIOPS", "read P50 / P99 / P99.9 (µs)",
+            "write KIOPS", "write P99 (µs)", "cores busy", "lock share"]
+    table_rows = []
+    per_job: dict[str, list[Trace]] = {}
+    for r in done:
+        res = store.load_result(out, r["id"])
+        busy = sum(c["busy_ns"] for c in res["cores"]) / res["window_ns"] if res["window_ns"] else 0.0
+        tot = sum(c["busy_ns"] for c in res["cores"])
+        lock = sum(c["lock_ns"] for c in res["cores"]) / tot if tot else 0.0
+        label = ", ".join(f"{k}={v}" for k, v in r["point"].items()) or r["scheduler"]
+        if r["repetition"]:
+            label += f" rep {r['repetition']}"
+        for j in res["jobs"]:
+            w = j["window_ns"] / 1e9 if j["window_ns"] else float("nan")
+            rd, wr = j["read"], j["write"]
+            table_rows.append([r["id"], json.dumps(r["point"]) if r["point"] else "", str(r["repetition"]),
+                               r["scheduler"], j["name"], fmt(rd["ios"] / w / 1e3),
+                               " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9)),
+                               fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3), f"{busy:.2f}",
+                               "not measured" if res.get("backend") == "kernel" else f"{lock:.0%}"])
+            for d, dr in (("read", rd), ("write", wr)):
+                if dr["ios"]:
+                    xs, ys = cdf(dr["bins"])
+                    p99 = percentile(dr, 99.0) / 1e3
+                    per_job.setdefault(f"{j['name']} {d}", []).append(
+                        Trace(label, xs, ys, marks=[(p99, f"P99 {fmt(p99)} µs")]))
+    sec.tables = [Table(f"{name}-runs", "", "Every run and job", cols, table_rows)]
+    if per_job:
+        panels = [Panel(f"{k}: completion latency", "cdf", traces[:12], xlabel="latency (µs)", ylabel="CDF",
+                        xlog=True) for k, traces in per_job.items()]
+        sec.figures = [Figure(f"{name}-latency-cdf", "", "Completion latency CDFs, P99 marked", panels,
+                              caption="Up to 12 runs per panel.", cols=min(2, len(panels)))]
+    return sec
+
+
+def build(out: Path, *, static: bool = True) -> Report:
+    """Recompute every check, table and figure from DIR's stored results and write the report files."""
+    out = Path(out)
+    manifest = store.read_manifest(out)
+    sections = []
+    for name, entry in manifest.get("experiments", {}).items():
+        sections.append(paper_section(out, name, entry) if entry.get("kind") == "paper"
+                        else spec_section(out, name, entry))
+    report = Report(out, sections)
+    figdir = out / "figures"
+    if static:
+        for s in sections:
+            for f in s.figures:
+                render_static(f, figdir)
+    _write_checks(report)
+    from .html import render_html
+
+    store.atomic_write_bytes(out / "report.html", render_html(report, static=static).encode())
+    return report
+
+
+def _write_checks(report: Report) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("experiment", pa.string()), ("seed", pa.string()), ("mode", pa.string()),
+                        ("ref", pa.string()), ("finding", pa.string()), ("what", pa.string()),
+                        ("paper", pa.string()), ("iosched", pa.string()), ("paper_value", pa.float64()),
+                        ("iosched_value", pa.float64()), ("ratio", pa.float64()), ("holds", pa.bool_())])
+    rows = [{"experiment": s.name, "seed": s.seed, "mode": s.mode, "ref": c.ref, "finding": c.finding,
+             "what": c.what, "paper": c.paper, "iosched": c.simulated, "paper_value": c.paper_value,
+             "iosched_value": c.sim_value, "ratio": c.ratio, "holds": bool(c.holds)} for s, c in report.checks]
+    import io
+
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
+    store.atomic_write_bytes(report.out / "checks.parquet", buf.getvalue())
+    store.atomic_write_bytes(report.out / "checks.md", checks_markdown(report).encode())
+
+
+def checks_markdown(report: Report, *, heading: str = "###") -> str:
+    """Per experiment: paper vs iosched with ratios and holds/NO, as markdown tables."""
+    lines = []
+    for s in report.sections:
+        if s.kind != "paper":
+            continue
+        refs = ", ".join(s.refs)
+        lines.append(f"{heading} {s.name}: {s.title} (seed {s.seed}, {refs})")
+        lines.append("")
+        if s.error:
+            lines += [f"_{s.error}_", ""]
+            continue
+        lines.append(f"{s.holds} of {len(s.checks)} hold ({s.mode or 'full'} runs, "
+                     f"{1 + max((r['repetition'] for r in s.runs), default=0)} repetition(s)).")
+        lines.append("")
+        lines.append("| ref | finding | what | paper | iosched | ratio | holds? |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for c in s.checks:
+            ratio = f"{c.ratio:.2f}" if c.ratio is not None else ""
+            cells = [c.ref, c.finding, c.what, c.paper, c.simulated, ratio, "yes" if c.holds else "**NO**"]
+            lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

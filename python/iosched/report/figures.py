@@ -1,0 +1,309 @@
+"""Figures and tables as data, drawn twice from the same description: matplotlib (PNG, SVG, PDF; byte-reproducible)
+and plotly (interactive, for report.html).
+
+Panel kinds, the papers' plot forms: "lines" (x-y lines, e.g. IOPS vs processes; point labels such as the queue
+depth go in ``text``), "cdf" (latency CDFs, with ``marks`` such as the P99 on each curve), "scatter" (e.g.
+bandwidth vs latency percentiles), "bars" (grouped bars over categories) and "heatmap" (normalised grids with the
+value in each cell). Traces with ``paper=True`` are the paper's own numbers, drawn hollow and dashed.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The same colour for a scheduler in every figure (and for any other name: by first appearance).
+COLORS = {
+    "none": "#4c72b0", "mq-deadline": "#dd8452", "kyber": "#55a868", "bfq": "#c44e52", "k2": "#8172b3",
+    "kyber-fairness": "#937860", "noop": "#da8bc3", "deadline": "#8c8c8c", "cfq": "#ccb974",
+}
+CYCLE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
+         "#64b5cd"]
+
+
+@dataclass
+class Trace:
+    name: str
+    x: list[Any]
+    y: list[float | None]
+    text: list[str] | None = None              # a label per point (drawn next to it)
+    marks: list[tuple[float, str]] = field(default_factory=list)   # (x, label): e.g. the P99 on a CDF
+    paper: bool = False                        # the paper's numbers: hollow markers, dashed
+    color: str | None = None                   # default: by name
+    symbol: str = "circle"                     # circle, square, diamond, triangle
+
+
+@dataclass
+class Heat:
+    x: list[str]
+    y: list[str]
+    z: list[list[float | None]]                # z[row][col], rows in y order (first row drawn at the bottom)
+    text: list[list[str]] | None = None        # cell labels (default: the value)
+    zmin: float | None = None
+    zmax: float | None = None
+    colorbar: str = ""
+
+
+@dataclass
+class Panel:
+    title: str
+    kind: str = "lines"                        # lines, cdf, scatter, bars, heatmap
+    traces: list[Trace] = field(default_factory=list)
+    heat: Heat | None = None
+    xlabel: str = ""
+    ylabel: str = ""
+    xlog: bool = False
+    ylog: bool = False
+    xcategories: list[str] | None = None       # categorical x (bars; lines over labelled settings)
+
+
+@dataclass
+class Figure:
+    id: str                                    # file stem: DIR/figures/<id>.png|svg|pdf
+    ref: str                                   # "Fig. 7"
+    title: str
+    panels: list[Panel]
+    caption: str = ""
+    cols: int | None = None
+
+
+@dataclass
+class Table:
+    id: str
+    ref: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+def _palette(fig: Figure) -> dict[str, str]:
+    """Colours of the measured series: schedulers by name, anything else by first appearance."""
+    out: dict[str, str] = {}
+    i = 0
+    for p in fig.panels:
+        for t in p.traces:
+            if not t.paper and t.name not in out:
+                out[t.name] = COLORS.get(t.name) or CYCLE[i % len(CYCLE)]
+                i += 1
+    return out
+
+
+def _color(t: Trace, pal: dict[str, str]) -> str:
+    """A trace's colour; the paper's numbers take their series' colour ("paper: bfq"), else black."""
+    if t.color:
+        return t.color
+    key = t.name.removeprefix("paper: ")
+    return pal.get(key) or COLORS.get(key) or ("#222222" if t.paper else "#333333")
+
+
+def _grid(fig: Figure) -> tuple[int, int]:
+    n = len(fig.panels)
+    cols = fig.cols or min(n, 3)
+    return math.ceil(n / cols), cols
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and not math.isfinite(v))
+
+
+# ---------------------------------------------------------------- matplotlib
+
+_MPL_SYMBOL = {"circle": "o", "square": "s", "diamond": "D", "triangle": "^"}
+_RC = {
+    "svg.hashsalt": "iosched",     # fixed ids in SVG
+    "pdf.fonttype": 42,
+    "ps.fonttype": 42,
+    "font.family": "DejaVu Sans",  # shipped with matplotlib: the same glyphs everywhere
+    "font.size": 8.5,
+    "axes.titlesize": 9,
+    "legend.fontsize": 7,
+    "figure.dpi": 100,
+    "savefig.dpi": 110,
+    "path.simplify": False,
+}
+_META = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None},
+}
+
+
+def render_static(fig: Figure, out_dir: Path, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
+    """Write the figure as PNG, SVG and PDF; the same figure gives the same bytes (no dates, fixed ids)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with matplotlib.rc_context(_RC):
+        rows, cols = _grid(fig)
+        f, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.3 * rows + 0.5), squeeze=False)
+        pal = _palette(fig)
+        for ax, panel in zip(axes.flat, fig.panels):
+            _draw_mpl(ax, panel, pal, f)
+        for ax in list(axes.flat)[len(fig.panels):]:
+            ax.set_visible(False)
+        f.suptitle(f"{fig.ref}: {fig.title}", fontsize=10)
+        f.tight_layout()
+        for fmt in formats:
+            buf = io.BytesIO()
+            f.savefig(buf, format=fmt, metadata=_META[fmt])
+            path = out_dir / f"{fig.id}.{fmt}"
+            from ..store import atomic_write_bytes
+            atomic_write_bytes(path, buf.getvalue())
+            paths.append(path)
+        plt.close(f)
+    return paths
+
+
+def _draw_mpl(ax, panel: Panel, pal: dict[str, str], f) -> None:
+    ax.set_title(panel.title)
+    ax.set_xlabel(panel.xlabel)
+    ax.set_ylabel(panel.ylabel)
+    if panel.kind == "heatmap" and panel.heat is not None:
+        h = panel.heat
+        import numpy as np
+
+        z = np.array([[v if _finite(v) else np.nan for v in row] for row in h.z], dtype=float)
+        im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis", vmin=h.zmin, vmax=h.zmax)
+        ax.set_xticks(range(len(h.x)), h.x, rotation=30, ha="right")
+        ax.set_yticks(range(len(h.y)), h.y)
+        vmax = h.zmax if h.zmax is not None else np.nanmax(z) if np.isfinite(z).any() else 1
+        for i in range(len(h.y)):
+            for j in range(len(h.x)):
+                label = h.text[i][j] if h.text else (f"{z[i, j]:.1f}" if np.isfinite(z[i, j]) else "")
+                light = np.isfinite(z[i, j]) and z[i, j] < 0.6 * vmax
+                ax.text(j, i, label, ha="center", va="center", fontsize=6.5, color="white" if light else "black")
+        cb = f.colorbar(im, ax=ax)
+        cb.set_label(h.colorbar)
+        return
+    if panel.kind == "bars":
+        cats = panel.xcategories or sorted({str(x) for t in panel.traces for x in t.x})
+        n = max(1, len(panel.traces))
+        width = 0.8 / n
+        for k, t in enumerate(panel.traces):
+            xs = [cats.index(str(x)) - 0.4 + width * (k + 0.5) for x in t.x]
+            ys = [y if _finite(y) else 0 for y in t.y]
+            c = _color(t, pal)
+            ax.bar(xs, ys, width, label=t.name, color="none" if t.paper else c, edgecolor=c,
+                   hatch="//" if t.paper else None)
+        ax.set_xticks(range(len(cats)), cats)
+    else:
+        for t in panel.traces:
+            pts = [(x, y) for x, y in zip(t.x, t.y) if _finite(y) and _finite(x)]
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            if panel.xcategories:
+                xs = [panel.xcategories.index(str(x)) for x in xs]
+            c = _color(t, pal)
+            m = _MPL_SYMBOL.get(t.symbol, "o")
+            if panel.kind == "cdf":
+                ax.step(xs, ys, where="post", color=c, label=t.name, linestyle="--" if t.paper else "-", lw=1.3)
+            elif panel.kind == "scatter" or t.paper:
+                ax.plot(xs, ys, linestyle="none" if panel.kind == "scatter" else "--", marker=m, color=c,
+                        markerfacecolor="none" if t.paper else c, label=t.name, ms=5, lw=0.8)
+            else:
+                ax.plot(xs, ys, marker=m, color=c, label=t.name, ms=3.5, lw=1.3)
+            if t.text:
+                for x, y, s in zip(xs, ys, [s for (x0, y0), s in zip(zip(t.x, t.y), t.text)
+                                            if _finite(y0) and _finite(x0)]):
+                    ax.annotate(s, (x, y), textcoords="offset points", xytext=(2, 3), fontsize=5.5, color=c)
+            for mx, label in t.marks:
+                ax.axvline(mx, color=c, lw=0.7, ls=":")
+                ax.annotate(label, (mx, 0.02 if panel.kind == "cdf" else 0), xycoords=("data", "axes fraction"),
+                            rotation=90, fontsize=5.5, color=c, xytext=(2, 0), textcoords="offset points")
+        if panel.xcategories:
+            ax.set_xticks(range(len(panel.xcategories)), panel.xcategories)
+    if panel.xlog:
+        ax.set_xscale("log")
+    if panel.ylog:
+        ax.set_yscale("log")
+    if panel.kind == "cdf":
+        ax.set_ylim(0, 1.02)
+    ax.grid(True, lw=0.3, alpha=0.5)
+    if panel.traces:
+        ax.legend(loc="best", frameon=False)
+
+
+# ---------------------------------------------------------------- plotly
+
+_PLOTLY_SYMBOL = {"circle": "circle", "square": "square", "diamond": "diamond", "triangle": "triangle-up"}
+
+
+def render_plotly(fig: Figure) -> str:
+    """The figure as an HTML <div> for report.html (plotly.js is included once by the page, not here)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
+    rows, cols = _grid(fig)
+    sp = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in fig.panels],
+                       horizontal_spacing=0.09, vertical_spacing=0.16 if rows > 1 else 0.1)
+    pal = _palette(fig)
+    shown: set[str] = set()
+    heat_n = 0
+    for i, panel in enumerate(fig.panels):
+        r, c = i // cols + 1, i % cols + 1
+        if panel.kind == "heatmap" and panel.heat is not None:
+            h = panel.heat
+            heat_n += 1
+            text = h.text or [[(f"{v:.1f}" if _finite(v) else "") for v in row] for row in h.z]
+            sp.add_trace(go.Heatmap(x=h.x, y=h.y, z=[[v if _finite(v) else None for v in row] for row in h.z],
+                                    text=text, texttemplate="%{text}", zmin=h.zmin, zmax=h.zmax,
+                                    colorscale="Viridis", coloraxis="coloraxis", name=panel.title,
+                                    hovertemplate="%{y}, %{x}: %{z:.2f}<extra></extra>"), row=r, col=c)
+            sp.update_layout(coloraxis={"colorscale": "Viridis", "cmin": h.zmin, "cmax": h.zmax,
+                                        "colorbar": {"title": {"text": h.colorbar}}})
+            sp.update_xaxes(type="category", row=r, col=c)
+            sp.update_yaxes(type="category", row=r, col=c)
+        for t in panel.traces:
+            color = _color(t, pal)
+            legend = t.name not in shown
+            shown.add(t.name)
+            xs = [str(x) for x in t.x] if panel.xcategories else list(t.x)
+            ys = [y if _finite(y) else None for y in t.y]
+            common = dict(name=t.name, legendgroup=t.name, showlegend=legend)
+            if panel.kind == "bars":
+                sp.add_trace(go.Bar(x=xs, y=ys, marker={"color": "rgba(0,0,0,0)" if t.paper else color,
+                                                        "line": {"color": color, "width": 1.5},
+                                                        "pattern": {"shape": "/" if t.paper else ""}},
+                                    **common), row=r, col=c)
+                continue
+            marker = {"color": "white" if t.paper else color, "symbol": _PLOTLY_SYMBOL.get(t.symbol, "circle"),
+                      "line": {"color": color, "width": 1.5}, "size": 7 if (t.paper or panel.kind == "scatter") else 5}
+            if panel.kind == "cdf":
+                sp.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "shape": "hv",
+                                                                        "dash": "dash" if t.paper else "solid"},
+                                        **common), row=r, col=c)
+            else:
+                mode = "markers" if panel.kind == "scatter" else "lines+markers"
+                if t.text:
+                    mode += "+text"
+                sp.add_trace(go.Scatter(x=xs, y=ys, mode=mode, marker=marker, text=t.text,
+                                        textposition="top right", textfont={"size": 8, "color": color},
+                                        line={"color": color, "dash": "dash" if t.paper else "solid"}, **common),
+                             row=r, col=c)
+            for mx, label in t.marks:
+                sp.add_trace(go.Scatter(x=[mx, mx], y=[0, 1], mode="lines+text", text=["", label],
+                                        textposition="top left", textfont={"size": 8, "color": color},
+                                        line={"color": color, "dash": "dot", "width": 1}, hoverinfo="text",
+                                        hovertext=label, legendgroup=t.name, showlegend=False),
+                             row=r, col=c)
+        sp.update_xaxes(title_text=panel.xlabel, row=r, col=c, type="log" if panel.xlog else None)
+        sp.update_yaxes(title_text=panel.ylabel, row=r, col=c, type="log" if panel.ylog else None)
+        if panel.xcategories:
+            sp.update_xaxes(type="category", categoryorder="array", categoryarray=panel.xcategories, row=r, col=c)
+        if panel.kind == "cdf":
+            sp.update_yaxes(range=[0, 1.02], row=r, col=c)
+    sp.update_layout(height=330 * rows + 60, margin={"l": 60, "r": 30, "t": 60, "b": 50},
+                     template="plotly_white", barmode="group", legend={"font": {"size": 10}},
+                     font={"size": 11})
+    return pio.to_html(sp, include_plotlyjs=False, full_html=False, div_id=f"fig-{fig.id}",
+                       config={"displaylogo": False, "responsive": True})

@@ -1,0 +1,144 @@
+"""The report page: one HTML file with plotly.js inlined once, so it works offline and can be mailed around."""
+
+from __future__ import annotations
+
+import json
+
+from .. import __version__
+
+TEMPLATE = r"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>iosched report</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1400px;
+       padding: 0 1.5em 3em; color: #222; line-height: 1.4; }
+h1 { margin-top: 0.8em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.88em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.no td { background: #fff0f0; } .yes { color: #17702f; font-weight: 600; } .nope { color: #b3261e; font-weight: 700; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+.meta { color: #555; font-size: 0.92em; } .error { color: #b3261e; font-weight: 600; }
+.figure { margin: 1em 0 2em; } .figure .caption { color: #444; font-size: 0.9em; }
+.downloads a { margin-right: 0.8em; font-size: 0.85em; }
+details { margin: 0.5em 0; } summary { cursor: pointer; font-weight: 600; }
+</style>
+<script type="text/javascript">{{ plotlyjs }}</script>
+</head>
+<body>
+<h1>iosched: {{ heading }}</h1>
+<p class="meta">iosched {{ version }}, code version {{ code_versions }}. Figures are interactive (zoom, hover, click a
+legend entry to hide it); each also exists as PNG, SVG and PDF in <code>figures/</code> next to this page.
+Rebuild with <code>iosched report DIR</code>.</p>
+
+<table>
+<tr><th>experiment</th><th>seed</th><th>reproduces</th><th>runs</th><th>mode</th><th>holds</th></tr>
+{% for s in sections %}
+<tr{% if s.checks and s.holds < s.checks|length %} class="no"{% endif %}><td><a href="#{{ s.name }}">{{ s.name }}</a></td>
+<td>{{ s.seed }}</td><td>{{ s.refs|join(", ") }}</td><td class="num">{{ s.runs|length }}</td><td>{{ s.mode }}</td>
+<td>{% if s.checks %}{{ s.holds }} of {{ s.checks|length }}{% elif s.error %}<span class="error">incomplete</span>{% endif %}</td></tr>
+{% endfor %}
+</table>
+
+{% for s in sections %}
+<section id="{{ s.name }}">
+<h2>{{ s.name }}: {{ s.title }}</h2>
+<p class="meta">{% if s.seed %}Seed {{ s.seed }}, {{ s.refs|join(", ") }}. {% endif %}{{ s.description }}</p>
+{% if s.error %}<p class="error">{{ s.error }}</p>{% endif %}
+{% if s.notes %}<ul class="meta">{% for n in s.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
+
+{% if s.checks %}
+<h3>Paper vs iosched</h3>
+<table>
+<tr><th>ref</th><th>finding</th><th>what</th><th>paper</th><th>iosched</th><th>ratio</th><th>holds?</th></tr>
+{% for c in s.checks %}
+<tr{% if not c.holds %} class="no"{% endif %}><td>{{ c.ref }}</td><td>{{ c.finding }}</td><td>{{ c.what }}</td>
+<td>{{ c.paper }}</td><td>{{ c.simulated }}</td><td class="num">{% if c.ratio is not none %}{{ "%.2f"|format(c.ratio) }}{% endif %}</td>
+<td>{% if c.holds %}<span class="yes">yes</span>{% else %}<span class="nope">NO</span>{% endif %}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+
+{% for t in s.tables %}
+<h3>{% if t.ref %}{{ t.ref }}: {% endif %}{{ t.title }}</h3>
+<table id="table-{{ t.id }}">
+<tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in t.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+{% if t.caption %}<p class="meta">{{ t.caption }}</p>{% endif %}
+{% endfor %}
+
+{% for f in s.figures %}
+<div class="figure">
+<h3>{% if f.ref %}{{ f.ref }}: {% endif %}{{ f.title }}</h3>
+{{ divs[f.id] }}
+{% if f.caption %}<p class="caption">{{ f.caption }}</p>{% endif %}
+{% if static %}<p class="downloads">{% for ext in ("png", "svg", "pdf") %}<a href="figures/{{ f.id }}.{{ ext }}">{{ ext|upper }}</a>{% endfor %}</p>{% endif %}
+</div>
+{% endfor %}
+
+{% if s.paper %}
+<details><summary>The paper's numbers ({{ s.paper|length }})</summary>
+<table><tr><th>ref</th><th>what</th><th>value</th></tr>
+{% for n in s.paper %}<tr><td>{{ n.ref }}</td><td>{{ n.what }}</td><td class="num">{{ n.value }} {{ n.unit }}</td></tr>
+{% endfor %}</table>
+</details>
+{% endif %}
+
+<details><summary>Runs ({{ s.runs|length }}{% if s.missing %}, {{ s.missing }} missing{% endif %}): specs, seeds and versions</summary>
+{% for series, toml in s.specs %}
+<p><b>{{ series }}</b> (as <code>iosched run</code> reads it):</p>
+<pre>{{ toml }}</pre>
+{% endfor %}
+<table>
+<tr><th>run id</th><th>series</th><th>sweep point</th><th>rep</th><th>seed</th><th>scheduler</th><th>host / devices</th><th>code version</th></tr>
+{% for r in s.runs %}
+<tr><td><code>{{ r.id }}</code>{% if not r.done %} <span class="error">(missing)</span>{% endif %}</td><td>{{ r.series }}</td>
+<td>{{ r.point_text }}</td><td class="num">{{ r.repetition }}</td><td class="num">{{ r.seed }}</td>
+<td>{{ r.scheduler }}{% if r.tunables %} {{ r.tunables_text }}{% endif %}</td><td>{{ r.host }} / {{ r.devices_text }}</td>
+<td>{{ r.code_version }}</td></tr>
+{% endfor %}
+</table>
+<p class="meta">Each run's exact simulator config: <code>runs/&lt;run id&gt;/spec.json</code>; fio-style output:
+<code>runs/&lt;run id&gt;/fio.json</code>.</p>
+</details>
+</section>
+{% endfor %}
+</body>
+</html>
+"""
+
+
+def _devices_text(devs: list[str]) -> str:
+    if not devs:
+        return ""
+    names = list(dict.fromkeys(devs))
+    return ", ".join(f"{devs.count(n)}x {n}" for n in names)
+
+
+def render_html(report, *, static: bool = True) -> str:
+    import jinja2
+    import plotly.offline
+
+    from .figures import render_plotly
+
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    tpl = env.from_string(TEMPLATE)
+    from markupsafe import Markup
+
+    divs = {f.id: Markup(render_plotly(f)) for s in report.sections for f in s.figures}
+    for s in report.sections:
+        for r in s.runs:
+            r["point_text"] = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["point"].items())
+            r["tunables_text"] = ", ".join(f"{k}={v}" for k, v in r["tunables"].items())
+            r["devices_text"] = _devices_text(r["devices"])
+    versions = sorted({r["code_version"] for s in report.sections for r in s.runs if r["code_version"]})
+    paper = any(s.kind == "paper" for s in report.sections)
+    return tpl.render(plotlyjs=Markup(plotly.offline.get_plotlyjs()), sections=report.sections, divs=divs,
+                      static=static, version=__version__, code_versions=", ".join(versions) or "–",
+                      heading="the seed papers' results, reproduced" if paper else "experiment report")

@@ -1,0 +1,45 @@
+"""`iosched reproduce`: run registered paper experiments into a results folder and build its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable
+
+from . import store, sweep
+from .papers import registry
+
+
+def plan(experiments: list[registry.PaperExperiment], quick: bool) -> tuple[list[sweep.Task], dict[str, dict]]:
+    """Every run of the experiments (validated), and their manifest entries."""
+    tasks: list[sweep.Task] = []
+    entries: dict[str, dict] = {}
+    for exp in experiments:
+        runs = []
+        for series, run in exp.runs(quick):
+            t = sweep.Task(run, sweep.run_id(run), exp.name)
+            tasks.append(t)
+            runs.append({"id": t.rid, "series": series, "point": run.sweep_point, "repetition": run.repetition,
+                         "seed": run.seed})
+        entries[exp.name] = {"kind": "paper", "seed": exp.seed, "mode": "quick" if quick else "full", "runs": runs}
+    return tasks, entries
+
+
+def reproduce(names: Iterable[str], *, quick: bool = False, out: str | Path = "out/reproduce",
+              jobs: int | None = None, cluster: str | None = None, progress: bool | None = None,
+              static: bool = True, echo: Callable[[str], None] | None = None):
+    """Run (or resume) the named experiments into ``out`` and rebuild the report; returns the Report.
+
+    On Ctrl-C every finished run stays in ``out`` (and in its combined tables) and KeyboardInterrupt propagates."""
+    from .report.build import build
+
+    exps = registry.select(names)
+    tasks, entries = plan(exps, quick)
+    out = Path(out)
+    try:
+        sweep.execute(out, tasks, jobs=jobs, cluster=cluster, progress=progress, echo=echo,
+                      title=", ".join(e.name for e in exps) if len(exps) <= 2 else f"{len(exps)} experiments")
+    finally:  # also on Ctrl-C: the manifest says what the command was, the tables hold what finished
+        out.mkdir(parents=True, exist_ok=True)
+        store.update_manifest(out, entries)
+        store.consolidate(out, [t.rid for t in tasks])
+    return build(out, static=static)

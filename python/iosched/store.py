@@ -1,0 +1,298 @@
+"""The results folder: one folder per finished run, written at once, plus derived combined tables and a manifest.
+
+Layout of DIR:
+- runs/<run_id>/: spec.json (the resolved run, with the exact simulator config; for the kernel backend what was
+  measured on: host, devices, queue settings, fio), fio.json (fio's json+ shape; the kernel backend's is fio's own
+  output), result.json.gz (the simulator's raw result; for the kernel backend the same shape built from fio's
+  json+), results.parquet (one row per job), timeseries.parquet; a kernel run also keeps jobs.fio, fio.log and
+  fio's logs/. The folder is built under a temporary name and renamed into place, so a run is either complete or
+  absent: a sweep that is interrupted loses nothing finished, and re-running it skips every run whose folder
+  exists.
+- results.parquet, timeseries.parquet: every run's rows together (rebuilt after each command).
+- manifest.json: which runs make up each experiment (its series, sweep points and repetitions), so reports and
+  queries use exactly the runs of the last command per experiment.
+
+Every byte is a function of the runs alone (no wall-clock times), so the same simulated runs give identical files
+(a measured run's files hold what was measured, wall times included).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from .spec import ResolvedRun
+
+RUNS = "runs"
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()  # what open() would give: mkstemp's files are 0600
+
+
+# ---------------------------------------------------------------- atomic files
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _write_table(path: Path, rows: list[dict[str, Any]], schema) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def _atomic_table(path: Path, table) -> None:
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------- one run
+
+def run_dir(out: Path, rid: str) -> Path:
+    return Path(out) / RUNS / rid
+
+
+def is_done(out: Path, rid: str) -> bool:
+    d = run_dir(out, rid)
+    return (d / "results.parquet").is_file() and (d / "result.json.gz").is_file()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_tmp(out: Path) -> None:
+    """Remove run folders left half-written by a process that no longer exists (killed mid-write)."""
+    runs = Path(out) / RUNS
+    if not runs.is_dir():
+        return
+    for d in runs.iterdir():
+        if d.name.startswith((".tmp-", ".old-")):
+            try:
+                pid = int(d.name.rsplit("-", 1)[1])
+            except ValueError:
+                pid = -1
+            if pid != os.getpid() and not _pid_alive(pid):
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def new_run_dir(out: Path, rid: str) -> Path:
+    """An empty temporary folder for one run (runs/.tmp-<rid>-<pid>/), renamed into place by place_run_dir.
+    Removed by cleanup_tmp once this process is gone, if it never got there."""
+    runs = Path(out) / RUNS
+    runs.mkdir(parents=True, exist_ok=True)
+    tmp = runs / f".tmp-{rid}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: dict[str, Any],
+                  rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
+    """Add the files every run has to ``tmp`` (spec.json, result.json.gz: the backend's raw result in the
+    simulator's SimResult shape, results.parquet, timeseries.parquet), then rename it to runs/<rid>/ (replacing
+    an earlier folder of the same run).  What else is in ``tmp`` (fio.json, a real run's job file and logs)
+    stays as it is."""
+    from .results import _schema, _ts_schema
+
+    runs = Path(out) / RUNS
+    (tmp / "spec.json").write_bytes(json_bytes(spec))
+    raw = json.dumps(result, sort_keys=True, separators=(",", ":")).encode()
+    (tmp / "result.json.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
+    ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
+           "metric": s["metric"], "value": float(s["value"])} for s in timeseries]
+    _write_table(tmp / "timeseries.parquet", ts, _ts_schema())
+    _write_table(tmp / "results.parquet", rows, _schema())
+    final = runs / rid
+    if final.exists():  # a replaced run (or a leftover without all files): swap, then drop the old one
+        old = runs / f".old-{rid}-{os.getpid()}"
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+
+
+def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
+    """Write one finished simulated run's folder: built under a temporary name, then renamed into place."""
+    from .results import fio_json, job_rows, run_spec
+
+    tmp = new_run_dir(out, rid)
+    try:
+        (tmp / "fio.json").write_bytes(json_bytes(fio_json(run, result)))
+        place_run_dir(out, rid, tmp, run_spec(run, rid), result, job_rows(run, rid, result),
+                      result.get("timeseries", []))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_result(out: Path, rid: str) -> dict[str, Any]:
+    """The simulator's raw result (SimResult) of a stored run."""
+    return json.loads(gzip.decompress((run_dir(out, rid) / "result.json.gz").read_bytes()))
+
+
+def load_run_spec(out: Path, rid: str) -> dict[str, Any]:
+    return json.loads((run_dir(out, rid) / "spec.json").read_text())
+
+
+def finished_runs(out: Path) -> list[str]:
+    runs = Path(out) / RUNS
+    if not runs.is_dir():
+        return []
+    return sorted(d.name for d in runs.iterdir() if not d.name.startswith(".") and is_done(out, d.name))
+
+
+# ---------------------------------------------------------------- combined tables
+
+def consolidate(out: Path, rids: Iterable[str]) -> None:
+    """Rebuild DIR/results.parquet and DIR/timeseries.parquet: the rows already there whose run is not in
+    ``rids`` keep their place, then the rows of ``rids`` (finished ones) in the given order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .results import _schema, _ts_schema
+
+    out = Path(out)
+    order = [r for r in dict.fromkeys(rids) if is_done(out, r)]
+    for name, schema in (("results.parquet", _schema()), ("timeseries.parquet", _ts_schema())):
+        path = out / name
+        parts = []
+        if path.exists():
+            old = pq.read_table(path)
+            if order:
+                old = old.filter(pc.invert(pc.is_in(old["run_id"], value_set=pa.array(order, pa.string()))))
+            if set(schema.names) <= set(old.column_names):
+                parts.append(old.select(schema.names).cast(schema))
+        for r in order:
+            parts.append(pq.read_table(run_dir(out, r) / name).select(schema.names).cast(schema))
+        table = pa.concat_tables(parts) if parts else schema.empty_table()
+        _atomic_table(path, table)
+
+
+# ---------------------------------------------------------------- manifest
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        return {"format": FORMAT, "experiments": {}}
+    return json.loads(path.read_text())
+
+
+def update_manifest(out: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Record (or replace) experiments' entries: {name: {"kind", "mode", "runs": [...], ...}}."""
+    m = read_manifest(out)
+    m["format"] = FORMAT
+    m.setdefault("experiments", {}).update(entries)
+    m["experiments"] = dict(sorted(m["experiments"].items()))
+    atomic_write_bytes(Path(out) / MANIFEST, json_bytes(m))
+
+
+# ---------------------------------------------------------------- reading for users
+
+def _run_glob(out: Path, name: str) -> str:
+    return str(Path(out) / RUNS / "*" / name)
+
+
+def _manifest_runs(out: Path) -> list[dict[str, Any]]:
+    rows = []
+    for exp, entry in read_manifest(out).get("experiments", {}).items():
+        for r in entry.get("runs", []):
+            rows.append({"experiment": exp, "run_id": r["id"], "series": r.get("series", ""),
+                         "point": json.dumps(r.get("point", {}), sort_keys=True),
+                         "repetition": r.get("repetition", 0), "mode": entry.get("mode", "")})
+    return rows
+
+
+def connect(out: Path):
+    """A DuckDB connection with views over DIR: ``results`` (one row per run and job), ``timeseries``,
+    ``runs`` (the manifest: experiment, run_id, series, point, repetition, mode) and ``checks``
+    (paper vs iosched rows of the last report, when there is one)."""
+    import duckdb
+
+    out = Path(out)
+    if not out.is_dir():
+        raise FileNotFoundError(f"{out}: no such results folder")
+    con = duckdb.connect()
+    has_runs = bool(finished_runs(out))
+    for view, name in (("results", "results.parquet"), ("timeseries", "timeseries.parquet")):
+        if has_runs:
+            glob = _run_glob(out, name).replace("'", "''")
+            con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{glob}')")
+        elif (out / name).exists():
+            con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{str(out / name)}')")
+    import pandas as pd
+
+    man = pd.DataFrame(_manifest_runs(out), columns=["experiment", "run_id", "series", "point", "repetition", "mode"])
+    con.register("_manifest", man)
+    con.execute("CREATE VIEW runs AS SELECT * FROM _manifest")
+    checks = out / "checks.parquet"
+    if checks.exists():
+        con.execute(f"CREATE VIEW checks AS SELECT * FROM read_parquet('{str(checks)}')")
+    return con
+
+
+def query(out: Path, sql: str):
+    """Run SQL over DIR's views (see connect) and return a pandas DataFrame."""
+    con = connect(out)
+    try:
+        return con.execute(sql).fetchdf()
+    finally:
+        con.close()
+
+
+def load(out: str | os.PathLike, table: str = "results"):
+    """DIR's results as a pandas DataFrame: one row per (run, job) with the columns README.md lists; with
+    ``table="timeseries"`` the time series, ``"runs"`` the manifest, ``"checks"`` the paper-vs-iosched rows."""
+    return query(Path(out), f"SELECT * FROM {table}")

@@ -1,0 +1,91 @@
+"""report.html in a real browser (Debian's chromium driven by playwright): it loads offline with no console
+errors and every figure draws.
+
+Skipped when chromium or playwright is missing, unless IOSCHED_REQUIRE_BROWSER is set (CI sets it: there the
+test must run). ./scripts/setup installs both.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iosched.report.build import build
+
+from . import toy
+
+CHROMIUM = os.environ.get("IOSCHED_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    required = bool(os.environ.get("IOSCHED_REQUIRE_BROWSER"))
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if required:
+            raise
+        pytest.skip("playwright is not installed (pip install playwright; IOSCHED_REQUIRE_BROWSER=1 fails instead)")
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        if required:
+            pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (./scripts/setup does, as root)")
+        pytest.skip(f"{CHROMIUM} not found (IOSCHED_REQUIRE_BROWSER=1 fails instead)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def open_report(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:", "blob:"))
+            else None)
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    return page, errors, requests
+
+
+DRAWN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(div => ({
+    id: div.id,
+    svg: div.querySelectorAll('.main-svg').length,
+    lines: div.querySelectorAll('.scatterlayer .trace path.js-line').length,
+    points: div.querySelectorAll('.scatterlayer .trace .point').length,
+    bars: div.querySelectorAll('.barlayer .trace .point').length,
+    heat: div.querySelectorAll('.heatmaplayer image, .heatmaplayer .hm').length,
+    width: div.getBoundingClientRect().width,
+}))"""
+
+
+def test_report_loads_offline_without_errors_and_every_figure_draws(browser, tmp_path):
+    out = tmp_path / "res"
+    with toy.registered():
+        toy.make_results(out)
+        build(out, static=False)
+    page, errors, requests = open_report(browser, out / "report.html")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=30_000)
+    figs = {f["id"]: f for f in page.evaluate(DRAWN)}
+    assert set(figs) == {"fig-toy-fig1", "fig-toy-fig2"}
+    assert all(f["svg"] > 0 and f["width"] > 300 for f in figs.values())
+    assert figs["fig-toy-fig1"]["lines"] >= 4  # two KIOPS lines and two CDFs
+    assert figs["fig-toy-fig2"]["heat"] >= 1 and figs["fig-toy-fig2"]["bars"] >= 2
+    assert page.locator("text=Paper vs iosched").count() == 1
+    assert not errors, errors
+    assert not requests, f"the page fetched from the network: {requests}"
+    page.close()
+
+
+def test_a_reproduced_report_draws_every_figure(browser, reproduced_dir):
+    """The report of a real `iosched reproduce` run (seed 003's baseline; see test_reproduce.py)."""
+    page, errors, requests = open_report(browser, reproduced_dir / "report.html")
+    n = page.evaluate("document.querySelectorAll('.figure').length")
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {n}", timeout=30_000)
+    figs = page.evaluate(DRAWN)
+    assert len(figs) == n >= 1
+    assert all(f["svg"] > 0 and (f["lines"] + f["bars"] + f["heat"]) > 0 for f in figs), figs
+    assert not errors and not requests, (errors, requests)
+    page.close()

@@ -1,0 +1,226 @@
+"""The paper experiments' registry: every registered experiment expands into valid runs, in both modes."""
+
+import pytest
+
+from iosched.backends.sim import run_id, simulated_process_seconds
+from iosched.errors import SpecError
+from iosched.papers import registry
+from iosched.papers.registry import Check, apply_overrides, as_check
+
+
+@pytest.fixture(autouse=True)
+def real_presets(monkeypatch):
+    from iosched import presets
+
+    from .conftest import REPO
+    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+    presets._cache.clear()
+
+
+def test_every_experiment_expands_into_distinct_valid_runs():
+    exps = registry.experiments()
+    assert len({e.name for e in exps}) == len(exps)
+    for e in exps:
+        assert e.refs and e.title and e.seed.isdigit() and e.checks is not None
+        assert all(n.ref and n.what for n in e.paper), e.name
+        quick, full = e.runs(quick=True), e.runs(quick=False)
+        assert quick and len(full) >= len(quick)
+        assert all(r.repetition == 0 for _, r in quick)
+        for series in e.series:  # runs shared between series (the same config) are simulated once
+            ids = [run_id(r) for s, r in full if s == series.name]
+            assert len(set(ids)) == len(ids), f"{e.name}/{series.name}: two runs with the same id"
+        assert sum(simulated_process_seconds(r) for _, r in quick) < sum(simulated_process_seconds(r) for _, r in full)
+        assert {s.name for s in e.series} == {s for s, _ in full}
+
+
+def test_seed_000_and_003_figures_and_tables_are_covered():
+    refs = {r for e in registry.experiments() if e.seed == "000" for r in e.refs}
+    assert {f"Fig. {i}" for i in range(1, 13)} | {"Table 2", "Table 3", "Table 4"} <= refs
+    refs3 = {r for e in registry.experiments() if e.seed == "003" for r in e.refs}
+    assert refs3 == {"baseline table", "configuration plots"}
+
+
+def test_select_by_name_seed_and_all():
+    assert [e.name for e in registry.select(["seed003-baseline"])] == ["seed003-baseline"]
+    assert {e.seed for e in registry.select(["seed000"])} == {"000"}
+    assert len(registry.select(["all", "seed000-kyber"])) == len(registry.experiments())
+    with pytest.raises(SpecError, match="no paper experiment 'nope'"):
+        registry.select(["nope"])
+    with pytest.raises(SpecError, match="no paper experiments for seed042"):
+        registry.select(["seed042"])
+
+
+def test_quick_overrides():
+    spec = {"duration": "1s", "job": [{"name": "a", "iodepth": 1}, {"name": "b", "iodepth": 2}]}
+    out = apply_overrides(spec, {"duration": "200ms", "job.b.iodepth": 8})
+    assert out == {"duration": "200ms", "job": [{"name": "a", "iodepth": 1}, {"name": "b", "iodepth": 8}]}
+    assert spec["duration"] == "1s"  # not modified in place
+    with pytest.raises(SpecError, match='no job named "c"'):
+        apply_overrides(spec, {"job.c.iodepth": 1}, "x")
+    with pytest.raises(SpecError, match="top-level key or job.NAME.OPTION"):
+        apply_overrides(spec, {"host.cores": 1}, "x")
+
+
+def test_checks_from_other_modules_and_ratios():
+    class Other:  # a seed module's own Check-shaped class
+        finding, what, paper, simulated, holds = "K1", "x", "1", "2", True
+    c = as_check(Other(), "Table II")
+    assert (c.finding, c.ref, c.holds, c.ratio) == ("K1", "Table II", True, None)
+    assert Check("F", "w", "2", "3", True, 2.0, 3.0).ratio == 1.5
+    assert Check("F", "w", "0", "3", True, 0.0, 3.0).ratio is None
+
+
+def test_registering_twice_is_an_error():
+    e = registry.experiments()[0]
+    registry.register(e)  # the same object again: fine
+    registry.register(registry.PaperExperiment(**{**e.__dict__}))  # the same declaration re-imported: fine
+    assert registry.get(e.name) is e
+    other = registry.PaperExperiment(**{**e.__dict__, "title": "something else"})
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register(other)
+    modules = registry.seed_modules()
+    assert modules == sorted(modules) and {"iosched.papers.seed000", "iosched.papers.seed003"} <= set(modules)
+
+
+def test_seed_002_and_004_figures_and_tables_are_covered():
+    refs2 = {r for e in registry.experiments() if e.seed == "002" for r in e.refs}
+    assert {"Table II", "Table III"} | {f"Fig. {i}" for i in range(2, 12)} <= refs2
+    refs4 = {r for e in registry.experiments() if e.seed == "004" for r in e.refs}
+    assert refs4 == {f"Fig. {i}" for i in range(5, 10)}
+
+
+class FakeResults(registry.Results):
+    """An experiment's declared --quick runs with made-up results: every (series, point) the checks, tables and
+    figures ask for must be one the experiment declares."""
+
+    def __init__(self, tmp_path, exp, make):
+        runs = exp.runs(quick=True)
+        entry = {"mode": "quick", "runs": [{"id": str(i), "series": s, "point": r.sweep_point,
+                                            "repetition": r.repetition, "seed": r.seed}
+                                           for i, (s, r) in enumerate(runs)]}
+        super().__init__(tmp_path, exp.name, entry)
+        self._made = {str(i): make(r) for i, (_, r) in enumerate(runs)}
+
+    def result(self, rid):
+        return self._made[rid]
+
+
+def _job(name, read_bytes, write_bytes, window_ns, bins=()):
+    side = lambda b: {"ios": 1, "bytes": b, "bins": list(bins)}  # noqa: E731
+    return {"name": name, "window_ns": window_ns, "read": side(read_bytes), "write": side(write_bytes)}
+
+
+def _fake_seed002(run):
+    """The background gets what it asks (capped at 2 GB/s); the real-time task's latency grows with it."""
+    jobs = []
+    for j in run.jobs:
+        c = j.config
+        if c["name"] == "bg":
+            bw = min(c["rate_iops"] * c["bs_bytes"] * c["numjobs"] if c["rate_iops"] else 4e9, 2e9)
+            jobs.append(_job("bg", bw, 0, 10**9))
+        else:
+            jobs.append(_job(c["name"], 0, 0, 10**9, [[50_000, 900], [int(run.sweep_point.get(
+                "job.bg.rate_iops", 10**5)) * 10, 100]]))
+    return {"jobs": jobs}
+
+
+def test_seed002_tables_declares_every_run_its_checks_tables_and_figures_read(tmp_path):
+    exp = registry.get("seed002-tables")
+    res = FakeResults(tmp_path, exp, _fake_seed002)
+    checks = exp.checks(res)
+    assert len(checks) == 42 and {c.finding for c in checks} == {"K1", "K2", "K3", "K4", "Fig. 5", "Fig. 6",
+                                                                  "Fig. 9", "Fig. 10"}
+    t2, t3 = exp.tables(res)
+    assert (t2.ref, t3.ref) == ("Table II", "Table III") and len(t2.rows) == 7 and len(t2.columns) == 11
+    assert t2.rows[0][1].endswith("· paper 557 (3.04)") and t3.rows[-1][-1].endswith("· paper 308 (13.09)")
+    figs = exp.figures(res)
+    assert [f.ref for f in figs] == [f"Fig. {i}" for i in range(2, 11)]
+    assert all(t.x and t.y for f in figs for p in f.panels for t in p.traces)
+
+
+def test_seed002_the_papers_own_tables_pass_its_value_and_shape_checks():
+    """Transcription and criteria agree: Tables II and III as measurements hold every K1-K4 row, and give the
+    abstract's 10x, 6.8x and 2.7x (K3)."""
+    from iosched.papers import seed002 as s
+
+    def pts(table):
+        return {(c, cfg): s.Point(None, *table[cfg][i][:2], p50_ms=0.0125)
+                for cfg in table for i, c in enumerate(s.COLUMNS)}
+    top, worst = pts(s.TABLE_II), pts(s.TABLE_III)
+    low = {name: s.Point(150, 150, 0.02, 0.0125) for name in s.LINUX} | {"bfq": s.Point(150, 150, 0.02, 0.0135)}
+    rows = s.k1_checks(top) + s.k2_checks(top) + s.k3_checks(top, worst) + s.k4_checks(low, top)
+    assert rows and all(c.holds for c in rows), [c.what for c in rows if not c.holds]
+    (read, rc), (write, wc), (loss, lc) = s.k3_values(s._cells_of(s.TABLE_II), s._cells_of(s.TABLE_III))
+    assert (round(read), rc) == (10, "rr4k") and (round(write, 1), wc) == (6.9, "sw64k")
+    assert (round(loss, 1), lc) == (2.7, "sr64k")
+
+
+def test_seed002_multi_rt_quick_end_to_end(tmp_path):
+    from click.testing import CliRunner
+
+    from iosched import load, store
+    from iosched.cli import main
+
+    from .conftest import native_or_skip
+    native_or_skip()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["reproduce", "seed002-multi-rt", "--quick", "--out", str(out), "--no-static"])
+    assert res.exit_code == 0, res.output
+    man = store.read_manifest(out)["experiments"]["seed002-multi-rt"]
+    assert len(man["runs"]) == 3 * 8 and all(store.is_done(out, r["id"]) for r in man["runs"])
+    checks = load(out, "checks")
+    assert list(checks["finding"]) == ["K5"] * 3 and set(checks["ref"]) == {"Fig. 11"}
+    assert 'id="fig-seed002-fig11"' in (out / "report.html").read_text()
+
+
+def _fake_seed004(speed):
+    def make(run):
+        return {"jobs": [_job(j.config["name"], 0 if j.config["name"] in ("write", "rewrite") else speed(run, j),
+                              speed(run, j) if j.config["name"] in ("write", "rewrite") else 0, 10**9)
+                         for j in run.jobs]}
+    return make
+
+
+# Made-up throughputs (MB/s) with the paper's margins (§4): noop best, deadline ahead of CFQ and BFQ on reads,
+# rewrite 38% over write.
+PAPER_LIKE = {"write": {"noop": 110.0, "deadline": 95.0, "cfq": 100.0, "bfq": 95.0},
+              "rewrite": {"noop": 143.5, "deadline": 131.1, "cfq": 138.0, "bfq": 131.1},
+              "read": {"noop": 1071.0, "deadline": 1000.0, "cfq": 1000 / 1.029, "bfq": 1000 / 1.067},
+              "reread": {"noop": 11020.0, "deadline": 10000.0, "cfq": 10000 / 1.015, "bfq": 10000 / 1.079}}
+
+
+def test_seed004_paper_like_results_hold_every_check_and_equal_schedulers_do_not(tmp_path):
+    exp = registry.get("seed004-iozone")
+    res = FakeResults(tmp_path, exp, _fake_seed004(lambda run, j: PAPER_LIKE[j.config["name"]][run.scheduler] * 1e6))
+    checks = exp.checks(res)
+    assert len(checks) == 11 and all(c.holds for c in checks), [c.what for c in checks if not c.holds]
+    assert [f.ref for f in exp.figures(res)] == ["Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9"]
+    assert [t.ref for t in exp.tables(res)] == ["Fig. 9", "Figs. 5-8"]
+    equal = FakeResults(tmp_path, exp, _fake_seed004(lambda run, j: PAPER_LIKE[j.config["name"]]["cfq"] * 1e6))
+    assert [c.finding for c in exp.checks(equal) if not c.holds] == ["L1"] * 4 + ["L2"] * 4
+
+
+def test_seed_001_figures_are_covered():
+    assert {r for e in registry.experiments() if e.seed == "001" for r in e.refs} == {"Fig. 1", "Fig. 4", "Fig. 5",
+                                                                                      "Fig. 6"}
+
+
+def _fake_seed001(run):
+    """none splits equally; the weighted schedulers by weight, Kyber-fairness at none's total, BFQ at half."""
+    total = {"none": 1000e6, "kyber-fairness": 1000e6, "bfq": 500e6}[run.scheduler]
+    weights = [j.config["cgroup_weight"] for j in run.jobs]
+    share = [1 / len(weights)] * len(weights) if run.scheduler == "none" else [w / sum(weights) for w in weights]
+    return {"jobs": [_job(j.config["name"], total * f, 0, 10**9) for j, f in zip(run.jobs, share)]}
+
+
+@pytest.mark.parametrize("name, rows", [("seed001-bfq", 4), ("seed001-fio", 12), ("seed001-traces", 4),
+                                        ("seed001-cgroups", 2)])
+def test_seed001_experiments_read_only_declared_runs(tmp_path, name, rows):
+    exp = registry.get(name)
+    res = FakeResults(tmp_path, exp, _fake_seed001)
+    checks = exp.checks(res)
+    assert len(checks) == rows
+    # Exact shares by weight: every fairness row holds.
+    assert all(c.holds for c in checks if "FI" in c.what), [c for c in checks if "FI" in c.what]
+    figs = exp.figures(res)
+    assert [f.ref for f in figs] == list(exp.refs) and all(t.y for f in figs for p in f.panels for t in p.traces)

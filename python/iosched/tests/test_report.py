@@ -1,0 +1,141 @@
+"""Reports from stored results (synthetic ones: no simulator needed): the page, the figures' bytes, the README
+section, queries over the results."""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from html import unescape
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from iosched import load, store
+from iosched.cli import main
+from iosched.papers import registry
+from iosched.report.build import build, to_toml
+from iosched.report.figures import render_static
+from iosched.report.readme import BEGIN, END, update_readme
+
+from . import toy
+from .conftest import DATA
+
+
+@pytest.fixture
+def toy_dir(tmp_path):
+    out = tmp_path / "res"
+    with toy.registered():
+        toy.make_results(out)
+        yield out
+
+
+def test_report_page_is_self_contained(toy_dir):
+    report = build(toy_dir)
+    html = (toy_dir / "report.html").read_text()
+    # plotly.js inlined exactly once, nothing fetched from the network
+    assert html.count("plotly.js v") == 1 and "<script src" not in html and 'src="http' not in html
+    for fid in ("toy-fig1", "toy-fig2"):
+        assert html.count(f'id="fig-{fid}"') == 1
+        for ext in ("png", "svg", "pdf"):
+            assert (toy_dir / "figures" / f"{fid}.{ext}").stat().st_size > 1000
+    # the paper-vs-iosched table, the paper's numbers, each run's spec, seeds and versions
+    sec = report.sections[0]
+    assert [c.finding for c in sec.checks] == ["T1", "T2"] and sec.holds == 1
+    assert sec.checks[1].ratio is None and sec.checks[0].ratio == pytest.approx(2.0)  # 1000 I/Os in 1 s vs 0.5
+    assert "Paper vs iosched" in html and "kyber KIOPS at QD 16" in html and '<span class="nope">NO</span>' in html
+    assert "&lt;2&gt;" in html  # table cells are escaped
+    assert '"job.r.iodepth" = [1, 4, 16]' in unescape(html)  # the series spec as TOML
+    runs = toy_dir / "runs"
+    rid = sorted(p.name for p in runs.iterdir())[0]
+    spec = json.loads((runs / rid / "spec.json").read_text())
+    assert f"<code>{rid}</code>" in html and spec["code_version"] in html
+    assert f'<td class="num">{spec["seed"]}</td>' in html
+    assert len(sec.runs) == 12  # 2 schedulers x 3 depths x 2 repetitions
+    checks = pd.read_parquet(toy_dir / "checks.parquet")
+    assert list(checks["finding"]) == ["T1", "T2"] and list(checks["holds"]) == [True, False]
+    assert "**NO**" in (toy_dir / "checks.md").read_text()
+
+
+def test_same_results_same_bytes_in_fresh_processes(toy_dir, tmp_path):
+    """Figures and the page are byte-identical across processes (different hash seeds), so results can be diffed."""
+    script = ("import sys; from pathlib import Path; from iosched.tests import toy; from iosched.report.build import "
+              "build\nwith toy.registered(): build(Path(sys.argv[1]))")
+    digests = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, IOSCHED_PRESETS=str(DATA / "presets"))
+        subprocess.run([sys.executable, "-c", script, str(toy_dir)], check=True, env=env)
+        digests.append({p.name: p.read_bytes() for p in [toy_dir / "report.html",
+                                                          *sorted((toy_dir / "figures").iterdir())]})
+    assert digests[0].keys() == digests[1].keys() and len(digests[0]) == 7
+    for name in digests[0]:
+        assert digests[0][name] == digests[1][name], name
+
+
+def test_static_figure_has_no_dates(tmp_path):
+    fig = toy.TOY.figures(_results(tmp_path))[1]
+    paths = render_static(fig, tmp_path / "f")
+    for p in paths:
+        data = p.read_bytes()
+        assert b"CreationDate" not in data and b"Matplotlib v" not in data and b"<dc:date>" not in data, p
+
+
+def _results(tmp_path):
+    out = tmp_path / "r"
+    toy.make_results(out)
+    return registry.Results(out, "toy", store.read_manifest(out)["experiments"]["toy"])
+
+
+def test_interrupted_sweep_is_reported_as_incomplete(toy_dir):
+    rid = store.read_manifest(toy_dir)["experiments"]["toy"]["runs"][3]["id"]
+    import shutil
+    shutil.rmtree(toy_dir / "runs" / rid)
+    report = build(toy_dir, static=False)
+    sec = report.sections[0]
+    assert sec.missing == 1 and not sec.checks and "incomplete: 1 of 12 runs" in sec.error
+    assert "incomplete" in (toy_dir / "report.html").read_text()
+
+
+def test_report_command_needs_a_results_folder(tmp_path):
+    res = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "no manifest.json" in res.output
+
+
+def test_readme_section_is_rewritten_between_markers(toy_dir, tmp_path):
+    report = build(toy_dir, static=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n## Reproduced results\n\n{BEGIN}\nold numbers\n{END}\n\n## Next\n")
+    update_readme(readme, report, toy_dir)
+    text = readme.read_text()
+    assert "old numbers" not in text and text.endswith("## Next\n") and text.count(BEGIN) == 1
+    assert "| 999 | [toy](#toy) | Fig. 1, Fig. 2, Table 1 | 1 of 2 |" in text
+    assert "| Fig. 1 | T1 | kyber KIOPS at QD 16 | 0.5 | 1.00 | 2.00 | yes |" in text
+    update_readme(readme, report, toy_dir)
+    assert readme.read_text() == text  # idempotent
+    plain = tmp_path / "PLAIN.md"
+    plain.write_text("# y\n")
+    update_readme(plain, report, toy_dir)
+    assert "## Reproduced results" in plain.read_text() and END in plain.read_text()
+
+
+def test_specs_shown_as_toml_read_back_identically():
+    for exp in registry.experiments() + [toy.TOY]:
+        for _, spec in exp.specs(quick=False):
+            assert tomllib.loads(to_toml(spec)) == spec
+
+
+def test_query_and_load(toy_dir):
+    df = load(toy_dir)
+    assert len(df) == 12 and {"run_id", "scheduler", "read_iops", "read_clat_p99_ns", "code_version"} <= set(df.columns)
+    n = store.query(toy_dir, "SELECT scheduler, count(*) AS n FROM results GROUP BY scheduler ORDER BY scheduler")
+    assert n.to_dict("records") == [{"scheduler": "kyber", "n": 6}, {"scheduler": "none", "n": 6}]
+    runs = load(toy_dir, "runs")
+    assert set(runs["series"]) == {"qd"} and len(runs) == 12
+    build(toy_dir, static=False)
+    assert list(load(toy_dir, "checks")["holds"]) == [True, False]
+    res = CliRunner().invoke(main, ["query", str(toy_dir), "SELECT count(DISTINCT run_id) AS runs FROM results",
+                                    "--format", "csv"])
+    assert res.exit_code == 0 and res.output == "runs\n12\n"
+    bad = CliRunner().invoke(main, ["query", str(toy_dir), "SELECT nope FROM results"])
+    assert bad.exit_code == 2 and bad.output.startswith("error: query: ") and len(bad.output.splitlines()) == 1
