@@ -30,7 +30,8 @@ class _Group(click.Group):
 @click.group(cls=_Group)
 @click.version_option(package_name="iosched", message="iosched %(version)s")
 def main() -> None:
-    """Linux I/O schedulers on NVMe SSDs: simulate an experiment from a TOML spec or a fio job file."""
+    """Linux I/O schedulers on NVMe SSDs: simulate an experiment from a TOML spec or a fio job file, or run it on
+    real devices with the kernel's schedulers (--backend kernel)."""
 
 
 def _need_native() -> None:
@@ -49,8 +50,12 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 
 @main.command()
 @click.argument("spec", metavar="SPEC.toml|JOBFILE.fio")
+@click.option("--backend", type=click.Choice(["sim", "kernel"]), default="sim", show_default=True,
+              help="sim: the simulator. kernel: the real Linux schedulers on real devices (root; fio).")
 @click.option("--host", help="Host preset (overrides the spec).")
-@click.option("--device", help="Device preset of the first devices entry.")
+@click.option("--device", multiple=True,
+              help="sim: device preset of the first devices entry. kernel: a block device (/dev/X); repeat it for "
+                   "specs with several devices (mapped in order).")
 @click.option("--devices", type=int, help="Number of devices of the first devices entry.")
 @click.option("--scheduler", help="Scheduler name.")
 @click.option("--set", "sets", multiple=True, metavar="TUNABLE=VALUE",
@@ -58,15 +63,38 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--duration", help="Default runtime of every job without its own (e.g. 2s, 500ms).")
 @click.option("--seed", type=int, help="Root seed (repetition r uses seed + r).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Results directory.")
+@click.option("--destructive", is_flag=True,
+              help="kernel: write to a device that holds data (a filesystem or other signature, partitions).")
+@click.option("--filesystem", type=click.Choice(["ext4", "xfs", "f2fs"]),
+              help="kernel: make this filesystem on each device and run the jobs on a file inside it.")
+@click.option("--precondition", is_flag=True,
+              help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @_jobs_option
 @_cluster_option
 @click.option("--no-report", is_flag=True, help="Do not write OUT/report.html and OUT/figures/.")
-def run(spec, host, device, devices, scheduler, sets, duration, seed, out, jobs, cluster, no_report):
-    """Run every sweep point × repetition of an experiment in the simulator and write results to OUT.
+def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
+        precondition, jobs, cluster, no_report):
+    """Run every sweep point × repetition of an experiment (simulated, or on real devices with --backend kernel)
+    and write results to OUT.
 
     Runs already in OUT (same run id) are skipped, so re-running an interrupted sweep resumes it."""
     from .spec import Overrides, expand_runs, load_experiment
 
+    if backend == "kernel":
+        for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
+            if given:
+                raise SpecError(flag, None, "only with --backend sim (the kernel backend measures one run at a "
+                                            "time on the devices given)")
+        return _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive,
+                           filesystem, precondition, no_report)
+    for flag, given in (("--destructive", destructive), ("--filesystem", filesystem),
+                        ("--precondition", precondition)):
+        if given:
+            raise SpecError(flag, None, "only with --backend kernel")
+    if len(device) > 1:
+        raise SpecError("--device", None, "the simulator takes one device preset here (several: devices = [...] "
+                                          "in the spec)")
+    device = device[0] if device else None
     if devices is not None and devices < 1:
         raise SpecError("--devices", None, f"expected an integer >= 1, got {devices}")
     if seed is not None and seed < 0:
@@ -219,6 +247,159 @@ def query(dir, sql, fmt):
 
         with pd.option_context("display.max_rows", 200, "display.max_columns", 50, "display.width", 200):
             click.echo(df.to_string(index=False))
+
+
+def _echo(line: str) -> None:
+    click.echo(line, err=line.startswith(("note:", "error:")))
+
+
+def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
+                precondition, no_report):
+    from .backends.kernel import KernelError
+    from .backends.kernel.runner import Options, run_kernel
+    from .backends.kernel.state import Interrupted
+    from .spec import Overrides, load_experiment
+
+    if not device:
+        raise SpecError("--device", None, "the kernel backend needs the block device(s) to run on: --device /dev/X "
+                                          "(a test device: iosched device create-loop --size 4G)")
+    if host is not None:
+        raise SpecError("--host", None, "picks a simulated host; the kernel backend runs on this machine")
+    if seed is not None and seed < 0:
+        raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
+    ov = Overrides(devices=devices, scheduler=scheduler, sets=list(sets), duration=duration, seed=seed)
+    exp = load_experiment(spec, ov)
+    try:
+        outcome = run_kernel(exp, Options(devices=list(device), out=Path(out), destructive=destructive,
+                                          filesystem=filesystem, precondition=precondition), echo=_echo)
+    except KernelError as e:
+        _fail(str(e), 1)
+    except Interrupted as e:
+        if e.restored:
+            click.echo(f"interrupted ({e}); device settings and cgroups restored", err=True)
+        else:
+            click.echo(f"interrupted ({e}); not everything could be restored (see above)", err=True)
+        sys.exit(128 + e.signum)
+    if outcome.skipped:
+        click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
+                   f"{out}/runs/<id>/ or use another --out to measure them again)")
+    if not no_report:
+        from .report.build import build
+        build(Path(out))
+    click.echo(f"wrote {len(outcome.done)} run(s) to {out}/results.parquet"
+               + ("" if no_report else f"; report: {out}/report.html"))
+
+
+@main.group()
+def device():
+    """Test devices for the kernel backend (loop devices over files), and restoring after a killed run."""
+
+
+def _recover_first() -> None:
+    from .backends.kernel import state
+
+    problems = state.recover(echo=lambda s: click.echo(f"note: {s}", err=True))
+    if problems:
+        click.echo("error: could not restore: " + "; ".join(problems), err=True)
+
+
+@device.command("create-loop")
+@click.option("--size", required=True, help="Size of the device (e.g. 4G).")
+@click.option("--backing", type=click.Path(dir_okay=False),
+              help="The backing file (created if missing); default a new file in /var/tmp.")
+def create_loop(size, backing):
+    """Make a loop device over a file, with direct I/O and its data written once; prints /dev/loopN."""
+    from .backends.kernel import KernelError
+    from .backends.kernel.loop import create_loop as make
+    from .units import parse_size
+
+    nbytes = parse_size(size, file="--size")
+    try:
+        _recover_first()
+        dev = make(nbytes, backing, echo=lambda s: click.echo(s, err=True))
+    except KernelError as e:
+        _fail(str(e), 1)
+    click.echo(dev.path)
+
+
+@device.command("remove-loop")
+@click.argument("loop_device", metavar="/dev/loopN")
+def remove_loop(loop_device):
+    """Detach a loop device (and delete its backing file if create-loop made it)."""
+    from .backends.kernel import KernelError
+    from .backends.kernel.loop import remove_loop as rm
+
+    try:
+        _recover_first()
+        rm(loop_device, echo=click.echo)
+    except KernelError as e:
+        _fail(str(e), 1)
+
+
+@device.command("list")
+def list_loops():
+    """Loop devices made by create-loop."""
+    from .backends.kernel.loop import list_loops as ls
+
+    for rec in ls():
+        state = "attached" if rec["attached"] else "detached"
+        click.echo(f"{rec['device']}\t{rec['size'] >> 20} MiB\t{rec['backing']}\t{state}")
+
+
+@device.command("recover")
+def recover():
+    """Restore what a killed kernel-backend run left behind (also done at the start of every such run)."""
+    from .backends.kernel import state
+
+    if not state.stale_records():
+        click.echo("nothing to recover")
+        return
+    problems = state.recover(echo=click.echo)
+    if problems:
+        _fail("could not restore: " + "; ".join(problems), 1)
+    click.echo("restored")
+
+
+@main.command()
+@click.argument("dir_a", type=click.Path(file_okay=False))
+@click.argument("dir_b", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv"]), default="table",
+              show_default=True)
+@click.option("--backend-a", type=click.Choice(["sim", "kernel"]),
+              help="Only DIR_A's runs of this backend (needed when it holds both).")
+@click.option("--backend-b", type=click.Choice(["sim", "kernel"]),
+              help="Only DIR_B's runs of this backend (needed when it holds both).")
+def compare(dir_a, dir_b, fmt, backend_a, backend_b):
+    """The same spec's results from two result folders (e.g. --backend sim and kernel) side by side; DIR_A and
+    DIR_B may be one folder holding both (then --backend-a sim --backend-b kernel)."""
+    from . import compare as cmp
+
+    rows_a = cmp.load_rows(dir_a, backend_a, "--backend-a")
+    rows_b = cmp.load_rows(dir_b, backend_b, "--backend-b")
+    lines, only_a, only_b = cmp.compare(rows_a, rows_b)
+    header = list(cmp.HEADER)
+    header[5] = f"A ({cmp.backends(rows_a)})"
+    header[6] = f"B ({cmp.backends(rows_b)})"
+    body = cmp.table_rows(lines)
+    if not lines:
+        _fail(f"no runs in common (matched on {', '.join(cmp.KEY)})", 1)
+    if fmt == "markdown":
+        click.echo(cmp.render_markdown(header, body))
+    elif fmt == "csv":
+        click.echo(cmp.render_csv(header, body))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(*header)
+        for r in body:
+            t.add_row(*r)
+        Console(width=None if sys.stdout.isatty() else 160).print(t)    # piped: no 80-column squeeze
+    for side, keys in (("A", only_a), ("B", only_b)):
+        if keys:
+            click.echo(f"note: {len(keys)} job(s) only in {side}: "
+                       + ", ".join(f"{k[0]}/{k[2]}/{k[4]}" for k in keys[:8]) + (" ..." if len(keys) > 8 else ""),
+                       err=True)
 
 
 @main.command()

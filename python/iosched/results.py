@@ -231,3 +231,15 @@ def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> 
 
     store.write_run_dir(out, run, rid, result)
     store.consolidate(out, [rid])
+
+
+def write_measured_run(out: Path, rid: str, work: Path, spec: dict[str, Any], result: dict[str, Any],
+                       rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
+    """Write (or replace) a run another backend measured, in the same layout as a simulated run: ``work`` is the
+    temporary run folder (store.new_run_dir) that already holds fio.json as fio wrote it; ``result`` is the
+    measurement in the simulator's SimResult shape, ``rows`` in the schema above.  The folder is completed and
+    renamed to runs/<rid>/ at once, then the combined tables are rebuilt."""
+    from . import store
+
+    store.place_run_dir(out, rid, work, spec, result, rows, timeseries)
+    store.consolidate(out, [rid])

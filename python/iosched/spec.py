@@ -338,6 +338,15 @@ class ResolvedRun:
     block_layer: str | None = None     # as the spec set it (None: the scheduler's own)
 
 
+@dataclass
+class RealSystem:
+    """The machine a non-simulated backend runs on: its CPUs, and per spec device (in order) the real capacity and
+    logical block size of what stands for it (a block device, or a file on a fresh filesystem)."""
+    cores: int
+    devices: list[tuple[int, int]]      # (capacity_bytes, logical_block_bytes)
+    flag: str = "--device"              # how errors name the option that gave the devices
+
+
 def device_names(interfaces: list[str]) -> list[str]:
     """/dev/nvme0n1, /dev/nvme1n1, … for NVMe; /dev/sda, /dev/sdb, … for SATA, in order."""
     out, n_nvme, n_sata = [], 0, 0
@@ -358,7 +367,7 @@ def device_names(interfaces: list[str]) -> list[str]:
 
 
 def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: dict[str, Any],
-            repetition: int) -> ResolvedRun:
+            repetition: int, real: RealSystem | None = None) -> ResolvedRun:
     file = exp.file
     spec = validate_spec(file, data)
     host_p = presets_mod.load_preset("host", spec.host.preset, file=file, key="host.preset")
@@ -384,6 +393,15 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             device_presets.append(dp.name)
     for cfg, name in zip(devices, device_names([d["interface"] for d in devices])):
         cfg["name"] = name
+    if real is not None:
+        # Jobs are sized and checked against the real devices and CPUs; the presets stay for the record.
+        if len(real.devices) != len(devices):
+            names = ", ".join(d["name"] for d in devices)
+            raise SpecError(real.flag, None, f"{file} has {len(devices)} device(s) ({names}), mapped in order to the "
+                            f"{real.flag} given; expected {len(devices)}, got {len(real.devices)}")
+        for cfg, (capacity, lbs) in zip(devices, real.devices):
+            cfg["capacity_bytes"], cfg["logical_block_bytes"] = capacity, lbs
+        host["cores"] = real.cores
     sched = spec.scheduler
     known = known_schedulers()
     if known is not None and sched.name not in known:
@@ -419,7 +437,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     notes: list[str] = []
     for j in jobs:
         ctx = JobContext(devices=infos, cores=host["cores"], default_runtime_ns=duration, default_ramp_ns=ramp,
-                         default_time_based=(j.origin == "toml"), page_cache="page_cache" in host)
+                         default_time_based=(j.origin == "toml"), page_cache="page_cache" in host or real is not None)
         rj = resolve_job(j, ctx)
         rjobs.append(rj)
         notes.extend(rj.notes)
@@ -445,8 +463,9 @@ def _check_cgroup_weights(jobs: list[RawJob], resolved: list[ResolvedJob]) -> No
                                            f"expected the same weight, got {weight}")
 
 
-def expand_runs(exp: Experiment) -> list[ResolvedRun]:
-    """Every run of the experiment: the cartesian product of the sweep axes × repeat (repetition r: seed + r)."""
+def expand_runs(exp: Experiment, real: RealSystem | None = None) -> list[ResolvedRun]:
+    """Every run of the experiment: the cartesian product of the sweep axes × repeat (repetition r: seed + r).
+    ``real``: jobs sized for the real machine and devices (kernel backend) instead of the presets."""
     spec = validate_spec(exp.file, exp.data)
     axes = list(spec.sweep.items())
     runs: list[ResolvedRun] = []
@@ -455,7 +474,7 @@ def expand_runs(exp: Experiment) -> list[ResolvedRun]:
         data, jobs = _apply_point(exp.data, exp.jobs, point)
         for r in range(spec.repeat):
             try:
-                runs.append(resolve(exp, data, jobs, point, r))
+                runs.append(resolve(exp, data, jobs, point, r, real))
             except SpecError as e:
                 if not point:
                     raise

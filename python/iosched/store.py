@@ -1,15 +1,19 @@
 """The results folder: one folder per finished run, written at once, plus derived combined tables and a manifest.
 
 Layout of DIR:
-- runs/<run_id>/: spec.json (the resolved run, with the exact simulator config), fio.json (fio's json+ shape),
-  result.json.gz (the simulator's raw result), results.parquet (one row per job), timeseries.parquet. The folder
-  is built under a temporary name and renamed into place, so a run is either complete or absent: a sweep that is
-  interrupted loses nothing finished, and re-running it skips every run whose folder exists.
+- runs/<run_id>/: spec.json (the resolved run, with the exact simulator config; for the kernel backend what was
+  measured on: host, devices, queue settings, fio), fio.json (fio's json+ shape; the kernel backend's is fio's own
+  output), result.json.gz (the simulator's raw result; for the kernel backend the same shape built from fio's
+  json+), results.parquet (one row per job), timeseries.parquet; a kernel run also keeps jobs.fio, fio.log and
+  fio's logs/. The folder is built under a temporary name and renamed into place, so a run is either complete or
+  absent: a sweep that is interrupted loses nothing finished, and re-running it skips every run whose folder
+  exists.
 - results.parquet, timeseries.parquet: every run's rows together (rebuilt after each command).
 - manifest.json: which runs make up each experiment (its series, sweep points and repetitions), so reports and
   queries use exactly the runs of the last command per experiment.
 
-Every byte is a function of the runs alone (no wall-clock times), so the same runs give identical files.
+Every byte is a function of the runs alone (no wall-clock times), so the same simulated runs give identical files
+(a measured run's files hold what was measured, wall times included).
 """
 
 from __future__ import annotations
@@ -121,33 +125,53 @@ def cleanup_tmp(out: Path) -> None:
                 shutil.rmtree(d, ignore_errors=True)
 
 
-def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
-    """Write one finished run's folder: built under a temporary name, then renamed into place."""
-    from .results import _schema, _ts_schema, fio_json, job_rows, run_spec
-
+def new_run_dir(out: Path, rid: str) -> Path:
+    """An empty temporary folder for one run (runs/.tmp-<rid>-<pid>/), renamed into place by place_run_dir.
+    Removed by cleanup_tmp once this process is gone, if it never got there."""
     runs = Path(out) / RUNS
     runs.mkdir(parents=True, exist_ok=True)
     tmp = runs / f".tmp-{rid}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
+    return tmp
+
+
+def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: dict[str, Any],
+                  rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
+    """Add the files every run has to ``tmp`` (spec.json, result.json.gz: the backend's raw result in the
+    simulator's SimResult shape, results.parquet, timeseries.parquet), then rename it to runs/<rid>/ (replacing
+    an earlier folder of the same run).  What else is in ``tmp`` (fio.json, a real run's job file and logs)
+    stays as it is."""
+    from .results import _schema, _ts_schema
+
+    runs = Path(out) / RUNS
+    (tmp / "spec.json").write_bytes(json_bytes(spec))
+    raw = json.dumps(result, sort_keys=True, separators=(",", ":")).encode()
+    (tmp / "result.json.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
+    ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
+           "metric": s["metric"], "value": float(s["value"])} for s in timeseries]
+    _write_table(tmp / "timeseries.parquet", ts, _ts_schema())
+    _write_table(tmp / "results.parquet", rows, _schema())
+    final = runs / rid
+    if final.exists():  # a replaced run (or a leftover without all files): swap, then drop the old one
+        old = runs / f".old-{rid}-{os.getpid()}"
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+
+
+def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
+    """Write one finished simulated run's folder: built under a temporary name, then renamed into place."""
+    from .results import fio_json, job_rows, run_spec
+
+    tmp = new_run_dir(out, rid)
     try:
-        (tmp / "spec.json").write_bytes(json_bytes(run_spec(run, rid)))
         (tmp / "fio.json").write_bytes(json_bytes(fio_json(run, result)))
-        raw = json.dumps(result, sort_keys=True, separators=(",", ":")).encode()
-        (tmp / "result.json.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
-        ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
-               "metric": s["metric"], "value": float(s["value"])} for s in result.get("timeseries", [])]
-        _write_table(tmp / "timeseries.parquet", ts, _ts_schema())
-        _write_table(tmp / "results.parquet", job_rows(run, rid, result), _schema())
-        final = runs / rid
-        if final.exists():  # a replaced run (or a leftover without all files): swap, then drop the old one
-            old = runs / f".old-{rid}-{os.getpid()}"
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
+        place_run_dir(out, rid, tmp, run_spec(run, rid), result, job_rows(run, rid, result),
+                      result.get("timeseries", []))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -129,11 +129,15 @@ def _run_rows(out: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
     for r in entry.get("runs", []):
         done = store.is_done(out, r["id"])
         spec = store.load_run_spec(out, r["id"]) if done else {}
+        host, devices = spec.get("host", ""), spec.get("devices", [])
+        if spec.get("backend") == "kernel":  # measured: this machine and the real devices (or test files)
+            host = f"{host.get('hostname', '?')} (kernel {host.get('kernel', '?')})" if isinstance(host, dict) else host
+            devices = [d.get("target", d.get("path", "?")) if isinstance(d, dict) else str(d) for d in devices]
         rows.append({"id": r["id"], "series": r.get("series", ""), "point": r.get("point", {}),
                      "repetition": r.get("repetition", 0), "seed": r.get("seed", spec.get("seed", "")),
                      "scheduler": spec.get("scheduler", ""), "tunables": spec.get("tunables", {}),
                      "code_version": spec.get("code_version", ""), "iosched_version": spec.get("iosched_version", ""),
-                     "host": spec.get("host", ""), "devices": spec.get("devices", []), "done": done})
+                     "host": host, "devices": devices, "backend": spec.get("backend", "sim"), "done": done})
     return rows
 
 
@@ -165,8 +169,11 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     from ..results import percentile
 
     runs = _run_rows(out, entry)
-    sec = Section(name, name, "spec", mode=entry.get("mode", ""), runs=runs,
-                  description=f"`iosched run {entry.get('spec_file', '')}`",
+    kernel = entry.get("backend") == "kernel"
+    how = (f"`iosched run --backend kernel {entry.get('spec_file', '')}`, measured on "
+           f"{', '.join(entry.get('devices', []))}" + (f" ({entry['filesystem']})" if entry.get("filesystem") else "")
+           if kernel else f"`iosched run {entry.get('spec_file', '')}`")
+    sec = Section(name, name, "spec", mode=entry.get("mode", ""), runs=runs, description=how,
                   specs=[("spec", to_toml(entry["spec"]))] if entry.get("spec") else [])
     done = [r for r in runs if r["done"]]
     sec.missing = len(runs) - len(done)
@@ -189,7 +196,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
                                r["scheduler"], j["name"], fmt(rd["ios"] / w / 1e3),
                                " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9)),
                                fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3), f"{busy:.2f}",
-                               f"{lock:.0%}"])
+                               "not measured" if res.get("backend") == "kernel" else f"{lock:.0%}"])
             for d, dr in (("read", rd), ("write", wr)):
                 if dr["ios"]:
                     xs, ys = cdf(dr["bins"])

@@ -1,0 +1,450 @@
+"""The kernel backend's pieces that need no root: parsing what the kernel and fio print, the job files it writes,
+restore of a queue snapshot and the recovery records (on ordinary files), compare."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from iosched.backends.kernel import blockdev, cgroups, fiofile, fioresult, sampler, safety, state
+from iosched.cli import main
+from iosched.spec import RealSystem, expand_runs, load_experiment
+
+from .test_spec import write
+
+
+# ---------------------------------------------------------------- what the kernel prints
+
+def test_scheduler_line():
+    assert blockdev.parse_scheduler_line("none [mq-deadline] kyber bfq\n") == \
+        (["none", "mq-deadline", "kyber", "bfq"], "mq-deadline")
+    assert blockdev.parse_scheduler_line("[none] mq-deadline") == (["none", "mq-deadline"], "none")
+
+
+def test_mountinfo_numbers_and_escapes():
+    text = ("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+            "40 22 7:3 / /mnt/my\\040disk rw - xfs /dev/loop3 rw,attr2\n"
+            "41 22 0:37 / /data rw - btrfs /dev/sdz1 rw\n")
+    ms = safety.parse_mountinfo(text)
+    assert [(m.devno, m.mountpoint, m.fstype, m.source) for m in ms] == [
+        ((254, 0), "/", "ext4", "/dev/vda"), ((7, 3), "/mnt/my disk", "xfs", "/dev/loop3"),
+        ((0, 37), "/data", "btrfs", "/dev/sdz1")]
+    assert [m.mountpoint for m in safety.mounts_of({(7, 3)}, ms)] == ["/mnt/my disk"]
+    assert safety.mounts_of({(7, 4)}, ms) == []
+
+
+def test_findings_name_every_problem():
+    f = safety.Findings(device=None, mounted=["/dev/loop3 on /mnt (xfs)"], partitions=["loop3p1"],
+                        holders=["dm-0"], signature="a xfs filesystem")
+    assert f.problems() == ["is mounted (/dev/loop3 on /mnt (xfs))", "has partitions (loop3p1)",
+                            "has holders (dm-0)", "carries a xfs filesystem"]
+    assert safety.Findings(device=None).problems() == []
+
+
+def test_fio_picks_the_first_blkio_or_cgroup2_hierarchy(tmp_path):
+    v1_first = ("cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n"
+                "cgroup /sys/fs/cgroup/blkio cgroup rw,relatime,blkio 0 0\n"
+                f"cgroup2 {tmp_path} cgroup2 rw,relatime 0 0\n")
+    h, why = cgroups.fio_hierarchy(cgroups.parse_proc_mounts(v1_first))
+    assert (h.version, str(h.mount), why) == (1, "/sys/fs/cgroup/blkio", "")
+    # cgroup2 listed first without the io controller (a hybrid layout): fio would use it, so weights cannot work.
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    v2_first = f"cgroup2 {tmp_path} cgroup2 rw 0 0\ncgroup /sys/fs/cgroup/blkio cgroup rw,blkio 0 0\n"
+    h, why = cgroups.fio_hierarchy(cgroups.parse_proc_mounts(v2_first))
+    assert h is None and "io controller is not available" in why and "blkio is on cgroup v1" in why
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory\n")
+    h, _ = cgroups.fio_hierarchy(cgroups.parse_proc_mounts(v2_first))
+    assert (h.version, h.mount) == (2, tmp_path)
+    h, why = cgroups.fio_hierarchy(cgroups.parse_proc_mounts("proc /proc proc rw 0 0\n"))
+    assert h is None and "no cgroup hierarchy" in why
+
+
+def test_cgroup_names_must_be_plain_and_fit_fio():
+    h = cgroups.Hierarchy(1, Path("/sys/fs/cgroup/blkio"))
+    cgroups.check_names({"vdi_1": (100, "s.toml", 'job "a"')}, h)
+    with pytest.raises(Exception, match="letters, digits"):
+        cgroups.check_names({"a b": (100, "s.toml", 'job "a"')}, h)
+    with pytest.raises(Exception, match="64 bytes"):
+        cgroups.check_names({"x" * 40: (100, "s.toml", 'job "a"')}, h)
+
+
+def test_proc_stat_shares():
+    a = sampler.parse_proc_stat("cpu  1 2 3 4\ncpu0 100 0 50 800 50 0 0 0 0 0\ncpu1 0 0 0 1000 0 0 0 0 0 0\n")
+    b = sampler.parse_proc_stat("cpu0 160 0 70 900 60 5 5 0 0 0\ncpu1 0 0 0 1100 0 0 0 0 0 0\n")
+    s0 = sampler.cpu_shares(a[0], b[0])
+    assert s0["busy"] == pytest.approx(90 / 200) and s0["user"] == pytest.approx(0.3)
+    assert s0["irq"] == pytest.approx(0.05) and s0["iowait"] == pytest.approx(0.05)
+    assert sampler.cpu_shares(a[1], b[1])["busy"] == 0.0
+
+
+def test_sbitmap_depth_and_busy():
+    text = "depth=256\nbusy=32\ncleared=0\nbits_per_word=64\nws={\n\t{.wait=inactive},\n}\nround_robin=0\n"
+    sb = sampler.parse_sbitmap(text)
+    assert (sb["depth"], sb["busy"]) == (256, 32)
+
+
+# ---------------------------------------------------------------- fio's output
+
+def _dir(n, mean, sd, bins, runtime=1000):
+    return {"total_ios": n, "io_bytes": 4096 * n, "runtime": runtime,
+            "clat_ns": {"N": n, "min": min(bins), "max": max(bins), "mean": mean, "stddev": sd,
+                        "bins": {str(k): v for k, v in bins.items()}, "percentile": {}}}
+
+
+def test_percentiles_follow_fios_rule():
+    # 100 I/Os: 90 at 10 us, 9 at 20 us, 1 at 1 ms.  fio: first bin whose cumulative count reaches p% of all.
+    bins = [(10_000, 90), (20_000, 9), (1_000_000, 1)]
+    p = dict((q, v) for q, v in fioresult.percentiles_from_bins(bins, [50.0, 90.0, 95.0, 99.0, 99.5, 99.99]))
+    assert p == {50.0: 10_000, 90.0: 10_000, 95.0: 20_000, 99.0: 20_000, 99.5: 1_000_000, 99.99: 1_000_000}
+    assert fioresult.percentiles_from_bins([]) == []
+
+
+def test_processes_merge_by_histogram():
+    a = _dir(90, 10_000.0, 0.0, {10_000: 90})
+    b = _dir(10, 1_000_000.0, 0.0, {1_000_000: 10})
+    m = fioresult.merge_direction([a, b])
+    assert (m["ios"], m["bytes"]) == (100, 409_600)
+    assert m["clat_mean_ns"] == pytest.approx(109_000.0)
+    assert m["clat_stddev_ns"] == pytest.approx((0.9 * 0.1) ** 0.5 * 990_000)   # two point masses
+    p = dict(m["percentiles"])
+    assert p[50.0] == 10_000 and p[90.0] == 10_000 and p[99.0] == 1_000_000
+    assert (m["clat_min_ns"], m["clat_max_ns"]) == (10_000, 1_000_000)
+
+
+def test_job_results_sum_processes_and_keep_fio_cpu_time():
+    empty = {"total_ios": 0, "io_bytes": 0, "runtime": 0, "clat_ns": {"N": 0}}
+    doc = {"jobs": [
+        {"jobname": "bg", "error": 0, "job_runtime": 1000, "usr_cpu": 10.0, "sys_cpu": 20.0, "ctx": 5,
+         "read": empty, "write": _dir(1000, 50_000.0, 1.0, {50_000: 1000}, runtime=1000)},
+        {"jobname": "bg", "error": 0, "job_runtime": 1000, "usr_cpu": 30.0, "sys_cpu": 40.0, "ctx": 7,
+         "read": empty, "write": _dir(3000, 50_000.0, 1.0, {50_000: 3000}, runtime=1000)},
+        # group_reporting: fio adds the processes' run times and averages their CPU shares
+        {"jobname": "lapp", "error": 0, "job_runtime": 2000, "usr_cpu": 5.0, "sys_cpu": 5.0, "ctx": 1,
+         "read": _dir(10, 80_000.0, 0.0, {80_000: 10}, runtime=1000), "write": empty},
+    ]}
+    bg, lapp = fioresult.job_results(doc, ["bg", "lapp"])
+    assert bg["write"]["ios"] == 4000 and bg["window_ns"] == 1_000_000_000 and bg["fio_entries"] == 2
+    assert bg["usr_ns"] == 400_000_000 and bg["sys_ns"] == 600_000_000 and bg["context_switches"] == 12
+    assert lapp["usr_ns"] == 100_000_000          # 5% of 2 process-seconds
+    with pytest.raises(Exception, match="no job 'x'"):
+        fioresult.job_results(doc, ["x"])
+    doc["jobs"][0]["error"] = 5
+    with pytest.raises(Exception, match="error 5"):
+        fioresult.job_results(doc, ["bg"])
+
+
+def test_iops_logs_sum_processes_per_interval(tmp_path):
+    (tmp_path / "j1_iops.3.log").write_text("99, 100, 0, 0, 0\n199, 120, 0, 0, 0\n")
+    (tmp_path / "j1_iops.4.log").write_text("101, 50, 0, 0, 0\n200, 60, 1, 0, 0\n")
+    rows = fioresult.read_iops_logs(tmp_path, 1, "bg", 100)
+    got = {(r["t_ns"], r["metric"]): r["value"] for r in rows}
+    assert got == {(100_000_000, "read_iops"): 150.0, (100_000_000, "write_iops"): 0.0,
+                   (200_000_000, "read_iops"): 120.0, (200_000_000, "write_iops"): 60.0}
+
+
+# ---------------------------------------------------------------- job files
+
+SPEC = """\
+name = "jf"
+duration = "1500ms"
+ramp = "250ms"
+seed = 7
+devices = [{ preset = "samsung-980pro-1tb", count = 2 }]
+[[job]]
+name = "lapp"
+rw = "randread"
+iodepth = 1
+prioclass = 1
+prio = 2
+cpus_allowed = "0"
+[[job]]
+name = "bg"
+rw = "randrw"
+rwmixread = 30
+bs = "64k"
+iodepth = 16
+numjobs = 2
+thinktime = "5us"
+rate_iops = 1000
+cgroup = "bg"
+cgroup_weight = 500
+group_reporting = true
+filename = "/dev/nvme0n1:/dev/nvme1n1"
+size = "256M"
+offset = "1M"
+[[job]]
+name = "after"
+rw = "write"
+bs = "1M"
+ioengine = "libaio"
+stonewall = true
+startdelay = "10ms"
+time_based = false
+size = "128M"
+"""
+
+
+def _runs(tmp_path, text=SPEC, devices=((1 << 30, 512), (1 << 30, 512))):
+    spec = write(tmp_path, text)
+    return expand_runs(load_experiment(str(spec)), RealSystem(2, list(devices)))
+
+
+def _options(text):
+    jobs, cur = {}, None
+    for line in text.splitlines():
+        if line.startswith("["):
+            cur = jobs.setdefault(line[1:-1], {})
+        elif "=" in line and cur is not None:
+            k, v = line.split("=", 1)
+            cur[k] = v
+    return jobs
+
+
+def test_job_file_carries_the_resolved_jobs(tmp_path):
+    (run,) = _runs(tmp_path)
+    text, notes = fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "iosched-1/bg"}, log_interval_ms=100)
+    jobs = _options(text)
+    assert list(jobs) == ["lapp", "bg", "after"]
+    lapp, bg, after = jobs["lapp"], jobs["bg"], jobs["after"]
+    assert lapp == {"filename": "/dev/loop5", "rw": "randread", "bs": "4096", "ioengine": "io_uring", "iodepth": "1",
+                    "iodepth_batch_submit": "1", "numjobs": "1", "direct": "1", "offset": "0",
+                    "size": str(1 << 30), "time_based": "1", "runtime": "1500ms", "ramp_time": "250ms",
+                    "prioclass": "1", "prio": "2", "cpus_allowed": "0", "new_group": "1", "norandommap": "1",
+                    "randseed": "7",
+                    "write_iops_log": "logs/j0", "log_avg_msec": "100"}
+    # Several devices: fio's filesize gives each file the region (size would be split among them).
+    assert bg["filename"] == "/dev/loop5:/dev/loop6" and bg["filesize"] == str(256 << 20) and "size" not in bg
+    assert (bg["offset"], bg["rwmixread"], bg["bs"], bg["numjobs"]) == (str(1 << 20), "30", "65536", "2")
+    assert (bg["thinktime"], bg["rate_iops"], bg["cgroup"], bg["group_reporting"]) == ("5us", "1000", "iosched-1/bg", "1")
+    assert "cgroup_weight" not in bg           # written by iosched: fio's only works with CFQ
+    assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
+    assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
+    assert notes == []
+    assert fiofile.writes(run)
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (apt-get install fio)")
+def test_fio_accepts_the_job_file(tmp_path):
+    (run,) = _runs(tmp_path)
+    text, _ = fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "iosched-1/bg"}, log_interval_ms=100)
+    (tmp_path / "jobs.fio").write_text(text)
+    r = subprocess.run(["fio", "--parse-only", str(tmp_path / "jobs.fio")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (tmp_path / "pre.fio").write_text(fiofile.precondition_file("/dev/loop5", 64 << 20, 512))
+    r = subprocess.run(["fio", "--parse-only", str(tmp_path / "pre.fio")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_job_file_refusals(tmp_path):
+    (run,) = _runs(tmp_path, SPEC.replace('name = "after"', 'name = "a b"'))
+    with pytest.raises(Exception, match="job names of letters"):
+        fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})
+    (run,) = _runs(tmp_path)
+    with pytest.raises(Exception, match="paths of letters"):
+        fiofile.job_file(run, ["/dev/loop5", "/tmp/a;b"], {"bg": "x/bg"})
+
+
+def test_times_for_fio():
+    assert fiofile.fio_time(2_000_000_000) == "2000ms"
+    assert fiofile.fio_time(1_500) == "2us" and fiofile.fio_time(7_000) == "7us"
+
+
+def test_precondition_is_seed000s_two_phases():
+    text = fiofile.precondition_file("/dev/loop5", (64 << 20) + 4096, 512)
+    jobs = _options(text)
+    assert jobs["sequential-fill"]["rw"] == "write" and jobs["global"]["size"] == str(64 << 20)
+    assert jobs["random-writes"]["rw"] == "randwrite" and jobs["random-writes"]["bs"] == "4096"
+    assert jobs["random-writes"]["io_size"] == str(128 << 20) and "stonewall" in text
+
+
+def test_real_devices_size_the_jobs(tmp_path):
+    spec = SPEC.replace('size = "256M"', 'size = "2G"')
+    with pytest.raises(Exception, match="exceeds the device capacity"):
+        _runs(tmp_path, spec)
+    with pytest.raises(Exception, match="expected 2, got 1"):
+        _runs(tmp_path, SPEC, devices=((1 << 30, 512),))
+    with pytest.raises(Exception, match="host has 2 cores"):
+        _runs(tmp_path, SPEC.replace('cpus_allowed = "0"', 'cpus_allowed = "0-3"'))
+
+
+# ---------------------------------------------------------------- restore and recovery (on plain files)
+
+def _fake_queue(tmp_path, scheduler="none [mq-deadline] kyber", nr="256", **tunables):
+    q = tmp_path / "queue"
+    (q / "iosched").mkdir(parents=True)
+    (q / "scheduler").write_text(scheduler + "\n")
+    (q / "nr_requests").write_text(nr + "\n")
+    for k, v in tunables.items():
+        (q / "iosched" / k).write_text(v + "\n")
+    return q
+
+
+def test_restore_writes_only_what_differs(tmp_path):
+    q = _fake_queue(tmp_path, scheduler="none mq-deadline [kyber]", nr="64", read_expire="100", fifo_batch="16")
+    saved = {"scheduler": "mq-deadline", "nr_requests": 256, "iosched": {"read_expire": "500", "fifo_batch": "16"}}
+    mtime = (q / "iosched" / "fifo_batch").stat().st_mtime_ns
+    assert blockdev.restore_queue(q, saved) == []
+    # Plain files stand in for sysfs: a write replaces the text.
+    assert (q / "scheduler").read_text() == "mq-deadline"
+    assert (q / "nr_requests").read_text() == "256" and (q / "iosched" / "read_expire").read_text() == "500"
+    assert (q / "iosched" / "fifo_batch").stat().st_mtime_ns == mtime
+    (q / "iosched" / "fifo_batch").unlink()
+    assert blockdev.restore_queue(q, saved) == [f"{q}/iosched/fifo_batch is missing after restoring the scheduler"]
+
+
+def test_restore_leaves_auto_tuned_values_unless_the_run_set_them(tmp_path):
+    # BFQ's max_budget reads its auto-tuned budget: writing the old reading back would fix the budget.
+    q = _fake_queue(tmp_path, scheduler="none [bfq]", max_budget="20000", slice_idle="0")
+    (q / "wbt_lat_usec").write_text("0\n")
+    saved = {"scheduler": "bfq", "nr_requests": 256, "wbt_lat_usec": "2000",
+             "iosched": {"max_budget": "16384", "slice_idle": "8"}}
+    assert blockdev.restore_queue(q, saved) == []
+    assert (q / "iosched" / "max_budget").read_text() == "20000\n" and (q / "iosched" / "slice_idle").read_text() == "8"
+    assert (q / "wbt_lat_usec").read_text() == "2000"       # BFQ turns writeback throttling off: back on
+    assert blockdev.restore_queue(q, saved, touched=["max_budget"]) == []
+    assert (q / "iosched" / "max_budget").read_text() == "16384"
+
+
+def test_journal_undoes_newest_first_and_keeps_a_record(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("x")
+    b.write_text("y")
+    j = state.Journal(tmp_path / "state")
+    j.add({"op": "write", "path": str(a), "value": "A"})
+    cg = tmp_path / "cg" / "leaf"
+    cg.mkdir(parents=True)
+    j.add({"op": "cgroup", "path": str(tmp_path / "cg")})
+    rec = json.loads(j.path.read_text())
+    assert rec["pid"] == os.getpid() and [x["op"] for x in rec["actions"]] == ["write", "cgroup"]
+    assert j.undo_all() == []
+    assert a.read_text() == "A" and not (tmp_path / "cg").exists() and not j.path.exists()
+
+
+def test_records_of_dead_processes_are_recovered(tmp_path):
+    d = tmp_path / "state"
+    d.mkdir()
+    target = tmp_path / "t"
+    target.write_text("changed")
+    p = subprocess.Popen(["true"])
+    p.wait()
+    dead = {"pid": p.pid, "starttime": 1, "started": "then",
+            "actions": [{"op": "write", "path": str(target), "value": "original", "id": 1}]}
+    (d / f"run-{p.pid}.json").write_text(json.dumps(dead))
+    live = {"pid": os.getppid(), "starttime": state.proc_starttime(os.getppid()), "actions": []}
+    (d / f"run-{os.getppid()}.json").write_text(json.dumps(live))
+    assert state.stale_records(d) == [d / f"run-{p.pid}.json"]
+    seen = []
+    assert state.recover(d, echo=seen.append) == []
+    assert target.read_text() == "original" and not (d / f"run-{p.pid}.json").exists()
+    assert "write" not in seen[0] and str(target) in seen[0]
+    assert (d / f"run-{os.getppid()}.json").exists()      # its invocation still runs: left alone
+
+
+def test_a_failed_undo_stays_for_the_next_invocation(tmp_path):
+    d = tmp_path / "state"
+    d.mkdir()
+    rec = {"pid": 999_999_999, "starttime": 1,
+           "actions": [{"op": "write", "path": str(tmp_path / "no" / "dir"), "value": "1", "id": 1},
+                       {"op": "umount", "path": str(tmp_path / "missing"), "id": 2}]}
+    (d / "run-999999999.json").write_text(json.dumps(rec))
+    assert state.recover(d) == []          # a file that is gone needs no restore; nothing mounted there
+    assert not (d / "run-999999999.json").exists()
+
+
+def test_sessions_of_other_processes_are_not_touched():
+    assert state._kill_session(os.getpid(), starttime=-1) in ([], [f"pid {os.getpid()} is another process now: not touched"])
+    assert state.session_members(999_999_999) == []
+
+
+# ---------------------------------------------------------------- the command line
+
+def test_cli_kernel_flags_need_the_kernel_backend(tmp_path):
+    spec = write(tmp_path, 'duration = "10ms"\n[[job]]\nname = "a"\n')
+    for extra in (["--destructive"], ["--precondition"], ["--filesystem", "ext4"]):
+        res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), *extra])
+        assert res.exit_code == 2 and "only with --backend kernel" in res.output
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), "--device", "a", "--device", "b"])
+    assert res.exit_code == 2 and "one device preset" in res.output
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), "--backend", "kernel"])
+    assert res.exit_code == 2 and "needs the block device(s)" in res.output
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), "--backend", "kernel",
+                                    "--device", "/dev/null", "--host", "xeon-silver-4210r-10c"])
+    assert res.exit_code == 2 and "--host" in res.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="checks the message non-root users get")
+def test_cli_kernel_needs_root(tmp_path):
+    spec = write(tmp_path, 'duration = "10ms"\n[[job]]\nname = "a"\n')
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), "--backend", "kernel",
+                                    "--device", "/dev/loop0"])
+    assert res.exit_code == 1 and "needs root" in res.output
+
+
+# ---------------------------------------------------------------- compare
+
+def _row(backend, job, read_iops, p99, scheduler="none", rep=0, write_ios=0):
+    return {"backend": backend, "experiment": "e", "sweep_point": "{}", "scheduler": scheduler, "tunables": "{}",
+            "job": job, "repetition": rep, "read_ios": 100, "read_iops": read_iops, "read_clat_mean_ns": p99 / 2,
+            "read_clat_p99_ns": p99, "write_ios": write_ios, "write_iops": 0.0, "write_clat_mean_ns": 0.0,
+            "write_clat_p99_ns": 0}
+
+
+def test_compare_matches_jobs_and_averages_repetitions():
+    from iosched import compare
+
+    a = [_row("sim", "lapp", 100.0, 10_000), _row("sim", "bg", 50.0, 20_000), _row("sim", "x", 1.0, 1, "bfq")]
+    b = [_row("kernel", "lapp", 80.0, 12_000, rep=0), _row("kernel", "lapp", 120.0, 16_000, rep=1),
+         _row("kernel", "bg", 25.0, 40_000)]
+    lines, only_a, only_b = compare.compare(a, b)
+    got = {(ln.job, ln.metric): (ln.a, ln.b, ln.n_b) for ln in lines}
+    assert got[("lapp", "read IOPS")] == (100.0, 100.0, 2)
+    assert got[("lapp", "read P99 clat (us)")] == (10.0, 14.0, 2)
+    assert got[("bg", "read IOPS")][:2] == (50.0, 25.0)
+    assert not any(m.startswith("write") for _, m in got)        # no writes on either side
+    assert [k[4] for k in only_a] == ["x"] and only_b == []
+    body = compare.table_rows(lines)
+    assert body[0][:5] == ["e", "-", "none", "bg", "read IOPS"] and body[0][7] == "0.50"
+    md = compare.render_markdown(compare.HEADER, body)
+    assert md.splitlines()[0].startswith("| experiment |") and len(md.splitlines()) == 2 + len(body)
+
+
+def _fake_hierarchy(tmp_path, version, weight_files, root_subtree="cpu"):
+    """A cgroup mount as plain files: what the kernel would create on mkdir is made beforehand."""
+    root = tmp_path / f"cg{version}"
+    parent = root / f"iosched-{os.getpid()}"
+    for leaf in ("vdi", "bg"):
+        (parent / leaf).mkdir(parents=True)
+        for f in weight_files:
+            (parent / leaf / f).write_text("default 100\n" if version == 2 else "100\n")
+    if version == 2:
+        (root / "cgroup.subtree_control").write_text(root_subtree + "\n")
+        (parent / "cgroup.subtree_control").write_text("\n")
+    return cgroups.Hierarchy(version, root), parent
+
+
+def test_cgroups_v2_enable_io_and_write_both_weights(tmp_path):
+    h, parent = _fake_hierarchy(tmp_path, 2, ["io.bfq.weight", "io.weight"])
+    j = state.Journal(tmp_path / "state")
+    rc = cgroups.create(h, {"vdi": 500, "bg": 100}, j, need_weights=True)
+    assert (h.mount / "cgroup.subtree_control").read_text() == "+io"          # enabled on the way ...
+    assert j.actions[0] == {"op": "write", "path": str(h.mount / "cgroup.subtree_control"), "value": "-io", "id": 1}
+    assert (parent / "cgroup.subtree_control").read_text() == "+io"
+    assert rc.written == {"vdi": {"io.bfq.weight": "500", "io.weight": "500"},
+                          "bg": {"io.bfq.weight": "100", "io.weight": "100"}}
+    assert rc.fio_name("vdi") == f"iosched-{os.getpid()}/vdi"
+    assert [a["op"] for a in j.actions] == ["write", "cgroup"]                  # ... and undone after
+
+
+def test_cgroups_v1_write_bfq_weight_or_fail_clearly(tmp_path):
+    h, parent = _fake_hierarchy(tmp_path, 1, ["blkio.bfq.weight"])
+    rc = cgroups.create(h, {"vdi": 1000, "bg": 100}, state.Journal(tmp_path / "s1"), need_weights=True)
+    assert rc.written == {"vdi": {"blkio.bfq.weight": "1000"}, "bg": {"blkio.bfq.weight": "100"}}
+    h, _ = _fake_hierarchy(tmp_path / "x", 1, [])
+    with pytest.raises(Exception, match="has no blkio.bfq.weight"):
+        cgroups.create(h, {"vdi": 1000, "bg": 100}, state.Journal(tmp_path / "s2"), need_weights=True)
+    rc = cgroups.create(h, {"vdi": 100, "bg": 100}, state.Journal(tmp_path / "s3"), need_weights=False)
+    assert rc.written == {"vdi": {}, "bg": {}}          # placement only: no weights asked for
