@@ -55,8 +55,12 @@ def code_version() -> str:
 
 
 def run_id(run: ResolvedRun) -> str:
-    """First 16 hex digits of sha256(SimConfig, experiment, repetition, code version)."""
-    blob = canonical_json([build_config(run), run.experiment, run.repetition, code_version()])
+    """First 16 hex digits of sha256(SimConfig, experiment, repetition, code version). A replayed trace counts by
+    its content (sha256), not by where the checkout keeps it, so the same run has the same id everywhere."""
+    config = build_config(run)
+    config["jobs"] = [dict(job, trace=dict(job["trace"], path=None)) if (job.get("trace") or {}).get("sha256")
+                      else job for job in config["jobs"]]
+    blob = canonical_json([config, run.experiment, run.repetition, code_version()])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -378,3 +378,29 @@ def test_a_replay_gives_the_same_bytes_every_time(tmp_path):
     x, y = (sorted(p for p in (tmp_path / o).rglob("*") if p.is_file()) for o in ("x", "y"))
     assert [p.relative_to(tmp_path / "x") for p in x] == [p.relative_to(tmp_path / "y") for p in y]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(x, y))
+
+
+def test_the_run_id_names_the_trace_by_its_content_not_its_path(tmp_path):
+    """The same trace in two checkouts is the same run (results resume and are shared); another trace is not."""
+    from iosched.backends.sim import run_id
+    from iosched.spec import Overrides
+
+    def run_of(folder, text):
+        folder.mkdir()
+        write(folder, "t.csv", text)
+        spec = write(folder, "spec.toml", """\
+            name = "replay"
+            [[job]]
+            name = "r"
+            read_iolog = "t.csv"
+            replay_no_stall = 1
+        """)
+        (run,) = expand_runs(load_experiment(str(spec), Overrides()))
+        return run
+
+    a, b = run_of(tmp_path / "a", SYSTOR), run_of(tmp_path / "b", SYSTOR)
+    assert a.jobs[0].config["trace"]["path"] != b.jobs[0].config["trace"]["path"]
+    assert run_id(a) == run_id(b)
+    assert a.jobs[0].config["trace"]["path"], "the config the simulator gets keeps the path"
+    other = run_of(tmp_path / "c", SYSTOR.replace("4096\n", "8192\n", 1))
+    assert run_id(other) != run_id(a)
