@@ -19,7 +19,7 @@ IOENGINES = ("io_uring", "libaio", "psync")
 OPTIONS = {
     "name": "str", "rw": "rw", "iodepth_batch_submit": "batch", "rwmixread": "pct", "rwmixwrite": "pct", "bs": "bs", "iodepth": "depth",
     "numjobs": "pos", "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
-    "rate_iops": "nonneg", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
+    "rate_iops": "nonneg", "rate": "size", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
     "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
@@ -33,7 +33,7 @@ ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch
 IGNORED = {"description", "thread", "norandommap", "randrepeat"}
 # Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
 KNOWN_FIO = {
-    "wait_for", "verify", "do_verify", "verify_fatal", "rate", "rate_min", "rate_process", "bssplit",
+    "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process", "bssplit",
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
     "new_group", "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
@@ -286,6 +286,17 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         if isinstance(v, str) and "," in v:
             raise _err(raw, key, f"{show(v)}: separate read/write rates are not supported by iosched")
         rate_iops = _int(raw, key, v, 0)
+    if "rate" in opts:
+        # fio's rate caps bytes/s per process; with one block size that is a cap of rate / bs I/Os per second.
+        key, v = opts["rate"]
+        if isinstance(v, str) and "," in v:
+            raise _err(raw, key, f"{show(v)}: separate read/write rates are not supported by iosched")
+        if "rate_iops" in opts:
+            raise _err(raw, key, "give rate or rate_iops, not both")
+        if replaying:
+            raise _err(raw, key, "a trace replay's records have their own sizes: use replay_time_scale")
+        rate_bytes = parse_size(v, file=raw.file, key=_err(raw, key, "").key)
+        rate_iops = max(1, -(-rate_bytes // bs)) if rate_bytes else 0
     prioclass = _int(raw, *opts["prioclass"], 0, 3) if "prioclass" in opts else 0
     prio = _int(raw, *opts["prio"], 0, 7) if "prio" in opts else 0
     cgroup = _str(raw, *opts["cgroup"]) if "cgroup" in opts else ""

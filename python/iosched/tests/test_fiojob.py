@@ -185,3 +185,24 @@ def test_buffered_option_errors(opts, msg):
     with pytest.raises(SpecError) as e:
         resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), buffered_ctx())
     assert msg in str(e.value)
+
+
+def test_rate_in_bytes_per_second_becomes_a_cap_in_ios_per_second():
+    def rate_iops(opts):
+        return resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), ctx()).config["rate_iops"]
+
+    assert rate_iops({"rate": "4m", "bs": "4k"}) == 1024
+    assert rate_iops({"rate": "100m", "bs": "64k"}) == 1600
+    assert rate_iops({"rate": "1k", "bs": "4k"}) == 1, "a rate below one block per second still limits"
+    assert rate_iops({"rate": "0"}) == 0
+
+
+@pytest.mark.parametrize("opts,msg", [
+    ({"rate": "4m,1m"}, "separate read/write rates are not supported"),
+    ({"rate": "4m", "rate_iops": "100"}, "give rate or rate_iops, not both"),
+    ({"rate": "fast"}, "expected a size like 4k"),
+])
+def test_rate_errors(opts, msg):
+    with pytest.raises(SpecError) as e:
+        resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), ctx())
+    assert msg in str(e.value)
