@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -486,3 +487,118 @@ def bench(quick, as_json):
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command()
+@click.argument("device_path", metavar="/dev/X")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="The device preset to write (e.g. presets/devices/NAME.toml; the name is the file's stem).")
+@click.option("--host", default=None,
+              help="Also write a host preset for this machine, presets/hosts/NAME.toml next to --out's folder "
+                   "(cores measured; per-I/O CPU costs taken over from xeon-silver-4210r-10c, not fitted).")
+@click.option("--duration", type=float, default=15.0, show_default=True, help="Seconds measured per plan step.")
+@click.option("--ramp", type=float, default=3.0, show_default=True, help="Seconds of ramp per plan step.")
+@click.option("--work", type=click.Path(file_okay=False), default=None,
+              help="Where the kernel runs are kept (default: a folder next to --out, NAME.calibration/).")
+def calibrate(device_path, out, host, duration, ramp, work):
+    """Measure /dev/X with the kernel backend (scheduler none) and fit a device preset to it."""
+    import datetime
+
+    from .backends.kernel import KernelError
+    from .backends.kernel.blockdev import BlockDevice
+    from .backends.kernel.state import Interrupted
+    from . import devcal
+
+    _need_native()
+    out_path = Path(out)
+    if out_path.suffix != ".toml":
+        raise SpecError("--out", None, f"expected a .toml file, got {out}")
+    work_dir = Path(work) if work else out_path.with_suffix(".calibration")
+    try:
+        dev = BlockDevice.open(device_path, flag="/dev/X")
+        measured = devcal.measure_kernel(device_path, work_dir, duration, ramp, echo=click.echo)
+    except KernelError as e:
+        _fail(str(e), 1)
+    except Interrupted as e:
+        click.echo(f"interrupted ({e})", err=True)
+        sys.exit(128 + e.signum)
+    when = datetime.date.today().isoformat()
+    host_params, host_prov = devcal.host_preset_params()
+    if host:
+        host_path = out_path.parent.parent / "hosts" / f"{host}.toml" if out_path.parent.name == "devices" \
+            else out_path.parent / f"{host}.toml"
+        devcal.write_preset(host_path, "host", f"this machine ({os.cpu_count()} cores), written by iosched calibrate",
+                            {}, host_params, host_prov)
+        click.echo(f"wrote host preset {host_path}")
+    click.echo("fitting the device model (simulating each measurement with candidate parameters)")
+    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, echo=click.echo)
+    peak_qd = params.pop("_peak_qd")
+    prov = devcal.provenance(measured, peak_qd, device_path, when)
+    r1 = measured["cal-randread-qd1"]["r"]
+    figures = {
+        "QD1 4 KiB randread": f"mean {r1['read_mean_us']:.1f} us, P99 {r1['read_p99_us']:.1f} us (measured)",
+        "peak 4 KiB randread": f"{measured[f'cal-randread-qd{peak_qd}']['r']['read_kiops']:.1f} KIOPS at QD {peak_qd}",
+        "QD64 4 KiB randwrite": f"{measured['cal-randwrite-qd64']['w']['write_kiops']:.1f} KIOPS (measured)",
+        "calibration host": host or "named assumption: xeon-silver-4210r-10c costs with this machine's cores",
+    }
+    devcal.write_preset(out_path, "device", f"calibrated from {device_path} on {os.uname().nodename} ({when})",
+                        figures, params, prov)
+    lines = ["| measurement | kernel | sim (calibrated) | sim/kernel |", "|---|---|---|---|"]
+    for k, (kv, sv) in report.items():
+        lines.append(f"| {k} | {kv:,.2f} | {sv:,.2f} | {sv / kv if kv else float('nan'):.2f} |")
+    table = "\n".join(lines)
+    (work_dir / "fit.md").write_text(table + "\n")
+    click.echo(table)
+    click.echo(f"wrote device preset {out_path} (kernel runs and fit.md in {work_dir})")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@click.option("--device", "device_path", required=True, help="The block device (/dev/X) to run the kernel side on.")
+@click.option("--preset", required=True, help="Device preset for the simulator: a name, or a .toml file.")
+@click.option("--host", default=None, help="Host preset for the simulator: a name or a .toml file (default: the spec's).")
+@click.option("--duration", default=None, help="Override every job's runtime (both backends).")
+@click.option("--out", type=click.Path(file_okay=False), default="results/validate", show_default=True)
+def validate(spec, device_path, preset, host, duration, out):
+    """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare."""
+    from .backends.kernel import KernelError
+    from .backends.kernel.runner import Options, run_kernel
+    from .backends.kernel.state import Interrupted
+    from .spec import Overrides, expand_runs, load_experiment
+    from . import devcal, store
+    from .sweep import execute, tasks_for
+
+    _need_native()
+    out_dir = Path(out)
+    tree = devcal.PresetTree(preset, host)
+    try:
+        exp_k = load_experiment(spec, Overrides(duration=duration))
+        if "sweep" not in exp_k.data or "scheduler.name" not in exp_k.data.get("sweep", {}):
+            raise SpecError(spec, "sweep", 'validate compares schedulers: expected a sweep over "scheduler.name"')
+        click.echo(f"kernel: {spec} on {device_path}")
+        try:
+            run_kernel(exp_k, Options(devices=[device_path], out=out_dir), echo=_echo)
+        except KernelError as e:
+            _fail(str(e), 1)
+        except Interrupted as e:
+            click.echo(f"interrupted ({e})", err=True)
+            sys.exit(128 + e.signum)
+        click.echo(f"simulator: {spec} with device preset {tree.device}" + (f", host {tree.host}" if tree.host else ""))
+        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration))
+        tasks = tasks_for(expand_runs(exp_s))
+        execute(out_dir, tasks, jobs=1, title=exp_s.data.get("name", "runs"))
+        store.update_manifest(out_dir, {tasks[0].run.experiment: {
+            "kind": "spec", "spec_file": spec, "spec": exp_s.data, "mode": "",
+            "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
+                      "seed": t.run.seed} for t in tasks]}})
+        store.consolidate(out_dir, [t.rid for t in tasks])
+    finally:
+        tree.close()
+    rows = devcal.validation_rows(out_dir / "results.parquet")
+    table = devcal.format_validation(rows)
+    (out_dir / "validation.md").write_text(table + "\n")
+    (out_dir / "validation.json").write_text(json.dumps(rows, indent=1) + "\n")
+    from .report.build import build
+    build(out_dir)
+    click.echo(table)
+    click.echo(f"wrote {out_dir}/validation.md and {out_dir}/report.html")

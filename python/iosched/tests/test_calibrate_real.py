@@ -1,0 +1,65 @@
+"""`iosched calibrate` and `iosched validate` for real, as root, on a loop device this module creates (and removes):
+a tiny plan (fractions of a second per step), then the written preset loads, its fitted parameters carry
+provenance naming the measurements, and validate prints a row per scheduler.
+
+Skips without root, fio or loop devices; IOSCHED_REQUIRE_KERNEL=1 turns the skip into a failure.
+"""
+
+import json
+import os
+
+import pytest
+
+from iosched.presets import load_preset_file
+
+from .test_kernel_real import Loop, _why_not, cli
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernel_or_skip():
+    why = _why_not()
+    if why:
+        if os.environ.get("IOSCHED_REQUIRE_KERNEL"):
+            pytest.fail(f"IOSCHED_REQUIRE_KERNEL is set but the kernel tests cannot run: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    d = tmp_path_factory.mktemp("calib")
+    old = os.environ.get("IOSCHED_STATE_DIR")
+    os.environ["IOSCHED_STATE_DIR"] = str(d / "state")
+    (d / "state").mkdir()
+    lp = Loop(d, "256M")
+    yield lp, d
+    lp.remove()
+    if old is None:
+        os.environ.pop("IOSCHED_STATE_DIR", None)
+    else:
+        os.environ["IOSCHED_STATE_DIR"] = old
+
+
+def test_calibrate_then_validate(loop):
+    lp, d = loop
+    out = d / "presets" / "devices" / "loop-test.toml"
+    res = cli("calibrate", lp.path, "--out", out, "--host", "loop-host", "--duration", "0.3", "--ramp", "0.1")
+    assert "[9/9]" in res.output and "wrote device preset" in res.output
+    preset = load_preset_file(out, "device")
+    assert preset.params["capacity_bytes"] == lp.dev.capacity_bytes
+    for fitted in ("read_ns_by_page_type", "command_ns", "write_ack_ns", "program_ns", "link_bytes_per_s"):
+        assert preset.provenance[fitted].startswith("fit: cal-"), fitted
+    host = load_preset_file(d / "presets" / "hosts" / "loop-host.toml", "host")
+    assert host.params["cores"] == os.cpu_count()
+
+    spec = d / "v.toml"
+    spec.write_text('name = "v"\nduration = "0.3s"\nramp = "0.1s"\nscheduler = { name = "none" }\n'
+                    '[[job]]\nname = "lapp"\nrw = "randread"\nbs = "4k"\niodepth = 1\n'
+                    '[[job]]\nname = "w"\nrw = "randwrite"\nbs = "4k"\niodepth = 16\n'
+                    '[sweep]\n"scheduler.name" = ["none", "mq-deadline"]\n')
+    res = cli("validate", spec, "--device", lp.path, "--preset", out, "--host", d / "presets" / "hosts" / "loop-host.toml",
+              "--out", d / "val")
+    rows = json.loads((d / "val" / "validation.json").read_text())
+    assert [r["scheduler"] for r in rows] == ["mq-deadline", "none"]
+    assert all(r["kernel_iops"] > 0 and r["sim_iops"] > 0 and r["iops_ratio"] > 0 for r in rows)
+    assert "ranking by lapp's P99" in res.output
+    assert (d / "val" / "report.html").is_file()
