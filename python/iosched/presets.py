@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .datadir import data_dir
 from .errors import SpecError
 
 KINDS = ("device", "host")
@@ -35,17 +35,7 @@ PAGE_CACHE_FIELDS = ("capacity_bytes", "copy_bytes_per_s", "dirty_background_rat
 
 def presets_dir() -> Path:
     """Where presets live: $IOSCHED_PRESETS, else the copy shipped in the package, else the checkout's presets/."""
-    env = os.environ.get("IOSCHED_PRESETS")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    shipped = here / "presets"
-    if shipped.is_dir() and any(shipped.glob("*/*.toml")):
-        return shipped
-    checkout = here.parent.parent / "presets"
-    if checkout.is_dir():
-        return checkout
-    return shipped
+    return data_dir("IOSCHED_PRESETS", "presets", "*/*.toml")
 
 
 @dataclass

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .datadir import data_dir
 from .errors import SpecError
 
 FORMATS = ("systor17", "msr", "blkparse")
@@ -23,17 +23,7 @@ BLKPARSE_ACTIONS = ("D", "Q")
 
 def traces_dir() -> Path:
     """The sample traces: $IOSCHED_TRACES, else the copy shipped in the package, else the checkout's traces/."""
-    env = os.environ.get("IOSCHED_TRACES")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parent
-    shipped = here / "traces"
-    if shipped.is_dir() and any(shipped.glob("*.csv")):
-        return shipped
-    checkout = here.parent.parent / "traces"
-    if checkout.is_dir():
-        return checkout
-    return shipped
+    return data_dir("IOSCHED_TRACES", "traces", "*.csv")
 
 
 def sample_traces() -> list[Path]:
