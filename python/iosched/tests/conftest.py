@@ -1,4 +1,5 @@
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,30 @@ def fixture_presets(monkeypatch):
     from iosched import presets
     presets._cache.clear()
     yield
+
+
+@contextmanager
+def on_real_presets():
+    """The shipped presets (not the fixtures) for the duration, for module-scoped fixtures that run paper
+    experiments; the preset cache is cleared on the way in and out."""
+    from iosched import presets
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+        presets._cache.clear()
+        try:
+            yield
+        finally:
+            presets._cache.clear()
+
+
+@pytest.fixture
+def real_presets(monkeypatch):
+    """For test modules about the paper findings: the native simulator and the shipped presets
+    (`pytestmark = pytest.mark.usefixtures("real_presets")`)."""
+    native_or_skip()
+    from iosched import presets
+    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
+    presets._cache.clear()
 
 
 def native_or_skip():

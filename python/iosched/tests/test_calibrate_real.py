@@ -12,16 +12,8 @@ import pytest
 
 from iosched.presets import load_preset_file
 
-from .test_kernel_real import Loop, _why_not, cli
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_or_skip():
-    why = _why_not()
-    if why:
-        if os.environ.get("IOSCHED_REQUIRE_KERNEL"):
-            pytest.fail(f"IOSCHED_REQUIRE_KERNEL is set but the kernel tests cannot run: {why}")
-        pytest.skip(why)
+# The kernel tests' module-wide gate (skip without root/fio/loop devices, fail under IOSCHED_REQUIRE_KERNEL).
+from .test_kernel_real import Loop, _kernel_or_skip, cli  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,10 @@
 
 import pytest
 
-from iosched import presets
 from iosched.papers import foundation as f
 
-from .conftest import REPO, native_or_skip
 
-
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 def row(label):

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from iosched import presets
 from iosched.cli import main
 
-from .conftest import REPO, native_or_skip
+from .conftest import REPO
 from .test_spec import write
 
 # Seed 002's setup as a plain fio job file: the real-time task (one synchronous 4 KiB read, then 2 ms of think
@@ -43,11 +43,7 @@ group_reporting
 SEED002 = ["--host", "i5-4590-4c", "--device", "samsung-970evo-250gb"]
 
 
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 def run(args):

@@ -6,30 +6,21 @@ reported by `python -m iosched.papers.seed000` and in README.md, not asserted he
 
 import pytest
 
-from iosched import presets
 from iosched.calibration import Job
 from iosched.papers import seed000 as s
 
-from .conftest import REPO, native_or_skip
+from .conftest import native_or_skip, on_real_presets
 
 
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 @pytest.fixture(scope="module")
 def one_ssd_curves():
     """F2's runs, shared by the tests that read them: 1, 3 and 10 T-4KiB-apps per scheduler on one SSD."""
     native_or_skip()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-        presets._cache.clear()
-        curves = s.scaling(1, apps=(1, 3, 10))
-    presets._cache.clear()
-    return curves
+    with on_real_presets():
+        return s.scaling(1, apps=(1, 3, 10))
 
 
 def peak(curves, scheduler):

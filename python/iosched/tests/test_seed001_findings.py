@@ -9,20 +9,14 @@ a few per cent of exactly; which is higher depends on the run length).
 
 import pytest
 
-from iosched import presets
 from iosched.papers import seed001 as s
 
-from .conftest import REPO, native_or_skip
 
 SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.3, 0.2), "read": (0.8, 0.8),
          "write": (0.8, 0.8), "trace": (0.3, 0.2)}
 
 
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 def test_fairness_index_is_one_for_shares_in_proportion_to_weight():

@@ -8,19 +8,14 @@ the sweep's top target (900 MiB/s), where the random-read background saturates t
 
 import pytest
 
-from iosched import presets
 from iosched.papers import seed002 as s
 
-from .conftest import REPO, native_or_skip
+from .conftest import native_or_skip, on_real_presets
 
 TOP = s.TOP_TARGET_MIB
 
 
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 def k2_and_none(workload, target=TOP):
@@ -70,13 +65,9 @@ def test_k4_bfq_adds_about_a_microsecond_to_the_median_write():
 @pytest.fixture(scope="module")
 def k5_rows():
     native_or_skip()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-        presets._cache.clear()
+    with on_real_presets():
         # The targets up to the first overloaded one (K2-16 on this mix saturates between 250 and 300 MiB/s).
-        rows = {check.what: check for check in s.k5(targets=(50, 100, 150, 200, 250, 300))}
-    presets._cache.clear()
-    return rows
+        return {check.what: check for check in s.k5(targets=(50, 100, 150, 200, 250, 300))}
 
 
 def test_k5_a_lower_priority_rt_task_does_not_hurt_the_higher_one(k5_rows):

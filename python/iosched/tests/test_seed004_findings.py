@@ -9,25 +9,18 @@ import json
 
 import pytest
 
-from iosched import presets
 from iosched.papers import seed004 as s
 
-from .conftest import REPO, native_or_skip
+from .conftest import native_or_skip, on_real_presets
 
 
-@pytest.fixture(autouse=True)
-def real_presets(monkeypatch):
-    native_or_skip()
-    monkeypatch.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-    presets._cache.clear()
+pytestmark = pytest.mark.usefixtures("real_presets")
 
 
 @pytest.fixture(scope="module")
 def avg():
     native_or_skip()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IOSCHED_PRESETS", str(REPO / "presets"))
-        presets._cache.clear()
+    with on_real_presets():
         return s.averages()
 
 
