@@ -494,13 +494,16 @@ if __name__ == "__main__":  # pragma: no cover
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="The device preset to write (e.g. presets/devices/NAME.toml; the name is the file's stem).")
 @click.option("--host", default=None,
-              help="Also write a host preset for this machine, presets/hosts/NAME.toml next to --out's folder "
-                   "(cores measured; per-I/O CPU costs taken over from xeon-silver-4210r-10c, not fitted).")
+              help="Also write the host preset the device was fitted with: presets/hosts/NAME.toml next to --out's "
+                   "folder (cores measured; libaio's per-I/O CPU costs fitted to fio's usr/sys times). Pass it "
+                   "to validate's --host.")
 @click.option("--duration", type=float, default=15.0, show_default=True, help="Seconds measured per plan step.")
 @click.option("--ramp", type=float, default=3.0, show_default=True, help="Seconds of ramp per plan step.")
 @click.option("--work", type=click.Path(file_okay=False), default=None,
               help="Where the kernel runs are kept (default: a folder next to --out, NAME.calibration/).")
-def calibrate(device_path, out, host, duration, ramp, work):
+@click.option("--reuse", is_flag=True,
+              help="Fit again from the kernel runs already in the work folder instead of measuring.")
+def calibrate(device_path, out, host, duration, ramp, work, reuse):
     """Measure /dev/X with the kernel backend (scheduler none) and fit a device preset to it."""
     import datetime
 
@@ -516,30 +519,42 @@ def calibrate(device_path, out, host, duration, ramp, work):
     work_dir = Path(work) if work else out_path.with_suffix(".calibration")
     try:
         dev = BlockDevice.open(device_path, flag="/dev/X")
-        measured = devcal.measure_kernel(device_path, work_dir, duration, ramp, echo=click.echo)
+        geometry = devcal.queue_geometry(dev.sysfs)
+        steps = devcal.plan(devcal.max_qd(geometry))
+        if reuse:
+            measured = devcal.reuse_measurements(work_dir, steps)
+        else:
+            measured = devcal.measure_kernel(device_path, work_dir, duration, ramp, steps, echo=click.echo)
     except KernelError as e:
         _fail(str(e), 1)
     except Interrupted as e:
         click.echo(f"interrupted ({e})", err=True)
         sys.exit(128 + e.signum)
     when = datetime.date.today().isoformat()
-    host_params, host_prov = devcal.host_preset_params()
+    click.echo("fitting the host's per-I/O CPU costs and the device model (simulating each measurement with "
+               "candidate parameters)")
+    base_host, host_prov = devcal.host_preset_params()
+    host_params = devcal.fit_host(measured, base_host, devcal.initial_device(
+        measured, dev.capacity_bytes, dev.logical_block_bytes, geometry))
+    host_prov = devcal.host_provenance(host_prov, measured, device_path, when)
     if host:
         host_path = out_path.parent.parent / "hosts" / f"{host}.toml" if out_path.parent.name == "devices" \
             else out_path.parent / f"{host}.toml"
         devcal.write_preset(host_path, "host", f"this machine ({os.cpu_count()} cores), written by iosched calibrate",
                             {}, host_params, host_prov)
         click.echo(f"wrote host preset {host_path}")
-    click.echo("fitting the device model (simulating each measurement with candidate parameters)")
-    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, echo=click.echo)
+    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, geometry,
+                                echo=click.echo)
     peak_qd = params.pop("_peak_qd")
-    prov = devcal.provenance(measured, peak_qd, device_path, when)
+    prov = devcal.provenance(measured, peak_qd, device_path, when, geometry)
     r1 = measured["cal-randread-qd1"]["r"]
     figures = {
         "QD1 4 KiB randread": f"mean {r1['read_mean_us']:.1f} us, P99 {r1['read_p99_us']:.1f} us (measured)",
         "peak 4 KiB randread": f"{measured[f'cal-randread-qd{peak_qd}']['r']['read_kiops']:.1f} KIOPS at QD {peak_qd}",
-        "QD64 4 KiB randwrite": f"{measured['cal-randwrite-qd64']['w']['write_kiops']:.1f} KIOPS (measured)",
-        "calibration host": host or "named assumption: xeon-silver-4210r-10c costs with this machine's cores",
+        f"QD{devcal.max_qd(geometry)} 4 KiB randwrite": f"{measured['cal-randwrite-qdmax']['w']['write_kiops']:.1f} "
+                                                      "KIOPS (measured)",
+        "calibration host": (f"{host} (fitted by the same calibration)" if host else
+                             "this machine's per-I/O CPU costs, fitted but not written (no --host)"),
     }
     devcal.write_preset(out_path, "device", f"calibrated from {device_path} on {os.uname().nodename} ({when})",
                         figures, params, prov)
@@ -558,8 +573,10 @@ def calibrate(device_path, out, host, duration, ramp, work):
 @click.option("--preset", required=True, help="Device preset for the simulator: a name, or a .toml file.")
 @click.option("--host", default=None, help="Host preset for the simulator: a name or a .toml file (default: the spec's).")
 @click.option("--duration", default=None, help="Override every job's runtime (both backends).")
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
+              help="Repetitions per scheduler (overrides the spec's repeat); ranks use the means.")
 @click.option("--out", type=click.Path(file_okay=False), default="results/validate", show_default=True)
-def validate(spec, device_path, preset, host, duration, out):
+def validate(spec, device_path, preset, host, duration, repeat, out):
     """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare."""
     from .backends.kernel import KernelError
     from .backends.kernel.runner import Options, run_kernel
@@ -572,7 +589,7 @@ def validate(spec, device_path, preset, host, duration, out):
     out_dir = Path(out)
     tree = devcal.PresetTree(preset, host)
     try:
-        exp_k = load_experiment(spec, Overrides(duration=duration))
+        exp_k = load_experiment(spec, Overrides(duration=duration, repeat=repeat))
         if "sweep" not in exp_k.data or "scheduler.name" not in exp_k.data.get("sweep", {}):
             raise SpecError(spec, "sweep", 'validate compares schedulers: expected a sweep over "scheduler.name"')
         click.echo(f"kernel: {spec} on {device_path}")
@@ -584,8 +601,13 @@ def validate(spec, device_path, preset, host, duration, out):
             click.echo(f"interrupted ({e})", err=True)
             sys.exit(128 + e.signum)
         click.echo(f"simulator: {spec} with device preset {tree.device}" + (f", host {tree.host}" if tree.host else ""))
-        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration))
-        tasks = tasks_for(expand_runs(exp_s))
+        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration,
+                                                repeat=repeat))
+        runs = expand_runs(exp_s)
+        experiment = runs[0].experiment
+        for note in devcal.mirror_tunables(runs, devcal.kernel_tunables(out_dir, experiment)):
+            click.echo(f"simulator uses the kernel's tunables: {note}")
+        tasks = tasks_for(runs)
         execute(out_dir, tasks, jobs=1, title=exp_s.data.get("name", "runs"))
         store.update_manifest(out_dir, {tasks[0].run.experiment: {
             "kind": "spec", "spec_file": spec, "spec": exp_s.data, "mode": "",

@@ -158,6 +158,7 @@ class Overrides:
     sets: list[str] = field(default_factory=list)     # TUNABLE=VALUE
     duration: str | None = None
     seed: int | None = None
+    repeat: int | None = None
 
 
 @dataclass
@@ -272,6 +273,8 @@ def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
         drop("duration")
     if o.seed is not None:
         data["seed"] = o.seed
+    if o.repeat is not None:
+        data["repeat"] = o.repeat
 
 
 SWEEP_AXES = ("scheduler.name", "scheduler.<tunable>", "host.cores", "devices.count", "job.<name>.<option>",

@@ -1613,7 +1613,8 @@ impl Elevator for Bfq {
             ("back_seek_penalty", t.back_seek_penalty as i64),
             ("slice_idle", (t.slice_idle_ns / MS) as i64),
             ("slice_idle_us", (t.slice_idle_ns / US) as i64),
-            ("max_budget", self.max_budget as i64),
+            // As the kernel shows it: the user's value, 0 while the budget is automatic (Linux 6.18 reads 0).
+            ("max_budget", t.user_max_budget as i64),
             ("timeout_sync", (t.timeout_ns / MS) as i64),
             ("strict_guarantees", t.strict_guarantees as i64),
             ("low_latency", t.low_latency as i64),
@@ -2167,7 +2168,7 @@ mod tests {
                 ("back_seek_penalty", 2),
                 ("slice_idle", 8),
                 ("slice_idle_us", 8000),
-                ("max_budget", 16384),
+                ("max_budget", 0),
                 ("timeout_sync", 125),
                 ("strict_guarantees", 0),
                 ("low_latency", 1),
@@ -2187,10 +2188,12 @@ mod tests {
         bfq.set_tunable("max_budget", 4096).unwrap();
         assert_eq!(get(&bfq, "max_budget"), 4096);
         bfq.set_tunable("max_budget", 0).unwrap();
-        assert!(
-            get(&bfq, "max_budget") > 0,
-            "0 selects automatic tuning from the peak rate"
+        assert_eq!(
+            get(&bfq, "max_budget"),
+            0,
+            "0 selects automatic tuning, and reads back 0 as in the kernel"
         );
+        assert!(bfq.max_budget > 0, "the automatic budget itself");
         for (name, bad) in [
             ("fifo_expire_sync", 0),
             ("fifo_expire_async", -1),

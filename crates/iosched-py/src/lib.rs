@@ -101,6 +101,12 @@ fn block_layers(name: &str) -> Option<Vec<&'static str>> {
     iosched_policy::block_layers(name).map(|layers| layers.iter().map(|l| l.name()).collect())
 }
 
+/// A scheduler's tunables (sysfs name, default value) as the simulator has them; None for an unknown name.
+#[pyfunction]
+fn scheduler_tunables(name: &str) -> Option<Vec<(&'static str, i64)>> {
+    iosched_policy::by_name(name, 1).ok().map(|elevator| elevator.tunables())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
@@ -109,5 +115,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(block_layers, m)?)?;
     m.add_function(wrap_pyfunction!(trace_summary, m)?)?;
     m.add_function(wrap_pyfunction!(source_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(scheduler_tunables, m)?)?;
     Ok(())
 }

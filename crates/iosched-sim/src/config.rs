@@ -128,6 +128,10 @@ pub struct DeviceConfig {
     /// Controller front-end cores and the time one command occupies one of them.
     pub controller_cores: u32,
     pub command_ns: u64,
+    /// Front-end time of a write command, where it differs from a read's (firmware write paths that update the
+    /// mapping, or a virtual disk's per-request cost); None: `command_ns` for every command.
+    #[serde(default)]
+    pub write_command_ns: Option<u64>,
     /// Latency added after the flash read (ECC decode, completion posting), not occupying any resource.
     pub read_pipeline_ns: u64,
     /// Latency of acknowledging a write once its data sits in the write buffer.

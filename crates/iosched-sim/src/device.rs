@@ -3,7 +3,8 @@
 //! - Submission queues, one per hardware queue. The controller fetches a command as soon as its doorbell rings (the
 //!   fetch takes far less than the front-end's per-command time, so NVMe's round-robin arbitration never has a
 //!   backlog to order) into one internal command queue, which the front-end works through in fetch order.
-//! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling).
+//! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling), or
+//!   `write_command_ns` for a write where that is set.
 //! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
 //!   plus jitter), programs of `program_unit_bytes`, garbage-collection copies and erases. Reads go first when a unit
 //!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
@@ -285,8 +286,12 @@ impl Device {
                 return;
             };
             self.front_end[core].command = Some(command);
+            let busy_ns = match (command.write, self.config.write_command_ns) {
+                (true, Some(write_ns)) => write_ns,
+                _ => self.config.command_ns,
+            };
             events.schedule(
-                events.now_ns + self.config.command_ns,
+                events.now_ns + busy_ns,
                 Event::ControllerDone {
                     device: self.index,
                     core: core as u32,
@@ -613,6 +618,7 @@ mod tests {
             link_bytes_per_s: 4_000_000_000,
             controller_cores: 1,
             command_ns: 1_000,
+            write_command_ns: None,
             read_pipeline_ns: 2_000,
             write_ack_ns: 5_000,
             write_ack_jitter_ns: 0,
@@ -705,6 +711,28 @@ mod tests {
                 || at == 1_000 + 60_000 + 4_096 + 1_024 + 2_000,
             "{at}"
         );
+    }
+
+    #[test]
+    fn write_commands_take_their_own_front_end_time_where_set() {
+        // 10 writes into an empty buffer: the front end is the only queue, so the last write's data reaches the
+        // buffer after 10 command times, then its acknowledgement follows.
+        let last_completion = |write_command_ns: Option<u64>| {
+            let mut config = small_device(Condition::Fresh);
+            config.command_ns = 2_000; // longer than a 4 KiB link transfer, so the link never queues
+            config.write_command_ns = write_command_ns;
+            let mut device = Device::new(config, 0, 1, 1);
+            let mut events = EventQueue::new();
+            submit_writes(&mut device, &mut events, 10);
+            run_until_idle(&mut device, &mut events)
+                .iter()
+                .map(|d| d.0)
+                .max()
+                .unwrap()
+        };
+        // 4096 B at 4 GB/s over the link, then the 5 us acknowledgement.
+        assert_eq!(last_completion(None), 10 * 2_000 + 1_024 + 5_000);
+        assert_eq!(last_completion(Some(7_000)), 10 * 7_000 + 1_024 + 5_000);
     }
 
     #[test]

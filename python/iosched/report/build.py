@@ -212,6 +212,37 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     return sec
 
 
+def validation_section(out: Path) -> Section:
+    """`iosched validate`'s comparison (DIR/validation.json): per scheduler, simulator against kernel."""
+    rows = json.loads((out / "validation.json").read_text())
+    sec = Section("validation", "Validation: simulator vs kernel", "spec",
+                  description="`iosched validate`: the same spec on the real device (kernel backend) and in the "
+                              "simulator with the calibrated preset; ratios are sim / kernel, ranks by the first "
+                              "job's P99 (1 = lowest). Both backends' runs follow.")
+    if not rows:
+        sec.error = "no scheduler ran on both backends"
+        return sec
+    job = rows[0]["job"]
+    cols = ["scheduler", "kernel IOPS", "sim IOPS", "IOPS sim/kernel", f"{job} P99 kernel (µs)", "sim (µs)",
+            "P99 sim/kernel", "rank kernel", "rank sim"]
+    sec.tables = [Table("validation", "", "Per scheduler", cols, [
+        [r["scheduler"], fmt(r["kernel_iops"]), fmt(r["sim_iops"]), f"{r['iops_ratio']:.2f}", fmt(r["kernel_p99_us"]),
+         fmt(r["sim_p99_us"]), f"{r['p99_ratio']:.2f}", str(r["kernel_rank"]), str(r["sim_rank"])] for r in rows])]
+    within = [r["scheduler"] for r in rows if abs(r["iops_ratio"] - 1) <= 0.25]
+    agree = all(r["kernel_rank"] == r["sim_rank"] for r in rows)
+    sec.notes = (f"IOPS within ±25%: {len(within)} of {len(rows)} schedulers",
+                 f"ranking by {job}'s P99: " + ("agrees" if agree else "DISAGREES"))
+    names = [r["scheduler"] for r in rows]
+    panels = [Panel(f"{job} P99 (µs)", "bars", [Trace("kernel", names, [r["kernel_p99_us"] for r in rows]),
+                                                 Trace("sim", names, [r["sim_p99_us"] for r in rows])],
+                    ylabel="µs", xcategories=names),
+              Panel("total IOPS", "bars", [Trace("kernel", names, [r["kernel_iops"] for r in rows]),
+                                           Trace("sim", names, [r["sim_iops"] for r in rows])],
+                    ylabel="IOPS", xcategories=names)]
+    sec.figures = [Figure("validation", "", "Simulator vs kernel per scheduler", panels, cols=2)]
+    return sec
+
+
 def build(out: Path, *, static: bool = True) -> Report:
     """Recompute every check, table and figure from DIR's stored results and write the report files."""
     out = Path(out)
@@ -220,6 +251,8 @@ def build(out: Path, *, static: bool = True) -> Report:
     for name, entry in manifest.get("experiments", {}).items():
         sections.append(paper_section(out, name, entry) if entry.get("kind") == "paper"
                         else spec_section(out, name, entry))
+    if (out / "validation.json").is_file():
+        sections.insert(0, validation_section(out))
     report = Report(out, sections)
     figdir = out / "figures"
     if static:

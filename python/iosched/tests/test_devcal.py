@@ -1,0 +1,100 @@
+"""The calibration's pieces without a device: the plan follows the measured queue geometry, the fit recovers a
+known device from its own simulated measurements, validate mirrors the kernel's tunables, and the report shows the
+comparison."""
+
+import json
+
+import pytest
+
+from iosched import devcal
+from iosched.errors import SpecError
+from iosched.spec import Overrides, expand_runs, load_experiment
+
+
+def test_queue_geometry_reads_hardware_queues_and_driver_tags(tmp_path):
+    for q, tags in (("0", 128), ("1", 128)):
+        (tmp_path / "mq" / q).mkdir(parents=True)
+        (tmp_path / "mq" / q / "nr_tags").write_text(f"{tags}\n")
+    assert devcal.queue_geometry(tmp_path) == {"max_hw_queues": 2, "queue_depth": 128}
+    assert devcal.queue_geometry(tmp_path / "nothing") == {}
+
+
+def test_the_plans_high_queue_depth_fills_the_driver_tags_within_bounds():
+    assert devcal.max_qd({"max_hw_queues": 1, "queue_depth": 128}) == 128
+    assert devcal.max_qd({"max_hw_queues": 1, "queue_depth": 32}) == 64
+    assert devcal.max_qd({"max_hw_queues": 64, "queue_depth": 1023}) == 256
+    names = [s.name for s in devcal.plan(128)]
+    assert names[:5] == ["cal-randread-qd1", "cal-randread-qd4", "cal-randread-qd16", "cal-randread-qd64",
+                         "cal-randread-qd128"]
+    assert "cal-randwrite-qdmax" in names and len(devcal.plan(64)) == 9
+
+
+@pytest.mark.usefixtures("real_presets")
+def test_the_fit_recovers_a_known_device_from_its_own_simulated_measurements():
+    host, _ = devcal.host_preset_params()
+    geometry = {"max_hw_queues": 1, "queue_depth": 128}
+    truth = dict(devcal.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
+                 read_ns_by_page_type=[40_000], command_ns=6_000, write_command_ns=15_000, write_ack_ns=30_000,
+                 program_unit_bytes=16384, link_bytes_per_s=2_000_000_000)
+    truth["program_ns"] = devcal._drain_program_ns(truth, 1.5e9)
+    steps = devcal.plan(devcal.max_qd(geometry))
+    measured = {s.name: devcal.simulate_step(host, truth, s) for s in steps}
+    for jobs in measured.values():     # the measured table's bandwidth figures, as fio reports them
+        for m in jobs.values():
+            bs = 131072 if m is measured.get("cal-seqread-128k", {}).get("r") or \
+                m is measured.get("cal-seqwrite-128k", {}).get("w") else 4096
+            m["read_mb_s"], m["write_mb_s"] = m["read_kiops"] * bs / 1e3, m["write_kiops"] * bs / 1e3
+            m.setdefault("read_p99_us", 0.0), m.setdefault("read_mean_us", 0.0)
+            m.setdefault("write_p99_us", 0.0), m.setdefault("write_mean_us", 0.0)
+    params, report = devcal.fit(measured, host, 1 << 30, 512, geometry, echo=lambda s: None)
+    assert params["max_hw_queues"] == 1 and params["queue_depth"] == 128
+    for name in ("command_ns", "write_command_ns"):
+        assert params[name] == pytest.approx(truth[name], rel=0.1), name
+    assert params["program_unit_bytes"] in (8192, 16384, 32768)
+    fitted = [k for k in report if "not fitted" not in k]
+    assert all(abs(report[k][1] / report[k][0] - 1) < 0.15 for k in fitted), report
+
+
+def _runs(tmp_path, extra=""):
+    spec = tmp_path / "v.toml"
+    spec.write_text('name = "v"\nduration = "0.1s"\nscheduler = { name = "none" }\n' + extra +
+                    '[[job]]\nname = "r"\nrw = "randread"\n'
+                    '[sweep]\n"scheduler.name" = ["none", "mq-deadline", "kyber"]\n')
+    return expand_runs(load_experiment(str(spec), Overrides()))
+
+
+@pytest.mark.usefixtures("real_presets")
+def test_validate_gives_the_simulator_the_kernels_tunables_where_they_differ(tmp_path):
+    runs = _runs(tmp_path)
+    kernel = {"none": {}, "mq-deadline": {"async_depth": 256, "fifo_batch": 16, "not_in_the_model": 3},
+              "kyber": {"read_lat_nsec": 2000000, "write_lat_nsec": 10000000}}
+    notes = devcal.mirror_tunables(runs, kernel)
+    by = {r.scheduler: r.tunables for r in runs}
+    assert by == {"none": {}, "mq-deadline": {"async_depth": 256}, "kyber": {}}
+    assert notes == ["mq-deadline: async_depth=256 (simulator default 0)"]
+
+
+def test_kernel_tunables_come_from_the_kernel_runs_records(tmp_path):
+    for rid, backend, sched, values in (("a", "kernel", "mq-deadline", {"async_depth": "256", "x": "[none]"}),
+                                        ("b", "sim", "kyber", {"read_lat_nsec": "1"})):
+        (tmp_path / "runs" / rid).mkdir(parents=True)
+        (tmp_path / "runs" / rid / "spec.json").write_text(json.dumps(
+            {"backend": backend, "experiment": "v", "scheduler": sched, "queue_during": [{"iosched": values}]}))
+    assert devcal.kernel_tunables(tmp_path, "v") == {"mq-deadline": {"async_depth": 256}}
+
+
+def test_reuse_without_earlier_measurements_says_what_is_missing(tmp_path):
+    with pytest.raises(SpecError, match="no earlier measurements"):
+        devcal.reuse_measurements(tmp_path)
+
+
+def test_the_report_shows_the_validation_table(tmp_path):
+    from iosched.report.build import validation_section
+
+    rows = [{"scheduler": s, "job": "lapp", "kernel_iops": 100.0, "sim_iops": i, "iops_ratio": i / 100,
+             "kernel_p99_us": 10.0 * k, "sim_p99_us": 10.0 * m, "p99_ratio": m / k, "kernel_rank": k, "sim_rank": m}
+            for s, i, k, m in (("kyber", 90.0, 1, 2), ("none", 140.0, 2, 1))]
+    (tmp_path / "validation.json").write_text(json.dumps(rows))
+    sec = validation_section(tmp_path)
+    assert [r[0] for r in sec.tables[0].rows] == ["kyber", "none"]
+    assert sec.notes == ("IOPS within ±25%: 1 of 2 schedulers", "ranking by lapp's P99: DISAGREES")
