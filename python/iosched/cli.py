@@ -535,7 +535,7 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
                "candidate parameters)")
     base_host, host_prov = devcal.host_preset_params()
     host_params = devcal.fit_host(measured, base_host, devcal.initial_device(
-        measured, dev.capacity_bytes, dev.logical_block_bytes, geometry))
+        measured, dev.capacity_bytes, dev.logical_block_bytes, geometry), steps)
     host_prov = devcal.host_provenance(host_prov, measured, device_path, when)
     if host:
         host_path = out_path.parent.parent / "hosts" / f"{host}.toml" if out_path.parent.name == "devices" \
@@ -543,7 +543,7 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
         devcal.write_preset(host_path, "host", f"this machine ({os.cpu_count()} cores), written by iosched calibrate",
                             {}, host_params, host_prov)
         click.echo(f"wrote host preset {host_path}")
-    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, geometry,
+    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, geometry, steps,
                                 echo=click.echo)
     peak_qd = params.pop("_peak_qd")
     prov = devcal.provenance(measured, peak_qd, device_path, when, geometry)

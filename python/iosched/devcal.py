@@ -140,16 +140,15 @@ def measured_table(parquet: Path) -> dict[str, dict[str, dict[str, float]]]:
     table: dict[str, dict[str, dict[str, float]]] = {}
     for r in rows:
         ios = (r["read_ios"] or 0) + (r["write_ios"] or 0)
-        cpu_share = ((r["usr_cpu"] or 0) + (r["sys_cpu"] or 0)) / 100.0     # of one CPU, over the window
+        usr, cpu = r["usr_cpu"] or 0, (r["usr_cpu"] or 0) + (r["sys_cpu"] or 0)     # % of one CPU, over the window
         table.setdefault(r["experiment"], {})[r["job"]] = {
             "read_kiops": (r["read_iops"] or 0) / 1e3, "write_kiops": (r["write_iops"] or 0) / 1e3,
             "read_mean_us": (r["read_clat_mean_ns"] or 0) / 1e3, "read_p99_us": (r["read_clat_p99_ns"] or 0) / 1e3,
             "write_mean_us": (r["write_clat_mean_ns"] or 0) / 1e3,
             "write_p99_us": (r["write_clat_p99_ns"] or 0) / 1e3,
             "read_mb_s": (r["read_bw_bytes"] or 0) / 1e6, "write_mb_s": (r["write_bw_bytes"] or 0) / 1e6,
-            "cpu_us_per_io": cpu_share * (r["window_ns"] or 0) / ios / 1e3 if ios else 0.0,
-            "usr_share": (r["usr_cpu"] or 0) / ((r["usr_cpu"] or 0) + (r["sys_cpu"] or 0))
-            if (r["usr_cpu"] or 0) + (r["sys_cpu"] or 0) > 0 else 0.0,
+            "cpu_us_per_io": cpu / 100.0 * (r["window_ns"] or 0) / ios / 1e3 if ios else 0.0,
+            "usr_share": usr / cpu if cpu > 0 else 0.0,
         }
     return table
 
@@ -240,10 +239,6 @@ def _peak_qd(measured: dict) -> int:
     return max(sorted(qds), key=lambda qd: measured[f"cal-randread-qd{qd}"]["r"]["read_kiops"])
 
 
-def _geometry(device_params: dict) -> dict[str, int]:
-    return {k: device_params[k] for k in ("max_hw_queues", "queue_depth")}
-
-
 def _drain_program_ns(params: dict, write_bytes_per_s: float) -> int:
     """program_ns at which all units together program ``write_bytes_per_s`` (closed form: the drain rate)."""
     units = params["channels"] * params["units_per_channel"]
@@ -269,14 +264,15 @@ def initial_device(measured: dict, capacity_bytes: int, lbs: int, geometry: dict
     return params
 
 
-def fit_host(measured: dict, base_host: dict, device_params: dict, rounds: int = 3) -> dict:
+def fit_host(measured: dict, base_host: dict, device_params: dict, plan_steps: tuple[Step, ...],
+             rounds: int = 3) -> dict:
     """Per-I/O CPU costs from fio's usr/sys time: libaio submit + complete (split as in the base preset) so the
     simulated peak-QD random reads cost the measured CPU per I/O, and usr_fraction from that run's usr/sys split.
     sleep_wake_ns stays the base's: fio's QD 1 CPU per I/O on a virtual machine includes idle-exit and
     halt-polling costs that are not the task's wake-up work, so it does not pin it (fit.md shows it).
     io_uring and psync are scaled by libaio's factor (named assumption: the plan runs libaio only)."""
     host = json.loads(json.dumps(base_host))
-    steps = {s.name: s for s in plan(max_qd(_geometry(device_params)))}
+    steps = {s.name: s for s in plan_steps}
     peak = f"cal-randread-qd{_peak_qd(measured)}"
     target = measured[peak]["r"]["cpu_us_per_io"]
     if target <= 0:
@@ -296,13 +292,14 @@ def fit_host(measured: dict, base_host: dict, device_params: dict, rounds: int =
 
 
 def fit(measured: dict[str, dict[str, dict[str, float]]], host_params: dict, capacity_bytes: int, lbs: int,
-        geometry: dict[str, int] | None = None, rounds: int = 4,
+        geometry: dict[str, int], plan_steps: tuple[Step, ...], rounds: int = 4,
         echo: Callable[[str], None] = print) -> tuple[dict, dict[str, tuple[float, float]]]:
-    """Fit the device parameters to ``measured``; returns (params, {fit label: (kernel, simulated)})."""
-    params = initial_device(measured, capacity_bytes, lbs, geometry or {})
+    """Fit the device parameters to ``measured``, the measurements of ``plan_steps``; returns
+    (params, {fit label: (kernel, simulated)})."""
+    params = initial_device(measured, capacity_bytes, lbs, geometry)
     peak_qd = _peak_qd(measured)
     m = lambda f: measured[f.step.format(peak=peak_qd)][f.job][f.metric]
-    steps = {s.name: s for s in plan(max_qd(geometry or {}))}
+    steps = {s.name: s for s in plan_steps}
     write_bytes_per_s = measured["cal-seqwrite-128k"]["w"]["write_mb_s"] * 1e6
     mixed_p99 = measured["cal-mixed"]["r"]["read_p99_us"]
 
@@ -353,8 +350,8 @@ def fit(measured: dict[str, dict[str, dict[str, float]]], host_params: dict, cap
     return params, report
 
 
-def provenance(measured: dict, peak_qd: int, device: str, when: str, geometry: dict[str, int] | None = None,
-               unit_bytes: int | None = None) -> dict[str, str]:
+def provenance(measured: dict, peak_qd: int, device: str, when: str,
+               geometry: dict[str, int] | None = None) -> dict[str, str]:
     prov = dict(BASE_PROVENANCE)
     src = f"iosched calibrate {device} ({when})"
     r1, w1 = measured["cal-randread-qd1"]["r"], measured["cal-randwrite-qd1"]["w"]
@@ -397,7 +394,7 @@ def _toml_value(v: Any) -> str:
 
 def write_preset(path: Path, kind: str, description: str, key_figures: dict[str, str], params: dict,
                  prov: dict[str, str]) -> None:
-    lines = [f"# Written by iosched calibrate; the method is in README.md, \"Calibrating and validating\".",
+    lines = ["# Written by iosched calibrate; the method is in README.md, \"Calibrating and validating\".",
              f'kind = "{kind}"', f'name = "{path.stem}"', f"description = {_toml_value(description)}", "seeds = []",
              "", "[key_figures]"]
     lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in key_figures.items()]
@@ -480,9 +477,11 @@ class PresetTree:
 def kernel_tunables(out: Path, experiment: str) -> dict[str, dict[str, int]]:
     """Per scheduler, the tunables the kernel's scheduler had during ``experiment``'s runs in ``out`` (the
     kernel backend records queue/iosched/* of the first device in each run's spec.json), integers only."""
+    from . import store
+
     found: dict[str, dict[str, int]] = {}
-    for spec_json in sorted((out / "runs").glob("*/spec.json")):
-        doc = json.loads(spec_json.read_text())
+    for rid in store.finished_runs(out):
+        doc = store.load_run_spec(out, rid)
         if doc.get("backend") != "kernel" or doc.get("experiment") != experiment or not doc.get("queue_during"):
             continue
         values = {}
@@ -514,6 +513,17 @@ def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:
         notes.append(f"{name}: " + ", ".join(f"{k}={v} (simulator default {defaults[k]})"
                                              for k, v in sorted(changed.items())))
     return notes
+
+
+IOPS_TOLERANCE = 0.25       # issue 7's acceptance: IOPS within ±25%
+
+
+def iops_within(row: dict[str, Any]) -> bool:
+    return abs(row["iops_ratio"] - 1) <= IOPS_TOLERANCE
+
+
+def ranking_agrees(rows: list[dict[str, Any]]) -> bool:
+    return all(r["kernel_rank"] == r["sim_rank"] for r in rows)
 
 
 def validation_rows(parquet: Path) -> list[dict[str, Any]]:
@@ -557,11 +567,11 @@ def validation_rows(parquet: Path) -> list[dict[str, Any]]:
 def format_validation(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no scheduler ran on both backends"
-    agree = all(r["kernel_rank"] == r["sim_rank"] for r in rows)
+    agree = ranking_agrees(rows)
     lines = [f"| scheduler | kernel IOPS | sim IOPS | IOPS sim/kernel | {rows[0]['job']} P99 kernel (us) | "
              f"P99 sim (us) | P99 sim/kernel | rank kernel | rank sim |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        flag = "" if abs(r["iops_ratio"] - 1) <= 0.25 else " (outside ±25%)"
+        flag = "" if iops_within(r) else " (outside ±25%)"
         spread = lambda key: (f" ({r[key][0]:,.0f}-{r[key][1]:,.0f})" if r.get("repetitions", 1) > 1 else "")
         lines.append(f"| {r['scheduler']} | {r['kernel_iops']:,.0f} | {r['sim_iops']:,.0f} | "
                      f"{r['iops_ratio']:.2f}{flag} | {r['kernel_p99_us']:,.1f}{spread('kernel_p99_range_us')} | "

@@ -5,8 +5,6 @@ every byte is a function of the run alone (no wall-clock values), so identical r
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -200,29 +198,6 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- writing
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    def w(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-    _atomic_write(path, w)
-
 
 def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
     """Write (or replace) one run under ``out``: its folder runs/<rid>/ at once, then the combined

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .spec import ResolvedRun
 
@@ -44,12 +44,14 @@ _FILE_MODE = 0o666 & ~_umask()  # what open() would give: mkstemp's files are 06
 
 # ---------------------------------------------------------------- atomic files
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _atomic(path: Path, write: Callable[[str], None]) -> None:
+    """``write(tmp)`` fills a temporary file beside ``path``, which then replaces ``path`` in one rename: readers
+    see the old file or the new one, never a part; on any failure the temporary file goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        write(tmp)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
@@ -58,6 +60,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -74,19 +80,7 @@ def _write_table(path: Path, rows: list[dict[str, Any]], schema) -> None:
 def _atomic_table(path: Path, table) -> None:
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _atomic(path, lambda tmp: pq.write_table(table, tmp))
 
 
 # ---------------------------------------------------------------- one run

@@ -214,6 +214,8 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
 
 def validation_section(out: Path) -> Section:
     """`iosched validate`'s comparison (DIR/validation.json): per scheduler, simulator against kernel."""
+    from .. import devcal
+
     rows = json.loads((out / "validation.json").read_text())
     sec = Section("validation", "Validation: simulator vs kernel", "spec",
                   description="`iosched validate`: the same spec on the real device (kernel backend) and in the "
@@ -228,10 +230,9 @@ def validation_section(out: Path) -> Section:
     sec.tables = [Table("validation", "", "Per scheduler", cols, [
         [r["scheduler"], fmt(r["kernel_iops"]), fmt(r["sim_iops"]), f"{r['iops_ratio']:.2f}", fmt(r["kernel_p99_us"]),
          fmt(r["sim_p99_us"]), f"{r['p99_ratio']:.2f}", str(r["kernel_rank"]), str(r["sim_rank"])] for r in rows])]
-    within = [r["scheduler"] for r in rows if abs(r["iops_ratio"] - 1) <= 0.25]
-    agree = all(r["kernel_rank"] == r["sim_rank"] for r in rows)
+    within = [r["scheduler"] for r in rows if devcal.iops_within(r)]
     sec.notes = (f"IOPS within ±25%: {len(within)} of {len(rows)} schedulers",
-                 f"ranking by {job}'s P99: " + ("agrees" if agree else "DISAGREES"))
+                 f"ranking by {job}'s P99: " + ("agrees" if devcal.ranking_agrees(rows) else "DISAGREES"))
     names = [r["scheduler"] for r in rows]
     panels = [Panel(f"{job} P99 (µs)", "bars", [Trace("kernel", names, [r["kernel_p99_us"] for r in rows]),
                                                  Trace("sim", names, [r["sim_p99_us"] for r in rows])],

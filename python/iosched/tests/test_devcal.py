@@ -46,7 +46,7 @@ def test_the_fit_recovers_a_known_device_from_its_own_simulated_measurements():
             m["read_mb_s"], m["write_mb_s"] = m["read_kiops"] * bs / 1e3, m["write_kiops"] * bs / 1e3
             m.setdefault("read_p99_us", 0.0), m.setdefault("read_mean_us", 0.0)
             m.setdefault("write_p99_us", 0.0), m.setdefault("write_mean_us", 0.0)
-    params, report = devcal.fit(measured, host, 1 << 30, 512, geometry, echo=lambda s: None)
+    params, report = devcal.fit(measured, host, 1 << 30, 512, geometry, steps, echo=lambda s: None)
     assert params["max_hw_queues"] == 1 and params["queue_depth"] == 128
     for name in ("command_ns", "write_command_ns"):
         assert params[name] == pytest.approx(truth[name], rel=0.1), name
@@ -78,6 +78,8 @@ def test_kernel_tunables_come_from_the_kernel_runs_records(tmp_path):
     for rid, backend, sched, values in (("a", "kernel", "mq-deadline", {"async_depth": "256", "x": "[none]"}),
                                         ("b", "sim", "kyber", {"read_lat_nsec": "1"})):
         (tmp_path / "runs" / rid).mkdir(parents=True)
+        for finished in ("results.parquet", "result.json.gz"):     # what makes a stored run finished
+            (tmp_path / "runs" / rid / finished).write_bytes(b"")
         (tmp_path / "runs" / rid / "spec.json").write_text(json.dumps(
             {"backend": backend, "experiment": "v", "scheduler": sched, "queue_during": [{"iosched": values}]}))
     assert devcal.kernel_tunables(tmp_path, "v") == {"mq-deadline": {"async_depth": 256}}
