@@ -13,6 +13,8 @@
 //!    unpinned one on the core it is still running on, or, asleep, on the core its wake-up picks (`host.rs`);
 //!    then the process issues its next I/O there.
 
+use std::collections::VecDeque;
+
 use iosched_policy::{AfterCompletion, BlockLayer, IoprioClass, Op, Request, SECTOR_BYTES};
 
 use crate::blk::BlockQueue;
@@ -71,6 +73,25 @@ struct IoSlot {
     kind: BioKind,
 }
 
+/// Who waits for a request (a tag) when a bio finds none: the submitting thread, or io_uring's workers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TagWait {
+    /// libaio's io_submit and psync's pwrite ask for no REQ_NOWAIT: the submitter sleeps in its call until the
+    /// request is free, so it neither submits nor reaps meanwhile, and has at most one bio waiting. (With a
+    /// scheduler, the request is sought once its hooks' CPU time is booked, `BlockInsert`, while the process's loop
+    /// goes on from the end of its submission path, `SubmitNext`: it may book one more batch before it sleeps.
+    /// Holding the loop back until the hooks end moved BFQ's shares in seed 001's KF1, where requests never run
+    /// out, so it is not done.)
+    Submitter,
+    /// io_uring issues inline with REQ_NOWAIT: a bio that finds no request fails with -EAGAIN and is reissued,
+    /// blocking, by one of the ring's io-wq workers, while the submitter goes on. Block-device I/O is bounded work,
+    /// and a ring has min(SQ entries, 4 x CPUs) bounded workers (io_uring/io_uring.c `io_init_wq_offload`), so at
+    /// most that many of its bios wait for requests; the rest queue for a worker in io-wq, in order.
+    IoWqWorkers(u32),
+    /// Kernel threads (the writeback flusher), which wait for each bio to be accepted anyway.
+    Kernel,
+}
+
 struct Process {
     job: u32,
     clone: u32,
@@ -105,6 +126,15 @@ struct Process {
     /// `unreaped` (posted by the kernel, not yet seen by fio) until the loop ends.
     submitting: bool,
     unreaped: Vec<u32>,
+    /// Where its bios wait when the block layer has no request for them (`TagWait`).
+    tag_wait: TagWait,
+    /// Whether the submitter can go to sleep on its devices (their requests can run out at the depths of all
+    /// processes), which rules out booking submissions ahead (`try_issue`).
+    may_sleep_on_tags: bool,
+    /// Its bios waiting for a request in the block layer.
+    tag_waits: u32,
+    /// io_uring: bios that found no request while every io-wq worker was already waiting with one, in order.
+    punted: VecDeque<u32>,
     stopped: bool,
     finished_ns: Option<u64>,
     cost: EngineCost,
@@ -573,6 +603,14 @@ impl<'c> Simulation<'c> {
                     issue_pending: false,
                     submitting: false,
                     unreaped: Vec::new(),
+                    tag_wait: match job.ioengine {
+                        // fio sizes the ring (SQ entries) to iodepth.
+                        IoEngine::IoUring => TagWait::IoWqWorkers(job.iodepth.min(4 * cores).max(1)),
+                        IoEngine::Libaio | IoEngine::Psync => TagWait::Submitter,
+                    },
+                    may_sleep_on_tags: false, // set below, once every process's depth is known
+                    tag_waits: 0,
+                    punted: VecDeque::new(),
                     stopped: false,
                     finished_ns: None,
                     cost: engine.clone(),
@@ -601,6 +639,30 @@ impl<'c> Simulation<'c> {
                     p.core = fork.place(&p.allowed_cores);
                 }
             }
+        }
+        // Requests can run out on a device when its processes' depths together exceed the fewest an elevator lets a
+        // kind of request hold (BFQ's async writes with weight-raised queues: 3/16 of nr_requests), or the driver
+        // tags without one. A bound, not the exact limit: it only decides whether submissions may be booked ahead.
+        let scarce: Vec<bool> = queues
+            .iter()
+            .enumerate()
+            .map(|(d, queue)| {
+                let depth: u64 = processes
+                    .iter()
+                    .filter(|p| p.devices.contains(&(d as u32)))
+                    .map(|p| p.iodepth as u64)
+                    .sum();
+                let fewest = if queue.has_elevator {
+                    (queue.request_tags as u64 * 3 / 16).max(1)
+                } else {
+                    queue.request_tags as u64
+                };
+                depth > fewest
+            })
+            .collect();
+        for p in processes.iter_mut() {
+            p.may_sleep_on_tags =
+                p.tag_wait == TagWait::Submitter && p.devices.iter().any(|&d| scarce[d as usize]);
         }
         // With stonewall groups the run ends by the sum of the groups' longest spans at the latest.
         let end_ns = (0..group_remaining.len() as u32)
@@ -649,6 +711,10 @@ impl<'c> Simulation<'c> {
                 issue_pending: false,
                 submitting: false,
                 unreaped: Vec::new(),
+                tag_wait: TagWait::Kernel,
+                may_sleep_on_tags: false,
+                tag_waits: 0,
+                punted: VecDeque::new(),
                 stopped: true,
                 finished_ns: Some(0),
                 cost: config.host.psync.clone(),
@@ -841,15 +907,22 @@ impl<'c> Simulation<'c> {
         if self.processes[process as usize].submitting {
             return; // the pending SubmitNext continues the loop
         }
+        let proc = &self.processes[process as usize];
+        if proc.tag_wait == TagWait::Submitter && proc.tag_waits > 0 {
+            return; // asleep in its submission call: the request it gets wakes it (`tag_granted`)
+        }
         if self.processes[process as usize].buffered.is_some() {
             return self.buffered_call(process, now);
         }
         let mut at = now;
         loop {
             if let Some(end) = self.submit_batch(process, at) {
-                if self.costs.insert_dispatch_ns == 0 {
+                if self.costs.insert_dispatch_ns == 0
+                    && !self.processes[process as usize].may_sleep_on_tags
+                {
                     // Nothing is booked between this batch and the next (no scheduler hooks to run on the core),
-                    // so the loop can go on at once; completions meanwhile are booked behind these submissions.
+                    // and no bio of it can put the process to sleep waiting for a request, so the loop can go on
+                    // at once; completions meanwhile are booked behind these submissions.
                     at = end;
                     continue;
                 }
@@ -1289,6 +1362,35 @@ impl<'c> Simulation<'c> {
         }
     }
 
+    /// Bio `io` got the request it waited for, and the thread that waited wakes (its sleep and wake-up booked on
+    /// the process's core): the submitter goes on with its loop, or the io-wq worker takes the next punted bio.
+    fn tag_granted(&mut self, io: u32, now: u64) {
+        let slot = &self.slots[io as usize];
+        if slot.kind != BioKind::Fio {
+            return;
+        }
+        let process = slot.process;
+        let core = self.process_core(process, now);
+        let proc = &mut self.processes[process as usize];
+        proc.tag_waits -= 1;
+        let (_, end) = self
+            .host
+            .run(core, process, now, proc.cost.sleep_wake_ns, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
+        match proc.tag_wait {
+            TagWait::Submitter if !proc.submitting => {
+                proc.submitting = true;
+                self.events.schedule(end, Event::SubmitNext { process });
+            }
+            TagWait::IoWqWorkers(_) => {
+                if let Some(next) = proc.punted.pop_front() {
+                    self.events.schedule(end, Event::BlockInsert { io: next });
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// How many trace records the process submits now (at most `batch`): None if it waits for the next record's
     /// time (an Issue event is then pending) or the replay is over (the process stops).
     fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
@@ -1460,6 +1562,17 @@ impl<'c> Simulation<'c> {
             return;
         }
         if !queue.try_take_request_tag(hctx, rq.op, rq.sync) {
+            let slot = &self.slots[io as usize];
+            if slot.kind == BioKind::Fio {
+                let proc = &mut self.processes[slot.process as usize];
+                if let TagWait::IoWqWorkers(workers) = proc.tag_wait {
+                    if proc.tag_waits >= workers {
+                        proc.punted.push_back(io); // every worker is already waiting
+                        return;
+                    }
+                }
+                proc.tag_waits += 1;
+            }
             queue.wait_for_tag(hctx, rq.op, rq.sync, io);
             return;
         }
@@ -1577,6 +1690,7 @@ impl<'c> Simulation<'c> {
                 .elevator
                 .insert(waiting_rq, now);
             self.accepted(waiting, now);
+            self.tag_granted(waiting, now);
             inserted = true;
         }
         // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's
@@ -1618,7 +1732,8 @@ impl<'c> Simulation<'c> {
     /// its current submission loop.
     fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
         let process = self.slots[io as usize].process;
-        if self.processes[process as usize].submitting {
+        let proc = &self.processes[process as usize];
+        if proc.submitting || (proc.tag_wait == TagWait::Submitter && proc.tag_waits > 0) {
             self.processes[process as usize].unreaped.push(io);
             return;
         }

@@ -765,3 +765,40 @@ fn stonewall_runs_jobs_one_after_the_other() {
         r.jobs[1].window_ns
     );
 }
+
+/// A QD-1 reader beside 3 QD-64 random readers on a device with 32 command slots (scheduler none: the driver tags
+/// are the requests). Who waits for a request decides how many bios queue ahead of the QD-1 read: a libaio process
+/// sleeps in io_submit on its first bio that finds none, so at most one waits per process; io_uring reissues such
+/// bios from io-wq workers, min(iodepth, 4 x CPUs) of them per ring, and goes on submitting.
+#[test]
+fn who_waits_for_a_request_decides_how_many_bios_queue_ahead_of_a_read() {
+    const SLOTS: u32 = 32;
+    const HOGS: u32 = 3;
+    const DEPTH: u32 = 64;
+    let measure = |engine: IoEngine| {
+        let mut r = job("r", Rw::Randread, 4096, 1, 1, &[0], &[0]);
+        let mut hogs = job("hogs", Rw::Randread, 4096, DEPTH, HOGS, &[1, 2, 3], &[0]);
+        r.ioengine = engine;
+        hogs.ioengine = engine;
+        let mut config = seed000(1, vec![r, hogs]);
+        config.devices[0].queue_depth = SLOTS;
+        config.devices[0].max_hw_queues = 1; // one set of tags for all cores
+        let result = run(&config);
+        let iops = (kiops(&result, 0, false) + kiops(&result, 1, false)) * 1e3;
+        // Bios ahead of a read, by Little's law: the read's latency times the device's rate.
+        result.jobs[0].read.clat_mean_ns / 1e9 * iops
+    };
+    let libaio = measure(IoEngine::Libaio);
+    assert!(
+        libaio <= (SLOTS + HOGS + 2) as f64,
+        "libaio: {libaio:.1} bios ahead of a read, expected at most the {SLOTS} slots + one per process"
+    );
+    // Seed 000's host has 10 CPUs: 40 workers per ring, fewer than the 64 - 32 / 3 bios each ring has beyond its
+    // share of the slots, so 3 x 40 wait for requests and the rest for a worker, behind the read.
+    let io_uring = measure(IoEngine::IoUring);
+    let workers = 3 * 40;
+    assert!(
+        io_uring > (SLOTS + workers) as f64 * 0.9 && io_uring < (SLOTS + workers) as f64 * 1.1,
+        "io_uring: {io_uring:.1} bios ahead of a read, expected about the {SLOTS} slots + {workers} workers'"
+    );
+}
