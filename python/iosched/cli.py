@@ -576,7 +576,10 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
               help="Repetitions per scheduler (overrides the spec's repeat); ranks use the means.")
 @click.option("--out", type=click.Path(file_okay=False), default="results/validate", show_default=True)
-def validate(spec, device_path, preset, host, duration, repeat, out):
+@click.option("--drift-check/--no-drift-check", default=True, show_default=True,
+              help="Before and after the runs, measure the device's QD-max read and write IOPS again (5 s + 1 s ramp "
+                   "each, shorter with a shorter --duration) and warn where the preset is off by more than 10%.")
+def validate(spec, device_path, preset, host, duration, repeat, out, drift_check):
     """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare."""
     from .backends.kernel import KernelError
     from .backends.kernel.runner import Options, run_kernel
@@ -584,6 +587,7 @@ def validate(spec, device_path, preset, host, duration, repeat, out):
     from .spec import Overrides, expand_runs, load_experiment
     from . import devcal, store
     from .sweep import execute, tasks_for
+    from .units import parse_time
 
     _need_native()
     out_dir = Path(out)
@@ -592,18 +596,41 @@ def validate(spec, device_path, preset, host, duration, repeat, out):
         exp_k = load_experiment(spec, Overrides(duration=duration, repeat=repeat))
         if "sweep" not in exp_k.data or "scheduler.name" not in exp_k.data.get("sweep", {}):
             raise SpecError(spec, "sweep", 'validate compares schedulers: expected a sweep over "scheduler.name"')
+        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration,
+                                                repeat=repeat))
+        runs = expand_runs(exp_s)
+        steps = devcal.drift_steps(devcal.queue_geometry(Path("/sys/class/block") / Path(device_path).name))
+        drift: list[dict] = []
+        drift_seconds = devcal.DRIFT_SECONDS
+        if duration is not None:    # a shortened validation shortens the drift check alike
+            seconds = parse_time(duration, key="--duration") / 1e9
+            drift_seconds = (min(seconds, drift_seconds[0]), min(seconds / 5, drift_seconds[1]))
+
+        def check_drift(when: str) -> None:
+            if not drift_check:
+                return
+            click.echo(f"drift check ({when} the runs): the preset's QD-max ceilings, measured again")
+            measured = devcal.measure_kernel(device_path, out_dir / f"drift-{when}", *drift_seconds, steps,
+                                             echo=lambda s: click.echo("  " + s))
+            rows = devcal.drift_rows(when, measured, runs[0].host, runs[0].devices[0], steps)
+            drift.extend(rows)
+            for r in rows:
+                if r["drifted"]:
+                    click.echo(f"warning: {r['what']}: {r['kernel_kiops']:,.1f} KIOPS now, the preset gives "
+                               f"{r['sim_kiops']:,.1f} (sim/kernel {r['ratio']:.2f}): the device has moved since "
+                               f"calibration; calibrate again for a fair comparison", err=True)
+
         click.echo(f"kernel: {spec} on {device_path}")
         try:
+            check_drift("before")
             run_kernel(exp_k, Options(devices=[device_path], out=out_dir), echo=_echo)
+            check_drift("after")
         except KernelError as e:
             _fail(str(e), 1)
         except Interrupted as e:
             click.echo(f"interrupted ({e})", err=True)
             sys.exit(128 + e.signum)
         click.echo(f"simulator: {spec} with device preset {tree.device}" + (f", host {tree.host}" if tree.host else ""))
-        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration,
-                                                repeat=repeat))
-        runs = expand_runs(exp_s)
         experiment = runs[0].experiment
         for note in devcal.mirror_tunables(runs, devcal.kernel_tunables(out_dir, experiment)):
             click.echo(f"simulator uses the kernel's tunables: {note}")
@@ -618,8 +645,13 @@ def validate(spec, device_path, preset, host, duration, repeat, out):
         tree.close()
     rows = devcal.validation_rows(out_dir / "results.parquet")
     table = devcal.format_validation(rows)
-    (out_dir / "validation.md").write_text(table + "\n")
-    (out_dir / "validation.json").write_text(json.dumps(rows, indent=1) + "\n")
+    if drift:
+        table += "\n\nDevice drift (the preset's QD-max ceilings against the device now):\n\n" + \
+            devcal.format_drift(drift)
+    store.atomic_write_bytes(out_dir / "validation.md", (table + "\n").encode())
+    store.atomic_write_bytes(out_dir / "validation.json", (json.dumps(rows, indent=1) + "\n").encode())
+    if drift:
+        store.atomic_write_bytes(out_dir / "drift.json", (json.dumps(drift, indent=1) + "\n").encode())
     from .report.build import build
     build(out_dir)
     click.echo(table)

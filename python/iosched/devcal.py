@@ -516,6 +516,39 @@ def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:
 
 
 IOPS_TOLERANCE = 0.25       # issue 7's acceptance: IOPS within ±25%
+DRIFT_TOLERANCE = 0.10      # a device that moved more than the calibration's own fit error (<= 10%) has drifted
+DRIFT_SECONDS = (5.0, 1.0)  # runtime, ramp: the QD-max ceilings settle within a second on the devices tried
+
+
+def drift_steps(geometry: dict[str, int]) -> tuple[Step, ...]:
+    """The calibration steps `validate` measures again: the read and write ceilings at the plan's high QD, the two
+    figures that set a loaded device's pace (command_ns and write_command_ns are fitted to them)."""
+    qd = max_qd(geometry)
+    return tuple(s for s in plan(qd) if s.name in (f"cal-randread-qd{qd}", "cal-randwrite-qdmax"))
+
+
+def drift_rows(when: str, measured: dict, host_params: dict, device_params: dict,
+               steps: tuple[Step, ...]) -> list[dict[str, Any]]:
+    """Per drift step: the kernel's IOPS now against the preset's simulated IOPS for the same step."""
+    rows = []
+    for step in steps:
+        job = step.jobs[0]
+        metric = "write_kiops" if "write" in job.rw else "read_kiops"
+        kernel = measured.get(step.name, {}).get(job.name, {}).get(metric, 0.0)
+        sim = simulate_step(host_params, device_params, step)[job.name][metric]
+        ratio = sim / kernel if kernel else math.nan
+        rows.append({"when": when, "step": step.name, "what": step.what, "kernel_kiops": kernel, "sim_kiops": sim,
+                     "ratio": ratio, "drifted": not abs(ratio - 1) <= DRIFT_TOLERANCE})
+    return rows
+
+
+def format_drift(rows: list[dict[str, Any]]) -> str:
+    lines = ["| when | step | kernel KIOPS | preset (sim) KIOPS | sim/kernel |", "|---|---|---|---|---|"]
+    for r in rows:
+        flag = f" (drifted: beyond ±{DRIFT_TOLERANCE:.0%})" if r["drifted"] else ""
+        lines.append(f"| {r['when']} | {r['what']} | {r['kernel_kiops']:,.1f} | {r['sim_kiops']:,.1f} | "
+                     f"{r['ratio']:.2f}{flag} |")
+    return "\n".join(lines)
 
 
 def iops_within(row: dict[str, Any]) -> bool:

@@ -230,9 +230,19 @@ def validation_section(out: Path) -> Section:
     sec.tables = [Table("validation", "", "Per scheduler", cols, [
         [r["scheduler"], fmt(r["kernel_iops"]), fmt(r["sim_iops"]), f"{r['iops_ratio']:.2f}", fmt(r["kernel_p99_us"]),
          fmt(r["sim_p99_us"]), f"{r['p99_ratio']:.2f}", str(r["kernel_rank"]), str(r["sim_rank"])] for r in rows])]
+    drift = json.loads((out / "drift.json").read_text()) if (out / "drift.json").is_file() else []
+    if drift:
+        sec.tables.append(Table("drift", "", "Device drift: the preset's QD-max ceilings against the device, measured "
+                                "again before and after the runs", ["when", "step", "kernel KIOPS",
+                                                                    "preset (sim) KIOPS", "sim/kernel"],
+                                [[d["when"], d["what"], f"{d['kernel_kiops']:,.1f}", f"{d['sim_kiops']:,.1f}",
+                                  f"{d['ratio']:.2f}" + (" (drifted)" if d["drifted"] else "")] for d in drift]))
     within = [r["scheduler"] for r in rows if devcal.iops_within(r)]
+    drifted = [d for d in drift if d["drifted"]]
     sec.notes = (f"IOPS within ±25%: {len(within)} of {len(rows)} schedulers",
-                 f"ranking by {job}'s P99: " + ("agrees" if devcal.ranking_agrees(rows) else "DISAGREES"))
+                 f"ranking by {job}'s P99: " + ("agrees" if devcal.ranking_agrees(rows) else "DISAGREES"),
+                 *([f"the device drifted since calibration: {len(drifted)} of {len(drift)} ceilings beyond "
+                    f"±{devcal.DRIFT_TOLERANCE:.0%}"] if drifted else []))
     names = [r["scheduler"] for r in rows]
     panels = [Panel(f"{job} P99 (µs)", "bars", [Trace("kernel", names, [r["kernel_p99_us"] for r in rows]),
                                                  Trace("sim", names, [r["sim_p99_us"] for r in rows])],

@@ -55,8 +55,13 @@ def test_calibrate_then_validate(loop):
                     '[[job]]\nname = "w"\nrw = "randwrite"\nbs = "4k"\niodepth = 16\n'
                     '[sweep]\n"scheduler.name" = ["none", "mq-deadline"]\n')
     res = cli("validate", spec, "--device", lp.path, "--preset", out, "--host", d / "presets" / "hosts" / "loop-host.toml",
-              "--out", d / "val")
+              "--duration", "0.3s", "--out", d / "val")
     rows = json.loads((d / "val" / "validation.json").read_text())
+    drift = json.loads((d / "val" / "drift.json").read_text())
+    assert [(r["when"], r["step"]) for r in drift] == [(w, s.name) for w in ("before", "after")
+                                                       for s in devcal.drift_steps(geometry)]
+    assert all(r["kernel_kiops"] > 0 and r["sim_kiops"] > 0 for r in drift)
+    assert "Device drift" in (d / "val" / "validation.md").read_text()
     assert [r["scheduler"] for r in rows] == ["mq-deadline", "none"]
     assert all(r["kernel_iops"] > 0 and r["sim_iops"] > 0 and r["iops_ratio"] > 0 for r in rows)
     assert "ranking by lapp's P99" in res.output

@@ -100,3 +100,39 @@ def test_the_report_shows_the_validation_table(tmp_path):
     sec = validation_section(tmp_path)
     assert [r[0] for r in sec.tables[0].rows] == ["kyber", "none"]
     assert sec.notes == ("IOPS within ±25%: 1 of 2 schedulers", "ranking by lapp's P99: DISAGREES")
+
+
+@pytest.mark.usefixtures("real_presets")
+def test_the_drift_check_flags_a_device_that_moved_since_calibration():
+    host, _ = devcal.host_preset_params()
+    geometry = {"max_hw_queues": 1, "queue_depth": 128}
+    device = dict(devcal.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
+                  write_command_ns=15_000)
+    steps = devcal.drift_steps(geometry)
+    assert [s.name for s in steps] == ["cal-randread-qd128", "cal-randwrite-qdmax"]
+    as_calibrated = {s.name: devcal.simulate_step(host, device, s) for s in steps}
+    rows = devcal.drift_rows("before", as_calibrated, host, device, steps)
+    assert [r["drifted"] for r in rows] == [False, False]
+    assert all(r["ratio"] == pytest.approx(1.0) for r in rows)
+    faster_writes = json.loads(json.dumps(as_calibrated))
+    faster_writes["cal-randwrite-qdmax"]["w"]["write_kiops"] *= 1.3
+    rows = devcal.drift_rows("after", faster_writes, host, device, steps)
+    assert [r["drifted"] for r in rows] == [False, True]
+    assert rows[1]["ratio"] == pytest.approx(1 / 1.3)
+    assert "(drifted: beyond ±10%)" in devcal.format_drift(rows).splitlines()[3]
+
+
+def test_the_report_shows_the_drift_check_beside_the_validation(tmp_path):
+    from iosched.report.build import validation_section
+
+    rows = [{"scheduler": "none", "job": "lapp", "kernel_iops": 100.0, "sim_iops": 100.0, "iops_ratio": 1.0,
+             "kernel_p99_us": 10.0, "sim_p99_us": 10.0, "p99_ratio": 1.0, "kernel_rank": 1, "sim_rank": 1}]
+    drift = [{"when": w, "step": "cal-randwrite-qdmax", "what": "4 KiB random write, QD 128", "kernel_kiops": k,
+              "sim_kiops": 75.0, "ratio": 75.0 / k, "drifted": abs(75.0 / k - 1) > 0.1} for w, k in
+             (("before", 76.0), ("after", 100.0))]
+    (tmp_path / "validation.json").write_text(json.dumps(rows))
+    (tmp_path / "drift.json").write_text(json.dumps(drift))
+    sec = validation_section(tmp_path)
+    assert [t.id for t in sec.tables] == ["validation", "drift"]
+    assert [r[-1] for r in sec.tables[1].rows] == ["0.99", "0.75 (drifted)"]
+    assert sec.notes[-1] == "the device drifted since calibration: 1 of 2 ceilings beyond ±10%"
