@@ -605,7 +605,9 @@ impl<'c> Simulation<'c> {
                     unreaped: Vec::new(),
                     tag_wait: match job.ioengine {
                         // fio sizes the ring (SQ entries) to iodepth.
-                        IoEngine::IoUring => TagWait::IoWqWorkers(job.iodepth.min(4 * cores).max(1)),
+                        IoEngine::IoUring => {
+                            TagWait::IoWqWorkers(job.iodepth.min(4 * cores).max(1))
+                        }
                         IoEngine::Libaio | IoEngine::Psync => TagWait::Submitter,
                     },
                     may_sleep_on_tags: false, // set below, once every process's depth is known
