@@ -587,6 +587,7 @@ def validate(spec, device_path, preset, host, duration, repeat, out, drift_check
     from .spec import Overrides, expand_runs, load_experiment
     from . import devcal, store
     from .sweep import execute, tasks_for
+    import shutil
     from .units import parse_time
 
     _need_native()
@@ -610,6 +611,8 @@ def validate(spec, device_path, preset, host, duration, repeat, out, drift_check
             if not drift_check:
                 return
             click.echo(f"drift check ({when} the runs): the preset's QD-max ceilings, measured again")
+            # Measured anew every time: a resumed validation must not reuse an earlier check's runs.
+            shutil.rmtree(out_dir / f"drift-{when}", ignore_errors=True)
             measured = devcal.measure_kernel(device_path, out_dir / f"drift-{when}", *drift_seconds, steps,
                                              echo=lambda s: click.echo("  " + s))
             rows = devcal.drift_rows(when, measured, runs[0].host, runs[0].devices[0], steps)
