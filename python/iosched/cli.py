@@ -602,6 +602,7 @@ def validate(spec, device_path, preset, host, duration, repeat, out, drift_check
         runs = expand_runs(exp_s)
         steps = devcal.drift_steps(devcal.queue_geometry(Path("/sys/class/block") / Path(device_path).name))
         drift: list[dict] = []
+        simulated: dict = {}
         drift_seconds = devcal.DRIFT_SECONDS
         if duration is not None:    # a shortened validation shortens the drift check alike
             seconds = parse_time(duration, key="--duration") / 1e9
@@ -615,7 +616,9 @@ def validate(spec, device_path, preset, host, duration, repeat, out, drift_check
             shutil.rmtree(out_dir / f"drift-{when}", ignore_errors=True)
             measured = devcal.measure_kernel(device_path, out_dir / f"drift-{when}", *drift_seconds, steps,
                                              echo=lambda s: click.echo("  " + s))
-            rows = devcal.drift_rows(when, measured, runs[0].host, runs[0].devices[0], steps)
+            if not simulated:
+                simulated.update({s.name: devcal.simulate_step(runs[0].host, runs[0].devices[0], s) for s in steps})
+            rows = devcal.drift_rows(when, measured, simulated, steps)
             drift.extend(rows)
             for r in rows:
                 if r["drifted"]:

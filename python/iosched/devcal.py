@@ -527,15 +527,15 @@ def drift_steps(geometry: dict[str, int]) -> tuple[Step, ...]:
     return tuple(s for s in plan(qd) if s.name in (f"cal-randread-qd{qd}", "cal-randwrite-qdmax"))
 
 
-def drift_rows(when: str, measured: dict, host_params: dict, device_params: dict,
-               steps: tuple[Step, ...]) -> list[dict[str, Any]]:
-    """Per drift step: the kernel's IOPS now against the preset's simulated IOPS for the same step."""
+def drift_rows(when: str, measured: dict, simulated: dict, steps: tuple[Step, ...]) -> list[dict[str, Any]]:
+    """Per drift step: the kernel's IOPS now against the preset's simulated IOPS for the same step (``simulated``:
+    {step: simulate_step(...)}, the same before and after the runs, so simulated once)."""
     rows = []
     for step in steps:
         job = step.jobs[0]
         metric = "write_kiops" if "write" in job.rw else "read_kiops"
         kernel = measured.get(step.name, {}).get(job.name, {}).get(metric, 0.0)
-        sim = simulate_step(host_params, device_params, step)[job.name][metric]
+        sim = simulated[step.name][job.name][metric]
         ratio = sim / kernel if kernel else math.nan
         rows.append({"when": when, "step": step.name, "what": step.what, "kernel_kiops": kernel, "sim_kiops": sim,
                      "ratio": ratio, "drifted": not abs(ratio - 1) <= DRIFT_TOLERANCE})

@@ -147,6 +147,13 @@ struct Process {
     cpu: CpuAccount,
 }
 
+impl Process {
+    /// Asleep in its submission call, waiting for a request for one of its bios (`TagWait::Submitter`).
+    fn asleep_on_tag(&self) -> bool {
+        self.tag_wait == TagWait::Submitter && self.tag_waits > 0
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct SchedulerCosts {
     insert_dispatch_ns: u64,
@@ -909,8 +916,7 @@ impl<'c> Simulation<'c> {
         if self.processes[process as usize].submitting {
             return; // the pending SubmitNext continues the loop
         }
-        let proc = &self.processes[process as usize];
-        if proc.tag_wait == TagWait::Submitter && proc.tag_waits > 0 {
+        if self.processes[process as usize].asleep_on_tag() {
             return; // asleep in its submission call: the request it gets wakes it (`tag_granted`)
         }
         if self.processes[process as usize].buffered.is_some() {
@@ -1735,7 +1741,7 @@ impl<'c> Simulation<'c> {
     fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
         let process = self.slots[io as usize].process;
         let proc = &self.processes[process as usize];
-        if proc.submitting || (proc.tag_wait == TagWait::Submitter && proc.tag_waits > 0) {
+        if proc.submitting || proc.asleep_on_tag() {
             self.processes[process as usize].unreaped.push(io);
             return;
         }

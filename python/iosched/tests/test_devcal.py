@@ -111,12 +111,12 @@ def test_the_drift_check_flags_a_device_that_moved_since_calibration():
     steps = devcal.drift_steps(geometry)
     assert [s.name for s in steps] == ["cal-randread-qd128", "cal-randwrite-qdmax"]
     as_calibrated = {s.name: devcal.simulate_step(host, device, s) for s in steps}
-    rows = devcal.drift_rows("before", as_calibrated, host, device, steps)
+    rows = devcal.drift_rows("before", as_calibrated, as_calibrated, steps)
     assert [r["drifted"] for r in rows] == [False, False]
     assert all(r["ratio"] == pytest.approx(1.0) for r in rows)
     faster_writes = json.loads(json.dumps(as_calibrated))
     faster_writes["cal-randwrite-qdmax"]["w"]["write_kiops"] *= 1.3
-    rows = devcal.drift_rows("after", faster_writes, host, device, steps)
+    rows = devcal.drift_rows("after", faster_writes, as_calibrated, steps)
     assert [r["drifted"] for r in rows] == [False, True]
     assert rows[1]["ratio"] == pytest.approx(1 / 1.3)
     assert "(drifted: beyond ±10%)" in devcal.format_drift(rows).splitlines()[3]
