@@ -1529,6 +1529,13 @@ impl Elevator for Bfq {
         (nr_requests * sixteenths / 16).max(1)
     }
 
+    /// bfq_depth_updated sets the tags' min_shallow_depth to its smallest word depth (3/16 of a 64-bit word = 12 in
+    /// Linux 5.x-6.x, 1 on Linux 6.18 by debugfs `sched_tags`): either way an eighth of it rounds to 1, one sleeper
+    /// woken per freed tag.
+    fn tag_wake_batch(&self, _nr_requests: u32) -> u32 {
+        1
+    }
+
     fn has_work(&self, _hctx: u32) -> bool {
         self.queued > 0
     }

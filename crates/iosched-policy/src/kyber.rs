@@ -85,9 +85,12 @@
 //!   (taken to add, remove and wake entries), which cost no CPU time here.
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
-//! * **Async depth** (`limit_depth`): asynchronous requests may use only 75 % of the scheduler tags, applied to the
-//!   tags in use on the hardware queue rather than per sbitmap word. Direct I/O from fio is synchronous (reads and,
-//!   with REQ_SYNC, writes), so it is never limited.
+//! * **Async depth** (`limit_depth`): every request but a synchronous read may use only 75 % of the scheduler tags,
+//!   applied to the tags in use on the hardware queue rather than per sbitmap word. This is the kernel since
+//!   "blk-mq-sched: unify elevators checking for async requests" (commit 1db61b0afdd7, Linux 6.19, also in 6.18's
+//!   stable releases: on Linux 6.18.44 three QD-128 direct writers and a QD-1 reader hold 193 of 256 scheduler tags
+//!   under Kyber, 256 under mq-deadline). Before it, Kyber limited only asynchronous requests, so direct writes
+//!   (REQ_SYNC) could take every tag; that matters only where writes alone can fill one hardware queue's tags.
 //! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
 //!   no request comes back after dispatch.
 //! * **Merge failures**: `blk_bio_list_merge` stops at the first candidate that is adjacent but cannot merge (for
@@ -156,9 +159,8 @@ const NR_DOMAINS: usize = 4;
 const NR_STAT_DOMAINS: usize = 3;
 const MAX_DEPTH: [u32; NR_DOMAINS] = [256, 128, 64, 16];
 const BATCH_SIZE: [u32; NR_DOMAINS] = [16, 8, 1, 1];
-/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES) and the largest wake batch (SBQ_WAKE_BATCH).
+/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES).
 const WAIT_QUEUES: usize = 8;
-const WAKE_BATCH_MAX: u32 = 8;
 
 pub const DEFAULT_READ_LAT_NS: u64 = 2_000_000;
 pub const DEFAULT_WRITE_LAT_NS: u64 = 10_000_000;
@@ -333,7 +335,7 @@ impl TokenPool {
 /// sbq_calc_wake_batch for a domain's token pool: depth / SBQ_WAIT_QUEUES within 1..=SBQ_WAKE_BATCH (Kyber sets no
 /// shallow depth on these pools, so the whole depth counts).
 fn wake_batch(depth: u32) -> u32 {
-    (depth / WAIT_QUEUES as u32).clamp(1, WAKE_BATCH_MAX)
+    crate::sbq_wake_batch(depth, u32::MAX)
 }
 
 pub struct Kyber {
@@ -594,13 +596,20 @@ impl Elevator for Kyber {
         self.dispatch_class(hctx, 0)
     }
 
-    /// kyber_limit_depth: asynchronous requests get at most 75 % of the scheduler tags (KYBER_ASYNC_PERCENT).
-    fn limit_depth(&self, _op: Op, sync: bool, nr_requests: u32) -> u32 {
-        if sync {
+    /// kyber_limit_depth: requests other than synchronous reads get at most 75 % of the scheduler tags
+    /// (KYBER_ASYNC_PERCENT; `blk_mq_is_sync_read`, see the module docs for older kernels).
+    fn limit_depth(&self, op: Op, sync: bool, nr_requests: u32) -> u32 {
+        if sync && op == Op::Read {
             nr_requests
         } else {
             (nr_requests * 75 / 100).max(1)
         }
+    }
+
+    /// kyber_depth_updated sets the tags' min_shallow_depth to the async depth (3/4 of nr_requests; debugfs
+    /// `sched_tags` on Linux 6.18: min_shallow_depth=192, wake_batch=8 for 256 requests).
+    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
+        crate::sbq_wake_batch(nr_requests, (nr_requests * 75 / 100).max(1))
     }
 
     fn has_work(&self, hctx: u32) -> bool {
@@ -1599,9 +1608,15 @@ mod tests {
     }
 
     #[test]
-    fn only_async_requests_are_depth_limited() {
+    fn every_request_but_a_sync_read_is_depth_limited() {
         let kyber = Kyber::new(1);
-        assert_eq!(kyber.limit_depth(Op::Write, true, 256), 256);
+        assert_eq!(kyber.limit_depth(Op::Read, true, 256), 256);
+        assert_eq!(
+            kyber.limit_depth(Op::Write, true, 256),
+            192,
+            "direct writes too"
+        );
         assert_eq!(kyber.limit_depth(Op::Write, false, 256), 192);
+        assert_eq!(kyber.limit_depth(Op::Read, false, 256), 192, "readahead");
     }
 }

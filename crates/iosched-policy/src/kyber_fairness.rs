@@ -441,6 +441,10 @@ impl Elevator for KyberFairness {
         self.kyber.limit_depth(op, sync, nr_requests)
     }
 
+    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
+        self.kyber.tag_wake_batch(nr_requests)
+    }
+
     fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion {
         self.kyber.completed(rq, issue_ns, now_ns)
     }

@@ -184,6 +184,12 @@ pub(crate) fn tunable_switch(name: &str, value: i64) -> Result<bool, TunableErro
     }
 }
 
+/// lib/sbitmap.c `sbq_calc_wake_batch`: freed tags per wake-up of an sbitmap queue's sleepers, an eighth (the
+/// number of wait queues) of the depth any one allocation can reach (`min_shallow_depth`), 1 to 8 (SBQ_WAKE_BATCH).
+pub fn sbq_wake_batch(depth: u32, min_shallow_depth: u32) -> u32 {
+    (depth.min(min_shallow_depth) / 8).clamp(1, 8)
+}
+
 /// The elevator interface. Calls mirror the kernel's `elevator_mq_ops`.
 pub trait Elevator: Send {
     fn name(&self) -> &'static str;
@@ -212,6 +218,13 @@ pub trait Elevator: Send {
     /// taken over the whole tag set rather than per bitmap word). `nr_requests` means no limit.
     fn limit_depth(&self, _op: Op, _sync: bool, nr_requests: u32) -> u32 {
         nr_requests
+    }
+
+    /// Freed scheduler tags per wake-up of the threads asleep waiting for one (the tags' `wake_batch`, see
+    /// [`sbq_wake_batch`]): it follows from the smallest shallow depth the elevator gives the tag set
+    /// (`sbitmap_queue_min_shallow_depth`); by default none, so an eighth of `nr_requests`, 1 to 8.
+    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
+        sbq_wake_batch(nr_requests, u32::MAX)
     }
 
     /// A dispatched request finished. `issue_ns` is when it went to the device.

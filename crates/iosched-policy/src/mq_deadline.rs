@@ -430,6 +430,17 @@ impl Elevator for MqDeadline {
         }
     }
 
+    /// dd_depth_updated: Linux 5.14 to 6.9 set the tags' min_shallow_depth to async_depth (3/4 of nr_requests by
+    /// default), so freed tags wake sleepers 8 at a time; Linux 6.10+ sets it to 1 (one at a time; debugfs
+    /// `sched_tags` on Linux 6.18: wake_batch=1) and shows async_depth, so an async_depth that was set (as
+    /// `iosched validate` mirrors it from such a kernel) selects the newer rule.
+    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
+        match self.async_depth {
+            0 => crate::sbq_wake_batch(nr_requests, (3 * nr_requests / 4).max(1)),
+            _ => 1,
+        }
+    }
+
     fn has_work(&self, _hctx: u32) -> bool {
         !self.held.is_empty()
     }
