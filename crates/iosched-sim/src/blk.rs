@@ -5,7 +5,13 @@
 //! depth); with one, from the scheduler tags (`nr_requests`, default 2 x min(queue depth, 128)) and it takes a
 //! driver tag only when dispatched. Legacy: requests come from the queue's request list (`nr_requests` sync and as
 //! many async, default 128 each) and the driver takes one of the device's queue-depth slots at dispatch. Either way
-//! a bio that finds no free request waits (its submitter sleeps) until one is freed.
+//! a bio that finds no free request waits (its thread sleeps) until one is freed.
+//!
+//! How blk-mq's waiters get requests is not first come, first served (`TagWaits`, after `blk_mq_get_tag` and
+//! lib/sbitmap.c, Linux 6.2+): a waiter sleeps on one of 8 wait queues in turn; freed tags are counted while anyone
+//! waits, and every `wake_batch` of them wake up to `wake_batch` sleepers, queue by queue from a rotating index. A
+//! woken thread retries once it runs (the caller books its wake-up); a tag freed meanwhile goes to whoever asks first,
+//! which is often a submitter that never slept. A retry that fails sleeps again on the next wait queue.
 
 use std::collections::VecDeque;
 
@@ -17,6 +23,61 @@ use crate::sq::RequestList;
 /// A bio waiting for a request: (arrival order, bio, operation, sync).
 type Waiter = (u64, u32, Op, bool);
 
+/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES) and the largest wake batch (SBQ_WAKE_BATCH).
+const WAIT_QUEUES: usize = 8;
+
+/// The wait side of one hardware queue's request tags (an `sbitmap_queue`): its 8 wait queues, the per-hctx index
+/// the next sleeper takes (`hctx->wait_index`), the index wake-ups start from (`wake_index`), and the counts that
+/// batch wake-ups (`completion_cnt`, `wakeup_cnt`).
+#[derive(Default)]
+pub struct TagWaits {
+    queues: [VecDeque<u32>; WAIT_QUEUES],
+    wait_index: usize,
+    wake_index: usize,
+    /// Sleepers plus woken threads that have not retried yet (`ws_active`: finish_wait drops it after the retry).
+    active: u32,
+    completion_cnt: u64,
+    wakeup_cnt: u64,
+}
+
+impl TagWaits {
+    /// `bt_wait_ptr` then `sbitmap_prepare_to_wait`: sleep on the next wait queue in turn, at its tail.
+    fn sleep(&mut self, io: u32) {
+        self.queues[self.wait_index].push_back(io);
+        self.wait_index = (self.wait_index + 1) % WAIT_QUEUES;
+        self.active += 1;
+    }
+
+    /// `sbitmap_queue_wake_up` for one freed tag: counted only while someone waits; each `wake_batch` counted tags
+    /// wake up to `wake_batch` sleepers (`__sbitmap_queue_wake_up`: from `wake_index`, advancing it past each queue
+    /// it looks at, taking as many from a queue as remain to wake). Woken bios are appended to `woken`.
+    fn tag_freed(&mut self, wake_batch: u32, woken: &mut Vec<u32>) {
+        if self.active == 0 {
+            return;
+        }
+        self.completion_cnt += 1;
+        if self.completion_cnt - self.wakeup_cnt < wake_batch as u64 {
+            return;
+        }
+        self.wakeup_cnt += wake_batch as u64;
+        let mut left = wake_batch as usize;
+        for _ in 0..WAIT_QUEUES {
+            let queue = &mut self.queues[self.wake_index];
+            self.wake_index = (self.wake_index + 1) % WAIT_QUEUES;
+            let n = left.min(queue.len());
+            woken.extend(queue.drain(..n));
+            left -= n;
+            if left == 0 {
+                break;
+            }
+        }
+    }
+
+    fn sleeping(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+}
+
 pub struct BlockQueue {
     pub elevator: Box<dyn Elevator>,
     pub has_elevator: bool,
@@ -26,11 +87,15 @@ pub struct BlockQueue {
     /// Legacy layer only: the request list (blk-mq: None).
     request_list: Option<RequestList>,
     driver_tags_free: Vec<u32>,
-    /// Bios waiting for a request, per hardware queue, in two classes that can block apart: blk-mq reads and writes
-    /// (index `write as usize`, the elevator's depth limit can hold back writes while reads still get tags); legacy
-    /// async and sync (index `sync as usize`, the request list counts them apart).
+    /// Legacy layer: bios waiting for a request, in two classes that block apart (async and sync, index
+    /// `sync as usize`: the request list counts them apart), each served first come, first served as
+    /// `get_request`'s exclusive waits on `rl->wait[sync]` are.
     pub tag_waiters: Vec<[VecDeque<Waiter>; 2]>,
     tag_waiter_arrivals: u64,
+    /// blk-mq: the sleepers on each hardware queue's request tags.
+    pub tag_waits: Vec<TagWaits>,
+    /// Freed tags per wake-up of blk-mq tag sleepers (`wake_batch`, from the elevator's smallest shallow depth).
+    pub wake_batch: u32,
     /// The elevator's device-wide lock, or its per-hardware-queue locks (see `Elevator::locking`).
     /// Scheduler tags per hardware queue (nr_requests), or the driver tags without an elevator.
     pub request_tags: u32,
@@ -56,6 +121,11 @@ impl BlockQueue {
         } else {
             queue_depth
         };
+        let wake_batch = if has_elevator {
+            elevator.tag_wake_batch(request_tags)
+        } else {
+            iosched_policy::sbq_wake_batch(queue_depth, u32::MAX)
+        };
         Self {
             elevator,
             has_elevator,
@@ -67,6 +137,8 @@ impl BlockQueue {
             driver_tags_free: vec![queue_depth; nr_hw_queues as usize],
             tag_waiters: (0..nr_hw_queues).map(|_| Default::default()).collect(),
             tag_waiter_arrivals: 0,
+            tag_waits: (0..nr_hw_queues).map(|_| TagWaits::default()).collect(),
+            wake_batch,
             device_lock: SpinLock::default(),
             hctx_locks: vec![SpinLock::default(); nr_hw_queues as usize],
             // 128 KiB: the kernel's default max_sectors_kb for many devices, and fio's largest bs in the seeds.
@@ -128,14 +200,15 @@ impl BlockQueue {
         true
     }
 
-    /// Park bio `io` until a request of its kind is free on `hctx`.
+    /// Park bio `io` until a request of its kind is free on `hctx`: blk-mq, asleep on the tags' next wait queue
+    /// (`tag_freed` wakes it, to retry); legacy, in its class's line (`next_tag_waiter` hands it a request).
     pub fn wait_for_tag(&mut self, hctx: u32, op: Op, sync: bool, io: u32) {
+        if self.layer == BlockLayer::Mq {
+            self.tag_waits[hctx as usize].sleep(io);
+            return;
+        }
         self.tag_waiter_arrivals += 1;
-        let class = match self.layer {
-            BlockLayer::Mq => op == Op::Write,
-            BlockLayer::Legacy => sync,
-        };
-        self.tag_waiters[hctx as usize][class as usize].push_back((
+        self.tag_waiters[hctx as usize][sync as usize].push_back((
             self.tag_waiter_arrivals,
             io,
             op,
@@ -143,7 +216,28 @@ impl BlockQueue {
         ));
     }
 
-    /// The longest-waiting bio on `hctx` that can now take a request (taking it), if any.
+    /// blk-mq: a request tag of `hctx` was freed; bios whose threads this wakes are appended to `woken`. Each must
+    /// then `retry_tag` once its thread runs.
+    pub fn tag_freed(&mut self, hctx: u32, woken: &mut Vec<u32>) {
+        if self.layer == BlockLayer::Mq {
+            let batch = self.wake_batch;
+            self.tag_waits[hctx as usize].tag_freed(batch, woken);
+        }
+    }
+
+    /// blk-mq: the woken thread of bio `io` asks for a request again: true if it got one; false if it went back to
+    /// sleep (on the next wait queue).
+    pub fn retry_tag(&mut self, hctx: u32, op: Op, sync: bool, io: u32) -> bool {
+        let waits = &mut self.tag_waits[hctx as usize];
+        waits.active -= 1; // sbitmap_finish_wait
+        if self.try_take_request_tag(hctx, op, sync) {
+            return true;
+        }
+        self.tag_waits[hctx as usize].sleep(io);
+        false
+    }
+
+    /// Legacy layer: the longest-waiting bio on `hctx` that can now take a request (taking it), if any.
     pub fn next_tag_waiter(&mut self, hctx: u32) -> Option<u32> {
         let mut order = [0usize, 1];
         let heads = &self.tag_waiters[hctx as usize];
@@ -164,8 +258,15 @@ impl BlockQueue {
         None
     }
 
+    /// Bios waiting for a request, asleep or woken and not yet retried.
     pub fn has_tag_waiters(&self) -> bool {
         self.tag_waiters.iter().flatten().any(|w| !w.is_empty())
+            || self.tag_waits.iter().any(|w| w.active > 0)
+    }
+
+    /// blk-mq: bios asleep on `hctx`'s request tags (not counting woken ones that have not retried yet).
+    pub fn sleeping_on_tags(&self, hctx: u32) -> usize {
+        self.tag_waits[hctx as usize].sleeping()
     }
 
     /// A driver tag for dispatching on `hctx` (with no elevator, the request already holds one).
@@ -278,17 +379,72 @@ mod tests {
             "async_depth defaults to 3/4 of nr_requests = 6"
         );
         queue.wait_for_tag(0, Op::Write, true, 100);
-        queue.wait_for_tag(0, Op::Read, true, 101);
-        assert_eq!(
-            queue.next_tag_waiter(0),
-            Some(101),
-            "the read behind the throttled write gets a tag first"
+        assert!(
+            queue.try_take_request_tag(0, Op::Read, true),
+            "a sync read still gets one of the other two"
         );
-        assert_eq!(queue.next_tag_waiter(0), None, "the write still may not");
+        assert_eq!(
+            queue.wake_batch, 1,
+            "an eighth of the shallow depth 6, at least 1"
+        );
+        let mut woken = Vec::new();
         queue.release_tags(0, 0, true);
+        queue.tag_freed(0, &mut woken);
+        assert_eq!(woken, [100]);
+        assert!(
+            !queue.retry_tag(0, Op::Write, true, 100),
+            "6 tags still in use (5 writes and the read): the write sleeps again"
+        );
+        woken.clear();
         queue.release_tags(0, 0, true);
-        assert_eq!(queue.next_tag_waiter(0), Some(100));
+        queue.tag_freed(0, &mut woken);
+        assert_eq!(woken, [100]);
+        assert!(queue.retry_tag(0, Op::Write, true, 100));
         assert!(!queue.has_tag_waiters());
+    }
+
+    #[test]
+    fn freed_tags_wake_sleepers_in_batches_queue_by_queue_and_a_running_submitter_can_take_them_first(
+    ) {
+        let mut queue = BlockQueue::new(iosched_policy::by_name("none", 1).unwrap(), 1, 16, None);
+        assert_eq!(queue.wake_batch, 2, "16 tags / 8 wait queues");
+        for _ in 0..16 {
+            assert!(queue.try_take_request_tag(0, Op::Write, true));
+        }
+        for io in 10..15 {
+            queue.wait_for_tag(0, Op::Write, true, io); // sleepers on wait queues 0, 1, 2, 3, 4
+        }
+        let mut woken = Vec::new();
+        queue.release_tags(0, 0, true);
+        queue.tag_freed(0, &mut woken);
+        assert!(woken.is_empty(), "one freed tag is half a batch");
+        queue.release_tags(0, 0, true);
+        queue.tag_freed(0, &mut woken);
+        assert_eq!(
+            woken,
+            [10, 11],
+            "two sleepers, from the first two wait queues"
+        );
+        assert!(
+            queue.try_take_request_tag(0, Op::Write, true),
+            "a submitter that never slept takes a freed tag before the woken threads run"
+        );
+        assert!(queue.retry_tag(0, Op::Write, true, 10));
+        assert!(
+            !queue.retry_tag(0, Op::Write, true, 11),
+            "none left: back to sleep, on the next wait queue (5)"
+        );
+        assert_eq!(queue.sleeping_on_tags(0), 4);
+        woken.clear();
+        for _ in 0..4 {
+            queue.release_tags(0, 0, true);
+            queue.tag_freed(0, &mut woken);
+        }
+        assert_eq!(
+            woken,
+            [12, 13, 14, 11],
+            "wake-ups go on from wait queue 2; the sleeper that lost its race is last"
+        );
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub enum Event {
     BlockSubmit { io: u32 },
     /// The scheduler's lock was taken and its insert work is done: the bio enters the elevator.
     BlockInsert { io: u32 },
+    /// A thread asleep waiting for a request for bio `io` was woken and now runs: it asks again (blk-mq).
+    TagRetry { io: u32 },
     /// A controller core finished fetching and processing a command.
     ControllerDone { device: u32, core: u32 },
     /// A flash unit finished its current operation.

@@ -58,6 +58,8 @@ struct IoSlot {
     /// This bio's own size, and (on a request's head bio) the whole request's size after plug merges.
     bytes: u32,
     request_bytes: u32,
+    /// Where fio's completion latency (clat) starts: the submission call's start for a sync engine (psync), when
+    /// the call returns for an async one (libaio, io_uring; see `Process::clat_after_call`).
     issue_ns: u64,
     core: u32,
     hctx: u32,
@@ -128,6 +130,11 @@ struct Process {
     unreaped: Vec<u32>,
     /// Where its bios wait when the block layer has no request for them (`TagWait`).
     tag_wait: TagWait,
+    /// An async engine (libaio, io_uring): fio stamps an I/O's issue time once io_submit / io_uring_enter returns
+    /// (fio's `fio_libaio_queued`, `fio_ioring_queued`), so the call's own time (the submission path, the
+    /// scheduler hooks, and a libaio submitter's sleep waiting for a request) is submission latency (slat), not
+    /// completion latency (clat), which is what fio reports and results hold. psync stamps it before the call.
+    clat_after_call: bool,
     /// Whether the submitter can go to sleep on its devices (their requests can run out at the depths of all
     /// processes), which rules out booking submissions ahead (`try_issue`).
     may_sleep_on_tags: bool,
@@ -189,6 +196,8 @@ pub struct Simulation<'c> {
     ios_completed: u64,
     /// Scratch list of hardware queues the elevator woke (reused between completions).
     woken_hctxs: Vec<u32>,
+    /// Scratch: bios whose threads a freed request tag woke.
+    woken_bios: Vec<u32>,
     end_ns: u64,
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
@@ -617,6 +626,7 @@ impl<'c> Simulation<'c> {
                         }
                         IoEngine::Libaio | IoEngine::Psync => TagWait::Submitter,
                     },
+                    clat_after_call: job.ioengine != IoEngine::Psync,
                     may_sleep_on_tags: false, // set below, once every process's depth is known
                     tag_waits: 0,
                     punted: VecDeque::new(),
@@ -721,6 +731,7 @@ impl<'c> Simulation<'c> {
                 submitting: false,
                 unreaped: Vec::new(),
                 tag_wait: TagWait::Kernel,
+                clat_after_call: false,
                 may_sleep_on_tags: false,
                 tag_waits: 0,
                 punted: VecDeque::new(),
@@ -763,6 +774,7 @@ impl<'c> Simulation<'c> {
             ios_issued: 0,
             ios_completed: 0,
             woken_hctxs: Vec::new(),
+            woken_bios: Vec::new(),
             end_ns,
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
@@ -802,6 +814,7 @@ impl<'c> Simulation<'c> {
                 }
                 Event::BlockSubmit { io } => self.block_submit(io, now),
                 Event::BlockInsert { io } => self.block_insert(io, now),
+                Event::TagRetry { io } => self.tag_retry(io, now),
                 Event::ControllerDone { device, core } => {
                     self.devices[device as usize].controller_done(core, &mut self.events)
                 }
@@ -1021,6 +1034,7 @@ impl<'c> Simulation<'c> {
             self.host
                 .run(core, process, at, submit_ns * batch as u64, &mut proc.cpu);
         (proc.core, proc.busy_until_ns) = (core, end);
+        let clat_after_call = proc.clat_after_call;
         let mut previous = NO_IO;
         for i in 0..batch {
             let proc = &mut self.processes[p];
@@ -1041,7 +1055,13 @@ impl<'c> Simulation<'c> {
                 offset_bytes: plan.offset_bytes,
                 bytes: plan.bytes,
                 request_bytes: plan.bytes,
-                issue_ns: start + i as u64 * submit_ns,
+                // An async engine's call returns no earlier than its submission path's end (`block_submit` and
+                // `tag_obtained` move this on past the hooks and any sleep for a request).
+                issue_ns: if clat_after_call {
+                    end
+                } else {
+                    start + i as u64 * submit_ns
+                },
                 core,
                 hctx,
                 dispatch_hctx: hctx,
@@ -1370,29 +1390,92 @@ impl<'c> Simulation<'c> {
         }
     }
 
-    /// Bio `io` got the request it waited for, and the thread that waited wakes (its sleep and wake-up booked on
-    /// the process's core): the submitter goes on with its loop, or the io-wq worker takes the next punted bio.
+    /// The thread asleep waiting for a request for bio `io` (the submitter, an io-wq worker or the flusher) is
+    /// woken: its wake-up is booked on the process's core, and then it asks again (`TagRetry`).
+    fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
+        let end = self.book_wake_up(self.slots[io as usize].process, now);
+        self.events.schedule(end, Event::TagRetry { io });
+    }
+
+    /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
+    fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
+        let core = self.process_core(process, now);
+        let proc = &mut self.processes[process as usize];
+        let (_, end) = self
+            .host
+            .run(core, process, now, proc.cost.sleep_wake_ns, &mut proc.cpu);
+        (proc.core, proc.busy_until_ns) = (core, end);
+        end
+    }
+
+    /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
+    /// enters the elevator and its thread goes on.
+    fn tag_retry(&mut self, io: u32, now: u64) {
+        let (device, hctx, write, sync) = {
+            let s = &self.slots[io as usize];
+            (s.device, s.hctx, s.write, s.sync)
+        };
+        let op = if write { Op::Write } else { Op::Read };
+        if !self.queues[device as usize].retry_tag(hctx, op, sync, io) {
+            return; // asleep again, on the next wait queue
+        }
+        let rq = self.make_request(io, now);
+        self.queues[device as usize].elevator.insert(rq, now);
+        self.accepted(io, now);
+        self.tag_obtained(io, now);
+        self.run_hw_queue(device, hctx, now);
+        self.arm_timer(device, now);
+    }
+
+    /// io_uring: bio `io` got a request without blocking; if it was a punted bio its io-wq worker is free again,
+    /// so while any of the ring's workers is free the next punted bio is issued.
+    fn next_punted_bio(&mut self, io: u32, now: u64) {
+        let slot = &self.slots[io as usize];
+        if slot.kind != BioKind::Fio {
+            return;
+        }
+        let proc = &mut self.processes[slot.process as usize];
+        if let TagWait::IoWqWorkers(workers) = proc.tag_wait {
+            if proc.tag_waits < workers {
+                if let Some(next) = proc.punted.pop_front() {
+                    self.events.schedule(now, Event::BlockInsert { io: next });
+                }
+            }
+        }
+    }
+
+    /// Legacy layer: bio `io` was handed the request it waited for, and the thread that waited wakes (a job's; the
+    /// flusher's wake-up is not booked here).
     fn tag_granted(&mut self, io: u32, now: u64) {
+        if self.slots[io as usize].kind != BioKind::Fio {
+            return;
+        }
+        let end = self.book_wake_up(self.slots[io as usize].process, now);
+        self.tag_obtained(io, end);
+    }
+
+    /// Bio `io` got the request its (now running) thread waited for: the submitter goes on with its loop, or the
+    /// io-wq worker takes the next punted bio.
+    fn tag_obtained(&mut self, io: u32, now: u64) {
         let slot = &self.slots[io as usize];
         if slot.kind != BioKind::Fio {
             return;
         }
         let process = slot.process;
-        let core = self.process_core(process, now);
         let proc = &mut self.processes[process as usize];
         proc.tag_waits -= 1;
-        let (_, end) = self
-            .host
-            .run(core, process, now, proc.cost.sleep_wake_ns, &mut proc.cpu);
-        (proc.core, proc.busy_until_ns) = (core, end);
+        if proc.tag_wait == TagWait::Submitter && proc.clat_after_call {
+            // libaio: io_submit returns only now, so the sleep was submission latency (see `clat_after_call`).
+            self.slots[io as usize].issue_ns = now;
+        }
         match proc.tag_wait {
             TagWait::Submitter if !proc.submitting => {
                 proc.submitting = true;
-                self.events.schedule(end, Event::SubmitNext { process });
+                self.events.schedule(now, Event::SubmitNext { process });
             }
             TagWait::IoWqWorkers(_) => {
                 if let Some(next) = proc.punted.pop_front() {
-                    self.events.schedule(end, Event::BlockInsert { io: next });
+                    self.events.schedule(now, Event::BlockInsert { io: next });
                 }
             }
             _ => {}
@@ -1523,6 +1606,9 @@ impl<'c> Simulation<'c> {
         // In the submitter's context (submit_bio): it is running on this core until then.
         let proc = &mut self.processes[process as usize];
         proc.busy_until_ns = proc.busy_until_ns.max(ready);
+        if proc.clat_after_call {
+            self.slots[io as usize].issue_ns = ready; // the hooks run inside the call
+        }
         self.events.schedule(ready, Event::BlockInsert { io });
     }
 
@@ -1585,6 +1671,7 @@ impl<'c> Simulation<'c> {
             return;
         }
         queue.elevator.insert(rq, now);
+        self.next_punted_bio(io, now);
         self.accepted(io, now);
         self.run_hw_queue(device, hctx, now);
         self.arm_timer(device, now);
@@ -1690,8 +1777,18 @@ impl<'c> Simulation<'c> {
                 self.costs.complete_acquisitions,
             );
         }
-        // A freed request tag lets a waiting bio in.
+        // A freed request tag: under blk-mq it may wake sleepers, who ask again once they run (`tag_retry`); the
+        // legacy request list hands it to the bio that waited longest.
         let mut inserted = false;
+        if self.queues[device as usize].layer == BlockLayer::Mq {
+            let mut woken = std::mem::take(&mut self.woken_bios);
+            self.queues[device as usize].tag_freed(rq.hctx, &mut woken);
+            for &io in &woken {
+                self.wake_tag_sleeper(io, now);
+            }
+            woken.clear();
+            self.woken_bios = woken;
+        }
         while let Some(waiting) = self.queues[device as usize].next_tag_waiter(rq.hctx) {
             let waiting_rq = self.make_request(waiting, now);
             self.queues[device as usize]

@@ -769,7 +769,8 @@ fn stonewall_runs_jobs_one_after_the_other() {
 /// A QD-1 reader beside 3 QD-64 random readers on a device with 32 command slots (scheduler none: the driver tags
 /// are the requests). Who waits for a request decides how many bios queue ahead of the QD-1 read: a libaio process
 /// sleeps in io_submit on its first bio that finds none, so at most one waits per process; io_uring reissues such
-/// bios from io-wq workers, min(iodepth, 4 x CPUs) of them per ring, and goes on submitting.
+/// bios from io-wq workers, min(iodepth, 4 x CPUs) of them per ring, and goes on submitting. (Sleepers are not
+/// served in order, see blk.rs, so the io_uring figure is a floor, not an exact count.)
 #[test]
 fn who_waits_for_a_request_decides_how_many_bios_queue_ahead_of_a_read() {
     const SLOTS: u32 = 32;
@@ -794,11 +795,13 @@ fn who_waits_for_a_request_decides_how_many_bios_queue_ahead_of_a_read() {
         "libaio: {libaio:.1} bios ahead of a read, expected at most the {SLOTS} slots + one per process"
     );
     // Seed 000's host has 10 CPUs: 40 workers per ring, fewer than the 64 - 32 / 3 bios each ring has beyond its
-    // share of the slots, so 3 x 40 wait for requests and the rest for a worker, behind the read.
+    // share of the slots, so 3 x 40 sleep waiting for requests and the rest wait for a worker. A punted read sleeps
+    // among the workers; first come, first served it would find 32 + 120 bios ahead, and the wake-ups' disorder
+    // only adds to that on average (a read that loses a race sleeps again).
     let io_uring = measure(IoEngine::IoUring);
     let workers = 3 * 40;
     assert!(
-        io_uring > (SLOTS + workers) as f64 * 0.9 && io_uring < (SLOTS + workers) as f64 * 1.1,
-        "io_uring: {io_uring:.1} bios ahead of a read, expected about the {SLOTS} slots + {workers} workers'"
+        io_uring > (SLOTS + workers) as f64 * 0.9,
+        "io_uring: {io_uring:.1} bios ahead of a read, expected at least about the {SLOTS} slots + {workers} workers'"
     );
 }
