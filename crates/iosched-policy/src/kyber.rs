@@ -87,9 +87,9 @@
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
 //! * **Async depth** (`limit_depth`): every request but a synchronous read may use only 75 % of the scheduler tags,
 //!   applied to the tags in use on the hardware queue rather than per sbitmap word. This is the kernel since
-//!   "blk-mq-sched: unify elevators checking for async requests" (commit 1db61b0afdd7, Linux 6.19, also in 6.18's
-//!   stable releases: on Linux 6.18.44 three QD-128 direct writers and a QD-1 reader hold 193 of 256 scheduler tags
-//!   under Kyber, 256 under mq-deadline). Before it, Kyber limited only asynchronous requests, so direct writes
+//!   "blk-mq-sched: unify elevators checking for async requests" (commit 1db61b0afdd7, Linux 6.19; measured the same
+//!   on Linux 6.18.44, where three QD-128 direct writers and a QD-1 reader hold 193 of 256 scheduler tags under
+//!   Kyber, 256 under mq-deadline). Before it, Kyber limited only asynchronous requests, so direct writes
 //!   (REQ_SYNC) could take every tag; that matters only where writes alone can fill one hardware queue's tags.
 //! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
 //!   no request comes back after dispatch.

@@ -260,6 +260,34 @@ fn engines_differ_in_cpu_cost() {
     );
 }
 
+/// fio's completion latency (clat) starts when the submission call returns for an async engine (libaio, io_uring)
+/// and before it for psync, so at QD 1 on an idle device psync's clat carries the submission path that libaio's
+/// leaves out (as slat). Same CPU costs for both engines here, so only that differs.
+#[test]
+fn clat_starts_after_an_async_engines_submit_call_and_before_a_sync_one() {
+    const SUBMIT_NS: u64 = 40_000;
+    let clat_mean_ns = |engine: IoEngine| {
+        let mut r = job("r", Rw::Randread, 4096, 1, 1, &[0], &[0]);
+        r.ioengine = engine;
+        let mut config = seed000(1, vec![r]);
+        for cost in [&mut config.host.libaio, &mut config.host.psync] {
+            cost.submit_ns = SUBMIT_NS;
+            cost.complete_ns = 1_000;
+        }
+        config.host.psync.sleep_wake_ns = config.host.libaio.sleep_wake_ns;
+        run(&config).jobs[0].read.clat_mean_ns
+    };
+    let (aio, psync) = (
+        clat_mean_ns(IoEngine::Libaio),
+        clat_mean_ns(IoEngine::Psync),
+    );
+    let gap = psync - aio;
+    assert!(
+        (gap - SUBMIT_NS as f64).abs() < 0.05 * SUBMIT_NS as f64,
+        "psync {psync:.0} ns, libaio {aio:.0} ns: expected them {SUBMIT_NS} ns (the submit call) apart"
+    );
+}
+
 #[test]
 fn bad_configs_are_errors_not_panics() {
     let mut config = seed000(1, vec![job("r", Rw::Randread, 4096, 0, 1, &[0], &[0])]);
