@@ -586,3 +586,31 @@ pub(crate) mod testkit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_wake_batches_follow_each_elevators_smallest_shallow_depth() {
+        // debugfs sched_tags on Linux 6.18 with nr_requests 256: kyber wake_batch=8, mq-deadline and bfq 1.
+        let batch = |name: &str| by_name(name, 1).unwrap().tag_wake_batch(256);
+        assert_eq!(batch("kyber"), 8);
+        assert_eq!(batch("bfq"), 1);
+        assert_eq!(batch("none"), 8, "no shallow depth: 256 / 8, at most 8");
+        assert_eq!(
+            batch("mq-deadline"),
+            8,
+            "Linux 6.3's default: async_depth 192"
+        );
+        let mut md = by_name("mq-deadline", 1).unwrap();
+        md.set_tunable("async_depth", 256).unwrap();
+        assert_eq!(
+            md.tag_wake_batch(256),
+            1,
+            "an async_depth shown and set, as since 6.10"
+        );
+        assert_eq!(sbq_wake_batch(16, u32::MAX), 2);
+        assert_eq!(sbq_wake_batch(4, u32::MAX), 1);
+    }
+}

@@ -431,7 +431,7 @@ impl Elevator for MqDeadline {
     }
 
     /// dd_depth_updated: Linux 5.14 to 6.9 set the tags' min_shallow_depth to async_depth (3/4 of nr_requests by
-    /// default), so freed tags wake sleepers 8 at a time; Linux 6.10+ sets it to 1 (one at a time; debugfs
+    /// default), so freed tags wake sleepers up to 8 at a time; Linux 6.10+ sets it to 1 (one at a time; debugfs
     /// `sched_tags` on Linux 6.18: wake_batch=1) and shows async_depth, so an async_depth that was set (as
     /// `iosched validate` mirrors it from such a kernel) selects the newer rule.
     fn tag_wake_batch(&self, nr_requests: u32) -> u32 {

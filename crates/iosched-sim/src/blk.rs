@@ -23,7 +23,7 @@ use crate::sq::RequestList;
 /// A bio waiting for a request: (arrival order, bio, operation, sync).
 type Waiter = (u64, u32, Op, bool);
 
-/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES) and the largest wake batch (SBQ_WAKE_BATCH).
+/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES).
 const WAIT_QUEUES: usize = 8;
 
 /// The wait side of one hardware queue's request tags (an `sbitmap_queue`): its 8 wait queues, the per-hctx index
