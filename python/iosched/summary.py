@@ -30,21 +30,27 @@ def _direction(name: str, d: dict[str, Any], window_ns: int) -> list[str]:
     ]
 
 
-def format_summary(run: ResolvedRun, rid: str, result: dict[str, Any], wall_s: float | None) -> str:
-    """``wall_s`` None: a stored result (the run was already in the results folder)."""
-    lines = []
+def run_and_job_lines(run: ResolvedRun, rid: str, jobs: list[dict[str, Any]], backend: str) -> list[str]:
+    """The run's header line, then per job (in the simulator's result shape, which the kernel backend's results
+    share) its fio-like block: both backends' summaries start so."""
     point = " ".join(f"{k}={v}" for k, v in run.sweep_point.items())
-    lines.append(f"== {run.experiment} run {rid}  scheduler={run.scheduler} seed={run.seed}"
-                 + (f" rep={run.repetition}" if run.repetition else "") + (f"  [{point}]" if point else ""))
-    for rj, jr in zip(run.jobs, result["jobs"]):
+    lines = [f"== {run.experiment} run {rid}  scheduler={run.scheduler} seed={run.seed}"
+             + (f" rep={run.repetition}" if run.repetition else "") + (f"  [{point}]" if point else "")]
+    for jr in jobs:
         nproc = max(1, len(jr["processes"]))
         w = jr["window_ns"]
-        lines.append(f"{jr['name']}: (groupid=0, jobs={nproc}): err= 0: backend=sim")
+        lines.append(f"{jr['name']}: (groupid=0, jobs={nproc}): err= 0: backend={backend}")
         lines += _direction("read", jr["read"], w)
         lines += _direction("write", jr["write"], w)
         usr = 100.0 * jr["usr_ns"] / (w * nproc) if w else 0.0
         sys_ = 100.0 * jr["sys_ns"] / (w * nproc) if w else 0.0
         lines.append(f"  cpu          : usr={usr:.2f}%, sys={sys_:.2f}%, ctx={jr['context_switches']}")
+    return lines
+
+
+def format_summary(run: ResolvedRun, rid: str, result: dict[str, Any], wall_s: float | None) -> str:
+    """``wall_s`` None: a stored result (the run was already in the results folder)."""
+    lines = run_and_job_lines(run, rid, result["jobs"][:len(run.jobs)], "sim")
     window = result["window_ns"]
     cores = result["cores"]
     if cores and window:

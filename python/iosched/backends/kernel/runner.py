@@ -468,20 +468,9 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
 
 def format_summary(run: ResolvedRun, rid: str, jobs: list[dict[str, Any]], busy: list[float], wall_s: float,
                    targets: list[Target]) -> str:
-    from ...summary import _direction
+    from ...summary import run_and_job_lines
 
-    point = " ".join(f"{k}={v}" for k, v in run.sweep_point.items())
-    lines = [f"== {run.experiment} run {rid}  scheduler={run.scheduler} seed={run.seed}"
-             + (f" rep={run.repetition}" if run.repetition else "") + (f"  [{point}]" if point else "")]
-    for jr in jobs:
-        nproc = max(1, len(jr["processes"]))
-        w = jr["window_ns"]
-        lines.append(f"{jr['name']}: (groupid=0, jobs={nproc}): err= 0: backend=kernel")
-        lines += _direction("read", jr["read"], w)
-        lines += _direction("write", jr["write"], w)
-        usr = 100.0 * jr["usr_ns"] / (w * nproc) if w else 0.0
-        sys_ = 100.0 * jr["sys_ns"] / (w * nproc) if w else 0.0
-        lines.append(f"  cpu          : usr={usr:.2f}%, sys={sys_:.2f}%, ctx={jr['context_switches']}")
+    lines = run_and_job_lines(run, rid, jobs, "kernel")
     if busy:
         lines.append("cores busy: " + " ".join(f"{i}:{100 * b:.0f}%" for i, b in enumerate(busy)))
     lines.append(f"measured on {', '.join(t.path for t in targets)} in {wall_s:.2f} s wall")
