@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tomllib
 from html import unescape
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -130,6 +131,23 @@ def test_results_doc_is_rewritten_between_markers(toy_dir, tmp_path):
     half.write_text(f"# h\n\n{old_begin}\nold numbers\n")
     update_results_doc(half, report, toy_dir)
     assert half.read_text().startswith(f"# h\n\n{old_begin}\nold numbers\n\n## Reproduced results\n")
+
+
+def test_report_command_rewrites_the_results_doc(toy_dir, tmp_path):
+    """`iosched report DIR --results-md FILE` on a copy of the project's docs/results.md: only the generated part
+    changes (its header is kept)."""
+    shipped = Path(__file__).resolve().parents[3] / "docs" / "results.md"
+    if not shipped.is_file():
+        pytest.skip("not running from a checkout (no docs/results.md)")
+    doc = tmp_path / "results.md"
+    doc.write_text(shipped.read_text())
+    res = CliRunner().invoke(main, ["report", str(toy_dir), "--no-static", "--results-md", str(doc)])
+    assert res.exit_code == 0, res.output
+    assert f"updated the reproduced results in {doc}" in res.output
+    head = shipped.read_text().split("<!-- reproduced-results:begin")[0]
+    text = doc.read_text()
+    assert text.startswith(head + BEGIN) and text.count(END) == 1 and text.endswith(END + "\n")
+    assert "| 999 | [toy](#toy) |" in text and "seed000-fig1" not in text
 
 
 def test_specs_shown_as_toml_read_back_identically():
