@@ -204,10 +204,10 @@ def _print_checks(report) -> None:
 
 @main.command()
 @click.argument("dir", type=click.Path(file_okay=False))
-@click.option("--readme", type=click.Path(dir_okay=False), default=None,
-              help="Also rewrite the 'Reproduced results' section of this README from the checks.")
+@click.option("--results-md", type=click.Path(dir_okay=False), default=None,
+              help="Also rewrite the generated part of this Markdown file (docs/results.md) from the checks.")
 @click.option("--no-static", is_flag=True, help="Skip the PNG/SVG/PDF figures (report.html only).")
-def report(dir, readme, no_static):
+def report(dir, results_md, no_static):
     """Rebuild DIR/report.html, DIR/figures/ and DIR/checks.* from the stored results (no simulation)."""
     from . import store
     from .report.build import build
@@ -215,10 +215,10 @@ def report(dir, readme, no_static):
     if not (Path(dir) / store.MANIFEST).exists():
         raise SpecError(dir, None, "no manifest.json: not a results folder of `iosched run` or `iosched reproduce`")
     rep = build(Path(dir), static=not no_static)
-    if readme:
-        from .report.readme import update_readme
-        update_readme(Path(readme), rep, Path(dir))
-        click.echo(f"updated the 'Reproduced results' section of {readme}")
+    if results_md:
+        from .report.results_doc import update_results_doc
+        update_results_doc(Path(results_md), rep, Path(dir))
+        click.echo(f"updated the reproduced results in {results_md}")
     click.echo(f"report: {Path(dir) / 'report.html'}")
 
 
