@@ -36,9 +36,9 @@ def main() -> None:
 
 
 def _need_native() -> None:
-    from .backends.sim import native_available
-    if not native_available():
-        _fail("the simulator (iosched._native) is not built: run `maturin develop --release`", 1)
+    from . import native
+    if not native.available():
+        _fail(native.NOT_BUILT, 1)
 
 
 _jobs_option = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,

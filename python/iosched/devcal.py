@@ -21,9 +21,11 @@ from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
-from .calibration import Job, METRICS
+from . import native
+from .calibration import METRICS
 from .errors import SpecError
 from .presets import presets_dir, load_preset_file
+from .simconfig import Job, jobs_config, named
 
 ENGINE = "libaio"
 
@@ -163,28 +165,10 @@ def queue_geometry(sysfs: Path) -> dict[str, int]:
     return {"max_hw_queues": len(tags), "queue_depth": min(tags)}
 
 
-def _sim_config(host_params: dict, device_params: dict, jobs: tuple[Job, ...], runtime_s: float, ramp_s: float,
-                scheduler: str = "none") -> dict[str, Any]:
-    from .fiojob import DeviceInfo, JobContext, RawJob, resolve_job
-
-    dev = dict(device_params, name="/dev/nvme0n1")
-    context = JobContext(devices=[DeviceInfo(dev["name"], dev["capacity_bytes"], dev["logical_block_bytes"])],
-                         cores=host_params["cores"], default_runtime_ns=int(runtime_s * 1e9),
-                         default_ramp_ns=int(ramp_s * 1e9), default_time_based=True)
-    resolved = [resolve_job(RawJob(j.name, {"rw": j.rw, "bs": j.bs_bytes, "iodepth": j.iodepth, "numjobs": j.numjobs,
-                                            "ioengine": j.ioengine}, file="iosched.devcal", label=f'job "{j.name}"',
-                                   origin="toml"), context).config for j in jobs]
-    return {"seed": 1, "host": host_params, "devices": [dev],
-            "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None, "block_layer": None},
-            "sample_interval_ns": 100_000_000, "jobs": resolved}
-
-
 def simulate_step(host_params: dict, device_params: dict, step: Step, runtime_s: float = 0.3,
                   ramp_s: float = 0.1) -> dict[str, dict[str, float]]:
-    from . import _native
-
-    result = json.loads(_native.simulate(json.dumps(_sim_config(host_params, device_params, step.jobs, runtime_s,
-                                                                ramp_s))))
+    result = native.simulate(jobs_config(host_params, named(device_params), step.jobs, runtime_s, ramp_s,
+                                         file="iosched.devcal"))
     out = {}
     for job in result["jobs"]:
         m = {k: f(job) for k, f in METRICS.items() if (k.startswith("read") and job["read"]["ios"])
@@ -499,11 +483,9 @@ def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:
     the simulator's defaults (which follow the kernel version each scheduler's source was read from: e.g.
     mq-deadline's async_depth default is 3/4 of nr_requests in Linux 6.3 and nr_requests since 6.10). Tunables the
     spec sets stay as set. Returns one note per scheduler changed."""
-    from . import _native
-
     notes = []
     for name, values in sorted(kernel.items()):
-        defaults = dict(_native.scheduler_tunables(name) or [])
+        defaults = dict(native.scheduler_tunables(name) or [])
         changed = {k: v for k, v in values.items() if k in defaults and defaults[k] != v}
         if not changed:
             continue

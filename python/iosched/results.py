@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .backends.sim import build_config, code_version
+from .simconfig import run_config
 from .spec import ResolvedRun
+from .version import __version__, code_version
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9, "p99_99": 99.99}
 DIR_METRICS = ["ios", "iops", "bw_bytes", "clat_mean_ns"] + [f"clat_{k}_ns" for k in PCTS]
@@ -193,7 +193,7 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
         "tunables": run.tunables, "nr_requests": run.nr_requests, "block_layer": run.block_layer,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
                  for j in run.jobs],
-        "notes": run.notes, "sim_config": build_config(run),
+        "notes": run.notes, "sim_config": run_config(run),
     }
 
 

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import store
-from .backends.sim import build_config, canonical_json, code_version, run_id
+from . import native, store
+from .backends.sim import run_id
 from .errors import SpecError
+from .simconfig import run_config
 from .spec import ResolvedRun
+from .version import code_version
 
 
 @dataclass
@@ -58,10 +60,8 @@ def simulate_task(config_json: str, expected_code_version: str,
     if here != expected_code_version:
         raise CodeVersionMismatch(f"worker has iosched {here}, the sweep needs {expected_code_version}: install "
                                   "the same iosched build on every worker (see README, 'Sweeps on a cluster')")
-    from . import _native
-
     t0 = time.perf_counter()
-    out = _native.simulate(config_json, progress)
+    out = native.simulate_json(config_json, progress)
     return out, time.perf_counter() - t0
 
 
@@ -248,7 +248,7 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     futures: dict[Future, Task] = {}
     try:
         for t in todo:
-            futures[backend.executor.submit(simulate_task, canonical_json(build_config(t.run)), cv)] = t
+            futures[backend.executor.submit(simulate_task, native.canonical_json(run_config(t.run)), cv)] = t
         pending = set(futures)
         while pending:
             if backend.kind == "in-process":

@@ -10,11 +10,12 @@ seed000` runs them all. `python -m iosched.papers.seed000` does the same in --qu
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Iterable
 
-from ..calibration import METRICS, Job, sim_config
+from .. import native
+from ..calibration import METRICS
+from ..simconfig import Job, testbed_config
 from ..report.build import cdf, fmt, merge_bins
 from ..report.figures import Figure, Heat, Panel, Table, Trace
 from .registry import Check, Number, PaperExperiment, Results, Series, register
@@ -28,16 +29,8 @@ SEED = "000"
 def simulate(jobs: Iterable[Job], scheduler: str, *, ssds: int = 1, tunables: Iterable[tuple[str, int]] = (),
              runtime_s: float = 0.2, ramp_s: float = 0.05, seed: int = 1) -> dict[str, Any]:
     """One simulated fio run on the seed-000 testbed; returns the SimResult dict (for tests and quick looks)."""
-    from .. import _native
-
-    config = sim_config(HOST, DEVICE, tuple(jobs), runtime_s, ramp_s, seed, scheduler)
-    config["scheduler"]["tunables"] = [[name, int(value)] for name, value in tunables]
-    if ssds > 1:
-        device = config["devices"][0]
-        config["devices"] = [dict(device, name=f"/dev/nvme{i}n1") for i in range(ssds)]
-        for job in config["jobs"]:
-            job["devices"] = list(range(ssds))
-    return json.loads(_native.simulate(json.dumps(config)))
+    return native.simulate(testbed_config(HOST, DEVICE, jobs, runtime_s, ramp_s, file="iosched.papers.seed000",
+                                          seed=seed, scheduler=scheduler, tunables=tunables, ssds=ssds))
 
 
 def total(result: dict, metric: str, job: str | None = None) -> float:

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__, presets, store
+from ... import presets, store
 from ...errors import SpecError, show
 from ...results import job_rows, write_measured_run
+from ...version import __version__
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
 from .blockdev import SIM_ONLY, BlockDevice
