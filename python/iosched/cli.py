@@ -124,11 +124,7 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
                           title=exp.data.get("name", "runs"))
     finally:
         if out_dir.exists():
-            store.update_manifest(out_dir, {tasks[0].run.experiment: {
-                "kind": "spec", "spec_file": spec, "spec": exp.data, "mode": "",
-                "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
-                          "seed": t.run.seed} for t in tasks]}})
-            store.consolidate(out_dir, [t.rid for t in tasks])
+            store.record_spec(out_dir, tasks[0].run.experiment, spec, exp.data, [(t.rid, t.run) for t in tasks])
     if outcome.skipped:
         if len(tasks) <= 8:  # a small experiment: show the stored runs as if just run
             for t in tasks:
@@ -642,11 +638,7 @@ def validate(spec, device_path, preset, host, duration, repeat, out, drift_check
             click.echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)
         execute(out_dir, tasks, jobs=1, title=exp_s.data.get("name", "runs"))
-        store.update_manifest(out_dir, {tasks[0].run.experiment: {
-            "kind": "spec", "spec_file": spec, "spec": exp_s.data, "mode": "",
-            "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
-                      "seed": t.run.seed} for t in tasks]}})
-        store.consolidate(out_dir, [t.rid for t in tasks])
+        store.record_spec(out_dir, tasks[0].run.experiment, spec, exp_s.data, [(t.rid, t.run) for t in tasks])
     finally:
         tree.close()
     rows = devcal.validation_rows(out_dir / "results.parquet")

@@ -40,6 +40,5 @@ def reproduce(names: Iterable[str], *, quick: bool = False, out: str | Path = "o
                       title=", ".join(e.name for e in exps) if len(exps) <= 2 else f"{len(exps)} experiments")
     finally:  # also on Ctrl-C: the manifest says what the command was, the tables hold what finished
         out.mkdir(parents=True, exist_ok=True)
-        store.update_manifest(out, entries)
-        store.consolidate(out, [t.rid for t in tasks])
+        store.record(out, entries, [t.rid for t in tasks])
     return build(out, static=static)
