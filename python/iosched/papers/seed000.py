@@ -16,8 +16,7 @@ from typing import Any, Iterable
 from .. import native
 from ..calibration import METRICS
 from ..simconfig import Job, testbed_config
-from ..report.build import cdf, fmt, merge_bins
-from ..report.figures import Figure, Heat, Panel, Table, Trace
+from ..report.figures import Figure, Heat, Panel, Table, Trace, cdf, fmt, merge_bins
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 
 HOST, DEVICE = "xeon-silver-4210r-10c", "samsung-980pro-1tb"
@@ -835,18 +834,9 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 def main(argv: list[str] | None = None) -> None:
     """Run seed 000's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched."""
-    from ..reproduce import reproduce
+    from ..reproduce import print_quick
 
-    from .registry import select
-
-    chosen = {e.name for e in select(argv or ["seed000"])}
-    report = reproduce(sorted(chosen), quick=True, out="out/reproduce-quick", static=False)
-    print("| ref | finding | what | paper | iosched | holds? |")
-    print("|---|---|---|---|---|---|")
-    for sec, c in report.checks:
-        if sec.name not in chosen:
-            continue
-        print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
+    print_quick(argv or ["seed000"])
 
 
 if __name__ == "__main__":

@@ -868,7 +868,7 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 def main(argv: list[str] | None = None) -> None:
     """Run seed 002's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched."""
-    from .registry import print_quick
+    from ..reproduce import print_quick
 
     print_quick(argv or ["seed002"])
 

@@ -5,8 +5,6 @@ L1's and L2's margins do not hold (every scheduler within 0.1% of the others; re
 and that each scheduler runs on the block layer seed 004's kernel gave it.
 """
 
-import json
-
 import pytest
 
 from iosched.papers import seed004 as s

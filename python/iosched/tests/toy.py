@@ -8,7 +8,7 @@ from pathlib import Path
 from iosched import store
 from iosched.papers import registry
 from iosched.papers.registry import Check, Number, PaperExperiment, Results, Series
-from iosched.report.build import cdf, merge_bins
+from iosched.report.figures import cdf, merge_bins
 from iosched.report.figures import Figure, Heat, Panel, Table, Trace
 
 SCHEDS = ["none", "kyber"]
