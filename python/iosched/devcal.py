@@ -22,7 +22,7 @@ from typing import Any, Callable
 import pyarrow.parquet as pq
 
 from . import native
-from .calibration import METRICS
+from .results import METRICS
 from .errors import SpecError
 from .presets import presets_dir, load_preset_file
 from .simconfig import Job, jobs_config, named

@@ -6,7 +6,7 @@ them.  This module's digest is part of the code version (iosched.version)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from .simconfig import run_config
 from .spec import ResolvedRun
@@ -50,6 +50,23 @@ def percentile(d: dict[str, Any], p: float) -> int:
         if abs(q - p) < 1e-9:
             return int(ns)
     return 0
+
+
+# ---------------------------------------------------------------- metrics of one job of a SimResult
+
+def _percentile(direction: dict[str, Any], pct: float) -> float:
+    return dict((p, v) for p, v in direction["percentiles"])[pct]
+
+
+# The figures calibration and the paper experiments read off a simulated job (rates per second of its window).
+METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
+    "read_kiops": lambda job: job["read"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "write_kiops": lambda job: job["write"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "read_mean_us": lambda job: job["read"]["clat_mean_ns"] / 1e3,
+    "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
+    "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
+    "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
+}
 
 
 def _per_s(n: float, window_ns: int) -> float:

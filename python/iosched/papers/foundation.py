@@ -1,7 +1,7 @@
 """Findings the simulator foundation must produce without further fitting (issue 2), under the `none` scheduler.
 
 - Seed 003's baseline table on the Samsung 980 PRO: the mixed read/write rows (the single-workload rows are
-  calibration inputs and live in iosched.calibration).
+  calibration inputs and live in iosched.papers.calibration_targets).
 - Seed 000 F1 (Fig. 1c, O-3): 10 cores, 8 SSDs, 10 T-4KiB-apps under none: ~3.4 MIOPS with every core busy.
 - Seed 000 F6 (Fig. 2), the none curve: one process on one core, QD 1 -> 256: P99 77-79 us at QD 1, ~807 us at
   QD 256, CPU-bound from QD ~32.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import native
-from ..calibration import METRICS
+from ..results import METRICS
 from ..simconfig import Job, testbed_config
 
 HOST, DEVICE = "xeon-silver-4210r-10c", "samsung-980pro-1tb"

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Iterable
 
 from .. import native
-from ..calibration import METRICS
+from ..results import METRICS
 from ..simconfig import Job, testbed_config
 from ..report.figures import Figure, Heat, Panel, Table, Trace, cdf, fmt, merge_bins
 from .registry import Check, Number, PaperExperiment, Results, Series, register

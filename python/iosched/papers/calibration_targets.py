@@ -1,18 +1,19 @@
-"""The calibration inputs of each preset pair, as runnable scenarios with their targets.
+"""The calibration targets of the seed papers' presets: each preset pair's calibration inputs, as runnable scenarios.
 
 Each target is a number a seed paper measured and that ../shared/reference/targets.md lists as a calibration input
 for that paper's hardware. `measure()` runs the scenarios in the simulator; the preset tests assert each lands
-within its tolerance, and `python -m iosched.calibration` prints the table used in presets/README.md.
-Findings (everything not listed here) are never fitted: they live with the paper experiments.
+within its tolerance, and `python -m iosched.papers.calibration_targets` prints the table used in presets/README.md.
+Findings (everything not listed here) are never fitted: they live with the paper experiments. (Calibrating a preset
+from a real device is iosched.devcal.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
 
-from . import native
-from .simconfig import Job, testbed_config
+from .. import native
+from ..results import METRICS
+from ..simconfig import Job, testbed_config
 
 
 @dataclass(frozen=True)
@@ -29,19 +30,6 @@ class Target:
     runtime_s: float = 0.3
     ramp_s: float = 0.05
 
-
-def _percentile(direction: dict[str, Any], pct: float) -> float:
-    return dict((p, v) for p, v in direction["percentiles"])[pct]
-
-
-METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
-    "read_kiops": lambda job: job["read"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
-    "write_kiops": lambda job: job["write"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
-    "read_mean_us": lambda job: job["read"]["clat_mean_ns"] / 1e3,
-    "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
-    "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
-    "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
-}
 
 _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
@@ -92,7 +80,7 @@ TARGETS: tuple[Target, ...] = (
 
 def measure(target: Target, seed: int = 1) -> float:
     config = testbed_config(target.host, target.device, target.jobs, target.runtime_s, target.ramp_s,
-                            file="iosched.calibration", seed=seed)
+                            file="iosched.papers.calibration_targets", seed=seed)
     result = native.simulate(config)
     job = next(j for j in result["jobs"] if j["name"] == target.job)
     return METRICS[target.metric](job)
