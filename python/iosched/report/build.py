@@ -175,7 +175,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
 
 def validation_section(out: Path) -> Section:
     """`iosched validate`'s comparison (DIR/validation.json): per scheduler, simulator against kernel."""
-    from .. import devcal
+    from ..devcal import comparison
 
     rows = json.loads((out / "validation.json").read_text())
     sec = Section("validation", "Validation: simulator vs kernel", "spec",
@@ -198,12 +198,12 @@ def validation_section(out: Path) -> Section:
                                                                     "preset (sim) KIOPS", "sim/kernel"],
                                 [[d["when"], d["what"], f"{d['kernel_kiops']:,.1f}", f"{d['sim_kiops']:,.1f}",
                                   f"{d['ratio']:.2f}" + (" (drifted)" if d["drifted"] else "")] for d in drift]))
-    within = [r["scheduler"] for r in rows if devcal.iops_within(r)]
+    within = [r["scheduler"] for r in rows if comparison.iops_within(r)]
     drifted = [d for d in drift if d["drifted"]]
     sec.notes = (f"IOPS within ±25%: {len(within)} of {len(rows)} schedulers",
-                 f"ranking by {job}'s P99: " + ("agrees" if devcal.ranking_agrees(rows) else "DISAGREES"),
+                 f"ranking by {job}'s P99: " + ("agrees" if comparison.ranking_agrees(rows) else "DISAGREES"),
                  *([f"the device drifted since calibration: {len(drifted)} of {len(drift)} ceilings beyond "
-                    f"±{devcal.DRIFT_TOLERANCE:.0%}"] if drifted else []))
+                    f"±{comparison.DRIFT_TOLERANCE:.0%}"] if drifted else []))
     names = [r["scheduler"] for r in rows]
     panels = [Panel(f"{job} P99 (µs)", "bars", [Trace("kernel", names, [r["kernel_p99_us"] for r in rows]),
                                                  Trace("sim", names, [r["sim_p99_us"] for r in rows])],
