@@ -197,3 +197,55 @@ def test_the_help_check_flags_commands_declared_after_main(tmp_path):
             """Declared after it."""
         '''))
     assert help_commands("made_up_cli", tmp_path) == {"first"}
+
+
+# ---------------------------------------------------------------- dependencies
+
+def third_party_imports(paths: list[Path]) -> set[str]:
+    """Top-level names of the modules imported (anywhere) by these files, other than the standard library's and
+    iosched's own."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else []
+            found.update(n.split(".")[0] for n in names)
+    return {n for n in found if n not in sys.stdlib_module_names and n != "iosched"}
+
+
+def import_name(requirement: str) -> str:
+    """The module a requirement provides: "dask[distributed]" -> distributed, "dask-jobqueue>=1" -> dask_jobqueue."""
+    name = requirement
+    for sep in "<>=!~; ":
+        name = name.split(sep)[0]
+    if "[" in name:
+        name = name.split("[")[1].rstrip("]")
+    return name.lower().replace("-", "_")
+
+
+def dependency_mismatch(declared: set[str], imported: set[str]) -> tuple[set[str], set[str]]:
+    """(declared but never imported, imported but not declared)."""
+    return declared - imported, imported - declared
+
+
+def test_declared_dependencies_are_exactly_those_imported():
+    import tomllib
+
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]
+    runtime = {import_name(r) for r in project["dependencies"] + project["optional-dependencies"]["cluster"]}
+    sources = [p for p in PACKAGE.rglob("*.py") if "tests" not in p.relative_to(PACKAGE).parts]
+    assert dependency_mismatch(runtime, third_party_imports(sources)) == (set(), set())
+    tests = [p for p in PACKAGE.rglob("*.py") if "tests" in p.relative_to(PACKAGE).parts]
+    test_extra = {import_name(r) for r in project["optional-dependencies"]["test"]}
+    unused, _ = dependency_mismatch(test_extra, third_party_imports(tests + sources))
+    assert unused == set()
+
+
+def test_the_dependency_check_flags_unused_and_undeclared(tmp_path):
+    """Negative control: a made-up module that declares pydantic without importing it, and imports numpy (inside a
+    function) without declaring it."""
+    source = tmp_path / "made_up.py"
+    source.write_text("import os\nimport click\nfrom . import sibling\n\ndef f():\n    import numpy.linalg\n")
+    assert import_name("dask[distributed]") == "distributed" and import_name("pydantic>=2") == "pydantic"
+    declared = {import_name(r) for r in ("click>=8", "pydantic>=2")}
+    assert dependency_mismatch(declared, third_party_imports([source])) == ({"pydantic"}, {"numpy"})
