@@ -137,6 +137,28 @@ def test_relative_imports_resolve_to_modules(tmp_path):
     assert graph["p.sub"] == set() and import_graph(package_modules(tmp_path / "p"))["p.sub"] == {"p.sub.b"}
 
 
+def importers(graph: dict[str, set[str]], target: str) -> set[str]:
+    return {name for name, deps in graph.items() if target in deps}
+
+
+def test_only_the_facade_imports_the_native_module():
+    modules = package_modules(PACKAGE)
+    modules.update({module_name(p, ROOT): p for p in (PACKAGE / "tests").glob("*.py")})    # the tests too
+    graph = import_graph(modules, {"iosched._native"})
+    assert importers(graph, "iosched._native") == {"iosched.native"}
+
+
+def test_the_facade_check_flags_another_importer(tmp_path):
+    """Negative control: a made-up module that imports the native module itself, inside a function."""
+    pkg = tmp_path / "iosched"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "native.py").write_text("def simulate():\n    from . import _native\n")
+    (pkg / "sweep.py").write_text("def run():\n    from iosched import _native\n")
+    graph = import_graph(package_modules(pkg), {"iosched._native"})
+    assert importers(graph, "iosched._native") == {"iosched.native", "iosched.sweep"}
+
+
 # ---------------------------------------------------------------- each module alone
 
 @pytest.mark.parametrize("name", sorted(package_modules(PACKAGE)))
