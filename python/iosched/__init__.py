@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-try:
-    from importlib.metadata import PackageNotFoundError, version as _dist_version
-
-    __version__ = _dist_version("iosched")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+source"
+from .version import __version__
 
 __all__ = ["__version__", "load"]
 

@@ -22,14 +22,15 @@ def scenario(name: str, ssds: int, duration_ns: int) -> spec_mod.ResolvedRun:
 
 
 def run_bench(quick: bool = False, echo: Callable[[str], None] | None = print) -> list[dict[str, Any]]:
-    from .backends.sim import build_config, simulate_config
+    from .backends.sim import simulate_config
+    from .simconfig import run_config
 
     duration = 200_000_000 if quick else 1_000_000_000
     out = []
     for name, ssds, desc in (("A", 1, "10 procs x QD128 4k randread, 1 SSD"),
                              ("B", 8, "10 procs x QD128 4k randread, 8 SSDs")):
         run = scenario(name, ssds, duration)
-        result, wall = simulate_config(build_config(run))
+        result, wall = simulate_config(run_config(run))
         ios = result["ios_completed"]
         sim_s = result["sim_time_ns"] / 1e9
         row = {"scenario": name, "description": desc, "simulated_s": sim_s, "ios": ios, "wall_s": wall,

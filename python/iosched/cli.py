@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
+from . import native
 from .errors import SpecError
 
 
@@ -23,6 +25,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except SpecError as e:
             _fail(str(e))
+        except native.NotBuilt as e:
+            _fail(str(e), 1)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
@@ -36,9 +40,32 @@ def main() -> None:
 
 
 def _need_native() -> None:
-    from .backends.sim import native_available
-    if not native_available():
-        _fail("the simulator (iosched._native) is not built: run `maturin develop --release`", 1)
+    if not native.available():
+        raise native.NotBuilt()
+
+
+@contextmanager
+def _kernel_errors(interrupted: Callable[[Any], str] | None = None):
+    """The kernel backend's failures as one line and exit 1; an interruption (with ``interrupted`` given) as its
+    message and exit 128 + signal."""
+    from .backends.kernel import KernelError
+    from .backends.kernel.state import Interrupted
+
+    try:
+        yield
+    except KernelError as e:
+        _fail(str(e), 1)
+    except Interrupted as e:
+        if interrupted is None:
+            raise
+        click.echo(interrupted(e), err=True)
+        sys.exit(128 + e.signum)
+
+
+def _interrupted_run(e) -> str:
+    if e.restored:
+        return f"interrupted ({e}); device settings and cgroups restored"
+    return f"interrupted ({e}); not everything could be restored (see above)"
 
 
 _jobs_option = click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
@@ -79,7 +106,8 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     and write results to OUT.
 
     Runs already in OUT (same run id) are skipped, so re-running an interrupted sweep resumes it."""
-    from .spec import Overrides, expand_runs, load_experiment
+    from .run import run_simulated
+    from .spec import Overrides
 
     if backend == "kernel":
         for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
@@ -102,44 +130,7 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=list(sets),
                    duration=duration, seed=seed)
-    exp = load_experiment(spec, ov)
-    runs = expand_runs(exp)           # everything validated before OUT is touched
-    _need_native()
-    from . import store
-    from .summary import format_summary
-    from .sweep import execute, tasks_for
-
-    for note in dict.fromkeys(n for r in runs for n in r.notes):
-        click.echo(f"note: {note}", err=True)
-    out_dir = Path(out)
-    tasks = tasks_for(runs)
-
-    def show(task, result, wall):
-        click.echo(format_summary(task.run, task.rid, result, wall))
-        click.echo("")
-
-    single = len(tasks) == 1 and not cluster
-    try:
-        outcome = execute(out_dir, tasks, jobs=1 if single else jobs, cluster=cluster, on_result=show,
-                          title=exp.data.get("name", "runs"))
-    finally:
-        if out_dir.exists():
-            store.update_manifest(out_dir, {tasks[0].run.experiment: {
-                "kind": "spec", "spec_file": spec, "spec": exp.data, "mode": "",
-                "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
-                          "seed": t.run.seed} for t in tasks]}})
-            store.consolidate(out_dir, [t.rid for t in tasks])
-    if outcome.skipped:
-        if len(tasks) <= 8:  # a small experiment: show the stored runs as if just run
-            for t in tasks:
-                if t.rid in outcome.skipped:
-                    show(t, store.load_result(out_dir, t.rid), None)
-        click.echo(f"{len(outcome.skipped)} run(s) already in {out_dir} (same run id): skipped")
-    if not no_report:
-        from .report.build import build
-        build(out_dir)
-    click.echo(f"wrote {len(outcome.done)} run(s) to {out_dir}/results.parquet"
-               + ("" if no_report else f"; report: {out_dir}/report.html"))
+    run_simulated(spec, ov, Path(out), jobs=jobs, cluster=cluster, report=not no_report, echo=click.echo)
 
 
 @main.command()
@@ -250,16 +241,11 @@ def query(dir, sql, fmt):
             click.echo(df.to_string(index=False))
 
 
-def _echo(line: str) -> None:
-    click.echo(line, err=line.startswith(("note:", "error:")))
-
-
 def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
                 precondition, no_report):
-    from .backends.kernel import KernelError
-    from .backends.kernel.runner import Options, run_kernel
-    from .backends.kernel.state import Interrupted
-    from .spec import Overrides, load_experiment
+    from .backends.kernel.runner import Options
+    from .run import run_on_kernel
+    from .spec import Overrides
 
     if not device:
         raise SpecError("--device", None, "the kernel backend needs the block device(s) to run on: --device /dev/X "
@@ -269,26 +255,10 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
     if seed is not None and seed < 0:
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     ov = Overrides(devices=devices, scheduler=scheduler, sets=list(sets), duration=duration, seed=seed)
-    exp = load_experiment(spec, ov)
-    try:
-        outcome = run_kernel(exp, Options(devices=list(device), out=Path(out), destructive=destructive,
-                                          filesystem=filesystem, precondition=precondition), echo=_echo)
-    except KernelError as e:
-        _fail(str(e), 1)
-    except Interrupted as e:
-        if e.restored:
-            click.echo(f"interrupted ({e}); device settings and cgroups restored", err=True)
-        else:
-            click.echo(f"interrupted ({e}); not everything could be restored (see above)", err=True)
-        sys.exit(128 + e.signum)
-    if outcome.skipped:
-        click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
-                   f"{out}/runs/<id>/ or use another --out to measure them again)")
-    if not no_report:
-        from .report.build import build
-        build(Path(out))
-    click.echo(f"wrote {len(outcome.done)} run(s) to {out}/results.parquet"
-               + ("" if no_report else f"; report: {out}/report.html"))
+    options = Options(devices=list(device), out=Path(out), destructive=destructive, filesystem=filesystem,
+                      precondition=precondition)
+    with _kernel_errors(_interrupted_run):
+        run_on_kernel(spec, ov, options, report=not no_report, echo=click.echo)
 
 
 @main.group()
@@ -310,16 +280,13 @@ def _recover_first() -> None:
               help="The backing file (created if missing); default a new file in /var/tmp.")
 def create_loop(size, backing):
     """Make a loop device over a file, with direct I/O and its data written once; prints /dev/loopN."""
-    from .backends.kernel import KernelError
     from .backends.kernel.loop import create_loop as make
     from .units import parse_size
 
     nbytes = parse_size(size, file="--size")
-    try:
+    with _kernel_errors():
         _recover_first()
         dev = make(nbytes, backing, echo=lambda s: click.echo(s, err=True))
-    except KernelError as e:
-        _fail(str(e), 1)
     click.echo(dev.path)
 
 
@@ -327,14 +294,11 @@ def create_loop(size, backing):
 @click.argument("loop_device", metavar="/dev/loopN")
 def remove_loop(loop_device):
     """Detach a loop device (and delete its backing file if create-loop made it)."""
-    from .backends.kernel import KernelError
     from .backends.kernel.loop import remove_loop as rm
 
-    try:
+    with _kernel_errors():
         _recover_first()
         rm(loop_device, echo=click.echo)
-    except KernelError as e:
-        _fail(str(e), 1)
 
 
 @device.command("list")
@@ -485,10 +449,6 @@ def bench(quick, as_json):
         click.echo(json.dumps(out, indent=2))
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 @main.command()
 @click.argument("device_path", metavar="/dev/X")
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
@@ -505,66 +465,16 @@ if __name__ == "__main__":  # pragma: no cover
               help="Fit again from the kernel runs already in the work folder instead of measuring.")
 def calibrate(device_path, out, host, duration, ramp, work, reuse):
     """Measure /dev/X with the kernel backend (scheduler none) and fit a device preset to it."""
-    import datetime
-
-    from .backends.kernel import KernelError
-    from .backends.kernel.blockdev import BlockDevice
-    from .backends.kernel.state import Interrupted
-    from . import devcal
+    from .devcal.calibrate import calibrate as run_calibration
 
     _need_native()
     out_path = Path(out)
     if out_path.suffix != ".toml":
         raise SpecError("--out", None, f"expected a .toml file, got {out}")
     work_dir = Path(work) if work else out_path.with_suffix(".calibration")
-    try:
-        dev = BlockDevice.open(device_path, flag="/dev/X")
-        geometry = devcal.queue_geometry(dev.sysfs)
-        steps = devcal.plan(devcal.max_qd(geometry))
-        if reuse:
-            measured = devcal.reuse_measurements(work_dir, steps)
-        else:
-            measured = devcal.measure_kernel(device_path, work_dir, duration, ramp, steps, echo=click.echo)
-    except KernelError as e:
-        _fail(str(e), 1)
-    except Interrupted as e:
-        click.echo(f"interrupted ({e})", err=True)
-        sys.exit(128 + e.signum)
-    when = datetime.date.today().isoformat()
-    click.echo("fitting the host's per-I/O CPU costs and the device model (simulating each measurement with "
-               "candidate parameters)")
-    base_host, host_prov = devcal.host_preset_params()
-    host_params = devcal.fit_host(measured, base_host, devcal.initial_device(
-        measured, dev.capacity_bytes, dev.logical_block_bytes, geometry), steps)
-    host_prov = devcal.host_provenance(host_prov, measured, device_path, when)
-    if host:
-        host_path = out_path.parent.parent / "hosts" / f"{host}.toml" if out_path.parent.name == "devices" \
-            else out_path.parent / f"{host}.toml"
-        devcal.write_preset(host_path, "host", f"this machine ({os.cpu_count()} cores), written by iosched calibrate",
-                            {}, host_params, host_prov)
-        click.echo(f"wrote host preset {host_path}")
-    params, report = devcal.fit(measured, host_params, dev.capacity_bytes, dev.logical_block_bytes, geometry, steps,
-                                echo=click.echo)
-    peak_qd = params.pop("_peak_qd")
-    prov = devcal.provenance(measured, peak_qd, device_path, when, geometry)
-    r1 = measured["cal-randread-qd1"]["r"]
-    figures = {
-        "QD1 4 KiB randread": f"mean {r1['read_mean_us']:.1f} us, P99 {r1['read_p99_us']:.1f} us (measured)",
-        "peak 4 KiB randread": f"{measured[f'cal-randread-qd{peak_qd}']['r']['read_kiops']:.1f} KIOPS at QD {peak_qd}",
-        f"QD{devcal.max_qd(geometry)} 4 KiB randwrite": f"{measured['cal-randwrite-qdmax']['w']['write_kiops']:.1f} "
-                                                      "KIOPS (measured)",
-        "calibration host": (f"{host} (fitted by the same calibration)" if host else
-                             "this machine's per-I/O CPU costs, fitted but not written (no --host)"),
-    }
-    devcal.write_preset(out_path, "device", f"calibrated from {device_path} on {os.uname().nodename} ({when})",
-                        figures, params, prov)
-    lines = ["| measurement | kernel | sim (calibrated) | sim/kernel |", "|---|---|---|---|"]
-    for k, (kv, sv) in report.items():
-        lines.append(f"| {k} | {kv:,.2f} | {sv:,.2f} | {sv / kv if kv else float('nan'):.2f} |")
-    table = "\n".join(lines)
-    (work_dir / "fit.md").write_text(table + "\n")
-    click.echo(table)
-    click.echo(f"wrote device preset {out_path} (kernel runs and fit.md in {work_dir})")
+    with _kernel_errors(lambda e: f"interrupted ({e})"):
+        run_calibration(device_path, out_path, host=host, duration_s=duration, ramp_s=ramp, work=work_dir,
+                        reuse=reuse, echo=click.echo)
 
 
 @main.command()
@@ -581,84 +491,13 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
                    "each, shorter with a shorter --duration) and warn where the preset is off by more than 10%.")
 def validate(spec, device_path, preset, host, duration, repeat, out, drift_check):
     """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare."""
-    from .backends.kernel import KernelError
-    from .backends.kernel.runner import Options, run_kernel
-    from .backends.kernel.state import Interrupted
-    from .spec import Overrides, expand_runs, load_experiment
-    from . import devcal, store
-    from .sweep import execute, tasks_for
-    import shutil
-    from .units import parse_time
+    from .devcal.validate import validate as run_validation
 
     _need_native()
-    out_dir = Path(out)
-    tree = devcal.PresetTree(preset, host)
-    try:
-        exp_k = load_experiment(spec, Overrides(duration=duration, repeat=repeat))
-        if "sweep" not in exp_k.data or "scheduler.name" not in exp_k.data.get("sweep", {}):
-            raise SpecError(spec, "sweep", 'validate compares schedulers: expected a sweep over "scheduler.name"')
-        exp_s = load_experiment(spec, Overrides(host=tree.host, device=tree.device, duration=duration,
-                                                repeat=repeat))
-        runs = expand_runs(exp_s)
-        steps = devcal.drift_steps(devcal.queue_geometry(Path("/sys/class/block") / Path(device_path).name))
-        drift: list[dict] = []
-        simulated: dict = {}
-        drift_seconds = devcal.DRIFT_SECONDS
-        if duration is not None:    # a shortened validation shortens the drift check alike
-            seconds = parse_time(duration, key="--duration") / 1e9
-            drift_seconds = (min(seconds, drift_seconds[0]), min(seconds / 5, drift_seconds[1]))
+    with _kernel_errors(lambda e: f"interrupted ({e})"):
+        run_validation(spec, device_path, preset, host=host, duration=duration, repeat=repeat, out=Path(out),
+                       drift_check=drift_check, echo=click.echo)
 
-        def check_drift(when: str) -> None:
-            if not drift_check:
-                return
-            click.echo(f"drift check ({when} the runs): the preset's QD-max ceilings, measured again")
-            # Measured anew every time: a resumed validation must not reuse an earlier check's runs.
-            shutil.rmtree(out_dir / f"drift-{when}", ignore_errors=True)
-            measured = devcal.measure_kernel(device_path, out_dir / f"drift-{when}", *drift_seconds, steps,
-                                             echo=lambda s: click.echo("  " + s))
-            if not simulated:
-                simulated.update({s.name: devcal.simulate_step(runs[0].host, runs[0].devices[0], s) for s in steps})
-            rows = devcal.drift_rows(when, measured, simulated, steps)
-            drift.extend(rows)
-            for r in rows:
-                if r["drifted"]:
-                    click.echo(f"warning: {r['what']}: {r['kernel_kiops']:,.1f} KIOPS now, the preset gives "
-                               f"{r['sim_kiops']:,.1f} (sim/kernel {r['ratio']:.2f}): the device has moved since "
-                               f"calibration; calibrate again for a fair comparison", err=True)
 
-        click.echo(f"kernel: {spec} on {device_path}")
-        try:
-            check_drift("before")
-            run_kernel(exp_k, Options(devices=[device_path], out=out_dir), echo=_echo)
-            check_drift("after")
-        except KernelError as e:
-            _fail(str(e), 1)
-        except Interrupted as e:
-            click.echo(f"interrupted ({e})", err=True)
-            sys.exit(128 + e.signum)
-        click.echo(f"simulator: {spec} with device preset {tree.device}" + (f", host {tree.host}" if tree.host else ""))
-        experiment = runs[0].experiment
-        for note in devcal.mirror_tunables(runs, devcal.kernel_tunables(out_dir, experiment)):
-            click.echo(f"simulator uses the kernel's tunables: {note}")
-        tasks = tasks_for(runs)
-        execute(out_dir, tasks, jobs=1, title=exp_s.data.get("name", "runs"))
-        store.update_manifest(out_dir, {tasks[0].run.experiment: {
-            "kind": "spec", "spec_file": spec, "spec": exp_s.data, "mode": "",
-            "runs": [{"id": t.rid, "point": t.run.sweep_point, "repetition": t.run.repetition,
-                      "seed": t.run.seed} for t in tasks]}})
-        store.consolidate(out_dir, [t.rid for t in tasks])
-    finally:
-        tree.close()
-    rows = devcal.validation_rows(out_dir / "results.parquet")
-    table = devcal.format_validation(rows)
-    if drift:
-        table += "\n\nDevice drift (the preset's QD-max ceilings against the device now):\n\n" + \
-            devcal.format_drift(drift)
-    store.atomic_write_bytes(out_dir / "validation.md", (table + "\n").encode())
-    store.atomic_write_bytes(out_dir / "validation.json", (json.dumps(rows, indent=1) + "\n").encode())
-    if drift:
-        store.atomic_write_bytes(out_dir / "drift.json", (json.dumps(drift, indent=1) + "\n").encode())
-    from .report.build import build
-    build(out_dir)
-    click.echo(table)
-    click.echo(f"wrote {out_dir}/validation.md and {out_dir}/report.html")
+if __name__ == "__main__":  # pragma: no cover - after every command, so `python -m iosched.cli` has them all
+    main()

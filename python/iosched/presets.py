@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import native
 from .datadir import data_dir
 from .errors import SpecError
 
@@ -76,8 +77,7 @@ def _prefixes(key: str) -> list[str]:
 
 
 def _known_schedulers() -> tuple[str, ...] | None:
-    from iosched.spec import known_schedulers  # spec imports this module; import late
-    return known_schedulers()  # None without the native module: the name check is then skipped
+    return native.known_schedulers()  # None without the native module: the name check is then skipped
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Block traces for replay (fio's read_iolog): where they are found, and their validation.
 
 Parsing happens in the simulator (Rust): it streams a trace a line at a time while replaying it, so memory stays
-constant and large traces are fast. The same parser checks a whole trace before a run (`_native.trace_summary`),
+constant and large traces are fast. The same parser checks a whole trace before a run (`native.trace_summary`),
 so a bad line is reported with the file, the line and what was expected before anything is simulated or written,
 and the summary (records, mix, bytes, LUNs) lets the spec say which LUNs exist.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from . import native
 from .datadir import data_dir
 from .errors import SpecError
 
@@ -66,12 +67,10 @@ def summarize(path: Path, display: str, fmt: str | None, lun: str | None, action
 
     Bad input raises SpecError(display, "line N", what was expected).
     """
-    try:
-        from . import _native
-    except ImportError:
+    if not native.available():
         return None
     st = path.stat()
-    out = _summary(str(path.resolve()), st.st_size, st.st_mtime_ns, fmt, lun, action, _native.trace_summary)
+    out = _summary(str(path.resolve()), st.st_size, st.st_mtime_ns, fmt, lun, action, native.trace_summary)
     if "error" in out:
         err = out["error"]
         raise SpecError(display, f"line {err['line']}" if err["line"] is not None else None, err["message"])
@@ -80,9 +79,9 @@ def summarize(path: Path, display: str, fmt: str | None, lun: str | None, action
 
 
 @lru_cache(maxsize=64)
-def _summary(path: str, size: int, mtime_ns: int, fmt: str | None, lun: str | None, action: str, native) -> dict:
+def _summary(path: str, size: int, mtime_ns: int, fmt: str | None, lun: str | None, action: str, parse) -> dict:
     # Keyed on size and mtime too: a trace rewritten between runs is read again.
-    return json.loads(native(path, fmt, lun, action))
+    return json.loads(parse(path, fmt, lun, action))
 
 
 @lru_cache(maxsize=64)

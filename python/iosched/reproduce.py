@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from . import store, sweep
+from .backends.sim import run_id
 from .papers import registry
+from .report.build import build
 
 
 def plan(experiments: list[registry.PaperExperiment], quick: bool) -> tuple[list[sweep.Task], dict[str, dict]]:
@@ -16,7 +18,7 @@ def plan(experiments: list[registry.PaperExperiment], quick: bool) -> tuple[list
     for exp in experiments:
         runs = []
         for series, run in exp.runs(quick):
-            t = sweep.Task(run, sweep.run_id(run), exp.name)
+            t = sweep.Task(run, run_id(run), exp.name)
             tasks.append(t)
             runs.append({"id": t.rid, "series": series, "point": run.sweep_point, "repetition": run.repetition,
                          "seed": run.seed})
@@ -30,8 +32,6 @@ def reproduce(names: Iterable[str], *, quick: bool = False, out: str | Path = "o
     """Run (or resume) the named experiments into ``out`` and rebuild the report; returns the Report.
 
     On Ctrl-C every finished run stays in ``out`` (and in its combined tables) and KeyboardInterrupt propagates."""
-    from .report.build import build
-
     exps = registry.select(names)
     tasks, entries = plan(exps, quick)
     out = Path(out)
@@ -40,6 +40,17 @@ def reproduce(names: Iterable[str], *, quick: bool = False, out: str | Path = "o
                       title=", ".join(e.name for e in exps) if len(exps) <= 2 else f"{len(exps)} experiments")
     finally:  # also on Ctrl-C: the manifest says what the command was, the tables hold what finished
         out.mkdir(parents=True, exist_ok=True)
-        store.update_manifest(out, entries)
-        store.consolidate(out, [t.rid for t in tasks])
+        store.record(out, entries, [t.rid for t in tasks])
     return build(out, static=static)
+
+
+def print_quick(names: Iterable[str], out: str = "out/reproduce-quick") -> None:
+    """`python -m iosched.papers.seedNNN [NAME...]`: run the experiments in --quick mode (results in ``out``,
+    resumed like `iosched reproduce`) and print paper vs iosched as a markdown table."""
+    chosen = {e.name for e in registry.select(names)}
+    report = reproduce(sorted(chosen), quick=True, out=out, static=False)
+    print("| ref | finding | what | paper | iosched | holds? |")
+    print("|---|---|---|---|---|---|")
+    for sec, c in report.checks:
+        if sec.name in chosen:
+            print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")

@@ -1,22 +1,23 @@
-"""Results on disk: results.parquet (one row per run and job), timeseries.parquet, and per run fio.json (json+)
-and spec.json.  Every file is written to a temporary name in the same directory and renamed into place, and
-every byte is a function of the run alone (no wall-clock values), so identical runs give identical files."""
+"""What a run's result files hold, derived from the simulator's result: the rows of results.parquet (one per run
+and job) and timeseries.parquet with their schemas, fio.json (fio's json+ shape) and spec.json.  Every value is a
+function of the run alone (no wall-clock values), so identical runs give identical files; iosched.store writes
+them.  This module's digest is part of the code version (iosched.version)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from . import __version__
-from .backends.sim import build_config, code_version
+from .simconfig import run_config
 from .spec import ResolvedRun
+from .version import __version__, code_version
 
 PCTS = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9, "p99_99": 99.99}
 DIR_METRICS = ["ios", "iops", "bw_bytes", "clat_mean_ns"] + [f"clat_{k}_ns" for k in PCTS]
 
 
-def _schema():
+def schema():
+    """results.parquet: one row per run and job."""
     import pyarrow as pa
 
     fields = [
@@ -36,7 +37,8 @@ def _schema():
     return pa.schema(fields)
 
 
-def _ts_schema():
+def timeseries_schema():
+    """timeseries.parquet: one row per sample."""
     import pyarrow as pa
 
     return pa.schema([("run_id", pa.string()), ("t_ns", pa.int64()), ("source", pa.string()),
@@ -48,6 +50,23 @@ def percentile(d: dict[str, Any], p: float) -> int:
         if abs(q - p) < 1e-9:
             return int(ns)
     return 0
+
+
+# ---------------------------------------------------------------- metrics of one job of a SimResult
+
+def _percentile(direction: dict[str, Any], pct: float) -> float:
+    return dict((p, v) for p, v in direction["percentiles"])[pct]
+
+
+# The figures calibration and the paper experiments read off a simulated job (rates per second of its window).
+METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
+    "read_kiops": lambda job: job["read"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "write_kiops": lambda job: job["write"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
+    "read_mean_us": lambda job: job["read"]["clat_mean_ns"] / 1e3,
+    "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
+    "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
+    "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
+}
 
 
 def _per_s(n: float, window_ns: int) -> float:
@@ -193,28 +212,5 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
         "tunables": run.tunables, "nr_requests": run.nr_requests, "block_layer": run.block_layer,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
                  for j in run.jobs],
-        "notes": run.notes, "sim_config": build_config(run),
+        "notes": run.notes, "sim_config": run_config(run),
     }
-
-
-# ---------------------------------------------------------------- writing
-
-def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
-    """Write (or replace) one run under ``out``: its folder runs/<rid>/ at once, then the combined
-    results.parquet and timeseries.parquet (rows of the same run id replaced, the others kept)."""
-    from . import store
-
-    store.write_run_dir(out, run, rid, result)
-    store.consolidate(out, [rid])
-
-
-def write_measured_run(out: Path, rid: str, work: Path, spec: dict[str, Any], result: dict[str, Any],
-                       rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
-    """Write (or replace) a run another backend measured, in the same layout as a simulated run: ``work`` is the
-    temporary run folder (store.new_run_dir) that already holds fio.json as fio wrote it; ``result`` is the
-    measurement in the simulator's SimResult shape, ``rows`` in the schema above.  The folder is completed and
-    renamed to runs/<rid>/ at once, then the combined tables are rebuilt."""
-    from . import store
-
-    store.place_run_dir(out, rid, work, spec, result, rows, timeseries)
-    store.consolidate(out, [rid])

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import native
 from . import presets as presets_mod
 from .errors import SpecError, show
 from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
@@ -22,26 +23,16 @@ from .units import parse_time
 DEFAULT_HOST = "xeon-silver-4210r-10c"
 DEFAULT_DEVICE = "samsung-980pro-1tb"
 DEFAULT_SCHEDULER = "none"
-# Scheduler names the simulator knows (the Rust side validates too).  Extend as policies land.
 
 
 def known_schedulers() -> tuple[str, ...] | None:
     """Scheduler names the simulator accepts (from the native module: one list, kept in iosched-policy)."""
-    try:
-        from . import _native
-    except ImportError:
-        return None  # nothing can run without it; the check happens where the simulator is called
-    return tuple(_native.schedulers())
+    return native.known_schedulers()  # None without the native module: the check happens where it runs
 
 
 def block_layers(name: str) -> tuple[str, ...] | None:
     """The block layers scheduler ``name`` runs on, its default first (None without the native module)."""
-    try:
-        from . import _native
-    except ImportError:
-        return None
-    layers = _native.block_layers(name)
-    return tuple(layers) if layers is not None else None
+    return native.block_layers(name) if native.available() else None
 
 
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .results import fio_json, job_rows, run_spec, schema, timeseries_schema
 from .spec import ResolvedRun
 
 RUNS = "runs"
@@ -137,16 +138,14 @@ def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: 
     simulator's SimResult shape, results.parquet, timeseries.parquet), then rename it to runs/<rid>/ (replacing
     an earlier folder of the same run).  What else is in ``tmp`` (fio.json, a real run's job file and logs)
     stays as it is."""
-    from .results import _schema, _ts_schema
-
     runs = Path(out) / RUNS
     (tmp / "spec.json").write_bytes(json_bytes(spec))
     raw = json.dumps(result, sort_keys=True, separators=(",", ":")).encode()
     (tmp / "result.json.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
     ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
            "metric": s["metric"], "value": float(s["value"])} for s in timeseries]
-    _write_table(tmp / "timeseries.parquet", ts, _ts_schema())
-    _write_table(tmp / "results.parquet", rows, _schema())
+    _write_table(tmp / "timeseries.parquet", ts, timeseries_schema())
+    _write_table(tmp / "results.parquet", rows, schema())
     final = runs / rid
     if final.exists():  # a replaced run (or a leftover without all files): swap, then drop the old one
         old = runs / f".old-{rid}-{os.getpid()}"
@@ -159,8 +158,6 @@ def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: 
 
 def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
     """Write one finished simulated run's folder: built under a temporary name, then renamed into place."""
-    from .results import fio_json, job_rows, run_spec
-
     tmp = new_run_dir(out, rid)
     try:
         (tmp / "fio.json").write_bytes(json_bytes(fio_json(run, result)))
@@ -169,6 +166,23 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_run(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
+    """Write (or replace) one simulated run under ``out``: its folder runs/<rid>/ at once, then the combined
+    results.parquet and timeseries.parquet (rows of the same run id replaced, the others kept)."""
+    write_run_dir(out, run, rid, result)
+    consolidate(out, [rid])
+
+
+def write_measured_run(out: Path, rid: str, work: Path, spec: dict[str, Any], result: dict[str, Any],
+                       rows: list[dict[str, Any]], timeseries: list[dict[str, Any]]) -> None:
+    """Write (or replace) a run another backend measured, in the same layout as a simulated run: ``work`` is the
+    temporary run folder (new_run_dir) that already holds fio.json as fio wrote it; ``result`` is the
+    measurement in the simulator's SimResult shape, ``rows`` in iosched.results' schema.  The folder is completed
+    and renamed to runs/<rid>/ at once, then the combined tables are rebuilt."""
+    place_run_dir(out, rid, work, spec, result, rows, timeseries)
+    consolidate(out, [rid])
 
 
 def load_result(out: Path, rid: str) -> dict[str, Any]:
@@ -196,22 +210,20 @@ def consolidate(out: Path, rids: Iterable[str]) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .results import _schema, _ts_schema
-
     out = Path(out)
     order = [r for r in dict.fromkeys(rids) if is_done(out, r)]
-    for name, schema in (("results.parquet", _schema()), ("timeseries.parquet", _ts_schema())):
+    for name, table_schema in (("results.parquet", schema()), ("timeseries.parquet", timeseries_schema())):
         path = out / name
         parts = []
         if path.exists():
             old = pq.read_table(path)
             if order:
                 old = old.filter(pc.invert(pc.is_in(old["run_id"], value_set=pa.array(order, pa.string()))))
-            if set(schema.names) <= set(old.column_names):
-                parts.append(old.select(schema.names).cast(schema))
+            if set(table_schema.names) <= set(old.column_names):
+                parts.append(old.select(table_schema.names).cast(table_schema))
         for r in order:
-            parts.append(pq.read_table(run_dir(out, r) / name).select(schema.names).cast(schema))
-        table = pa.concat_tables(parts) if parts else schema.empty_table()
+            parts.append(pq.read_table(run_dir(out, r) / name).select(table_schema.names).cast(table_schema))
+        table = pa.concat_tables(parts) if parts else table_schema.empty_table()
         _atomic_table(path, table)
 
 
@@ -231,6 +243,25 @@ def update_manifest(out: Path, entries: dict[str, dict[str, Any]]) -> None:
     m.setdefault("experiments", {}).update(entries)
     m["experiments"] = dict(sorted(m["experiments"].items()))
     atomic_write_bytes(Path(out) / MANIFEST, json_bytes(m))
+
+
+def record(out: Path, entries: dict[str, dict[str, Any]], rids: Iterable[str]) -> None:
+    """What a command ran: the experiments' manifest entries, then the combined tables with the runs ``rids``
+    (called also after an interruption, so the folder says what the command was and holds what finished)."""
+    update_manifest(out, entries)
+    consolidate(out, rids)
+
+
+def record_spec(out: Path, experiment: str, spec_file: str, spec: dict[str, Any],
+                runs: Iterable[tuple[str, ResolvedRun]], *, mode: str = "", **extra: Any) -> None:
+    """`record` for one spec experiment (`iosched run`, `iosched validate`): its entry names the spec file, holds
+    the spec as run and each run's id, sweep point, repetition and seed; ``extra`` adds keys (the kernel backend's
+    devices and filesystem)."""
+    runs = list(runs)
+    entry = {"kind": "spec", **extra, "spec_file": spec_file, "spec": spec, "mode": mode,
+             "runs": [{"id": rid, "point": r.sweep_point, "repetition": r.repetition, "seed": r.seed}
+                      for rid, r in runs]}
+    record(out, {experiment: entry}, [rid for rid, _ in runs])
 
 
 # ---------------------------------------------------------------- reading for users

@@ -13,15 +13,18 @@ import os
 import signal
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Executor as FuturesExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import store
-from .backends.sim import build_config, canonical_json, code_version, run_id
+from . import native, store
+from .backends.sim import run_id
 from .errors import SpecError
+from .simconfig import run_config
 from .spec import ResolvedRun
+from .version import code_version
 
 
 @dataclass
@@ -58,10 +61,8 @@ def simulate_task(config_json: str, expected_code_version: str,
     if here != expected_code_version:
         raise CodeVersionMismatch(f"worker has iosched {here}, the sweep needs {expected_code_version}: install "
                                   "the same iosched build on every worker (see README, 'Sweeps on a cluster')")
-    from . import _native
-
     t0 = time.perf_counter()
-    out = _native.simulate(config_json, progress)
+    out = native.simulate_json(config_json, progress)
     return out, time.perf_counter() - t0
 
 
@@ -72,7 +73,7 @@ def _ignore_sigint() -> None:
 
 # ---------------------------------------------------------------- executors
 
-class _InProcess(Executor):
+class _InProcess(FuturesExecutor):
     """Runs each task when its result is asked for: one core, no pool to start, Ctrl-C reaches the simulator."""
 
     def submit(self, fn, /, *args, **kwargs):
@@ -89,14 +90,16 @@ def default_jobs() -> int:
 
 
 @dataclass
-class Backend:
-    executor: Executor
+class Executor:
+    """Where a sweep's runs execute: a concurrent.futures executor (``pool``) in this process, over local processes
+    or on a Dask cluster, and how to close it."""
+    pool: FuturesExecutor
     close: Callable[[], None]
     kind: str           # "in-process", "local", "dask"
     workers: int
 
 
-def make_backend(jobs: int | None, cluster: str | None, n_tasks: int) -> Backend:
+def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Executor:
     """The executor seam: ``cluster`` None → local processes (``jobs`` of them, default all cores; 1 → this
     process); ``tcp://HOST:PORT`` → a running Dask scheduler; ``slurm`` or ``slurm:N`` → dask-jobqueue's
     SLURMCluster from the Dask configuration (jobqueue.slurm in ~/.config/dask/jobqueue.yaml), scaled to N jobs."""
@@ -130,10 +133,10 @@ def make_backend(jobs: int | None, cluster: str | None, n_tasks: int) -> Backend
                     c()
                 except Exception:  # noqa: BLE001 - best effort on the way out
                     pass
-        return Backend(client.get_executor(pure=False), close, "dask", workers)
+        return Executor(client.get_executor(pure=False), close, "dask", workers)
     n = min(jobs or default_jobs(), max(1, n_tasks))
     if n <= 1:
-        return Backend(_InProcess(), lambda: None, "in-process", 1)
+        return Executor(_InProcess(), lambda: None, "in-process", 1)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -141,15 +144,15 @@ def make_backend(jobs: int | None, cluster: str | None, n_tasks: int) -> Backend
 
     def close_pool() -> None:
         ex.shutdown(wait=True, cancel_futures=True)
-    return Backend(ex, close_pool, "local", n)
+    return Executor(ex, close_pool, "local", n)
 
 
-def _stop(backend: Backend, futures: list[Future]) -> None:
+def _stop(executor: Executor, futures: list[Future]) -> None:
     """Ctrl-C: cancel what has not started and stop the workers (runs in flight are lost, nothing else)."""
     for f in futures:
         f.cancel()
-    ex = backend.executor
-    if backend.kind == "local":
+    ex = executor.pool
+    if executor.kind == "local":
         terminate = getattr(ex, "terminate_workers", None)  # Python >= 3.14
         if terminate is not None:
             terminate()
@@ -160,7 +163,7 @@ def _stop(backend: Backend, futures: list[Future]) -> None:
                 except Exception:  # noqa: BLE001
                     pass
             ex.shutdown(wait=False, cancel_futures=True)
-    elif backend.kind == "dask":
+    elif executor.kind == "dask":
         ex.shutdown(wait=False)
 
 
@@ -242,16 +245,16 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     # estimate for the rest (the ETA), whatever the experiments' mix of short and long runs.
     todo.sort(key=lambda t: t.rid)
     t0 = time.monotonic()
-    backend = make_backend(jobs, cluster, len(todo))
+    executor = make_executor(jobs, cluster, len(todo))
     bar = _Progress(len(todo), title, progress, echo)
     cv = code_version()
     futures: dict[Future, Task] = {}
     try:
         for t in todo:
-            futures[backend.executor.submit(simulate_task, canonical_json(build_config(t.run)), cv)] = t
+            futures[executor.pool.submit(simulate_task, native.canonical_json(run_config(t.run)), cv)] = t
         pending = set(futures)
         while pending:
-            if backend.kind == "in-process":
+            if executor.kind == "in-process":
                 f = next(iter(f for f in futures if f in pending))
                 fn, args, kwargs = f._iosched_call  # type: ignore[attr-defined]
                 try:
@@ -277,14 +280,14 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     except KeyboardInterrupt:
         outcome.interrupted = True
         bar.close()
-        _stop(backend, list(futures))
+        _stop(executor, list(futures))
         raise
     except BaseException:
         bar.close()
-        _stop(backend, list(futures))
+        _stop(executor, list(futures))
         raise
     finally:
         outcome.wall_s = time.monotonic() - t0
     bar.close()
-    backend.close()
+    executor.close()
     return outcome

@@ -1,7 +1,7 @@
 """Findings the simulator foundation must produce without further fitting (issue 2), under the `none` scheduler.
 
 - Seed 003's baseline table on the Samsung 980 PRO: the mixed read/write rows (the single-workload rows are
-  calibration inputs and live in iosched.calibration).
+  calibration inputs and live in iosched.papers.calibration_targets).
 - Seed 000 F1 (Fig. 1c, O-3): 10 cores, 8 SSDs, 10 T-4KiB-apps under none: ~3.4 MIOPS with every core busy.
 - Seed 000 F6 (Fig. 2), the none curve: one process on one core, QD 1 -> 256: P99 77-79 us at QD 1, ~807 us at
   QD 256, CPU-bound from QD ~32.
@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from ..calibration import METRICS, Job, sim_config
+from .. import native
+from ..results import METRICS
+from ..simconfig import Job, testbed_config
 
 HOST, DEVICE = "xeon-silver-4210r-10c", "samsung-980pro-1tb"
 
@@ -52,15 +53,8 @@ ROWS: tuple[Row, ...] = (
 
 def run(row: Row, seed: int = 1) -> dict:
     """Simulate a row; returns the SimResult dict."""
-    from .. import _native
-
-    config = sim_config(HOST, DEVICE, row.jobs, row.runtime_s, row.ramp_s, seed)
-    if row.ssds > 1:
-        device = config["devices"][0]
-        config["devices"] = [dict(device, name=f"/dev/nvme{i}n1") for i in range(row.ssds)]
-        for job in config["jobs"]:
-            job["devices"] = list(range(row.ssds))
-    return json.loads(_native.simulate(json.dumps(config)))
+    return native.simulate(testbed_config(HOST, DEVICE, row.jobs, row.runtime_s, row.ramp_s,
+                                          file="iosched.papers.foundation", seed=seed, ssds=row.ssds))
 
 
 def metric(result: dict, job: str, name: str) -> float:

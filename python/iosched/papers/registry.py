@@ -188,20 +188,6 @@ def select(names: Iterable[str]) -> list[PaperExperiment]:
     return out
 
 
-def print_quick(names: Iterable[str], out: str = "out/reproduce-quick") -> None:
-    """`python -m iosched.papers.seedNNN [NAME...]`: run the experiments in --quick mode (results in ``out``,
-    resumed like `iosched reproduce`) and print paper vs iosched as a markdown table."""
-    from ..reproduce import reproduce
-
-    chosen = {e.name for e in select(names)}
-    report = reproduce(sorted(chosen), quick=True, out=out, static=False)
-    print("| ref | finding | what | paper | iosched | holds? |")
-    print("|---|---|---|---|---|---|")
-    for sec, c in report.checks:
-        if sec.name in chosen:
-            print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
-
-
 # ---------------------------------------------------------------- results of one experiment
 
 class MissingRuns(Exception):

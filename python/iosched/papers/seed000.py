@@ -10,13 +10,13 @@ seed000` runs them all. `python -m iosched.papers.seed000` does the same in --qu
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Iterable
 
-from ..calibration import METRICS, Job, sim_config
-from ..report.build import cdf, fmt, merge_bins
-from ..report.figures import Figure, Heat, Panel, Table, Trace
+from .. import native
+from ..results import METRICS
+from ..simconfig import Job, testbed_config
+from ..report.figures import Figure, Heat, Panel, Table, Trace, cdf, fmt, merge_bins
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 
 HOST, DEVICE = "xeon-silver-4210r-10c", "samsung-980pro-1tb"
@@ -28,16 +28,8 @@ SEED = "000"
 def simulate(jobs: Iterable[Job], scheduler: str, *, ssds: int = 1, tunables: Iterable[tuple[str, int]] = (),
              runtime_s: float = 0.2, ramp_s: float = 0.05, seed: int = 1) -> dict[str, Any]:
     """One simulated fio run on the seed-000 testbed; returns the SimResult dict (for tests and quick looks)."""
-    from .. import _native
-
-    config = sim_config(HOST, DEVICE, tuple(jobs), runtime_s, ramp_s, seed, scheduler)
-    config["scheduler"]["tunables"] = [[name, int(value)] for name, value in tunables]
-    if ssds > 1:
-        device = config["devices"][0]
-        config["devices"] = [dict(device, name=f"/dev/nvme{i}n1") for i in range(ssds)]
-        for job in config["jobs"]:
-            job["devices"] = list(range(ssds))
-    return json.loads(_native.simulate(json.dumps(config)))
+    return native.simulate(testbed_config(HOST, DEVICE, jobs, runtime_s, ramp_s, file="iosched.papers.seed000",
+                                          seed=seed, scheduler=scheduler, tunables=tunables, ssds=ssds))
 
 
 def total(result: dict, metric: str, job: str | None = None) -> float:
@@ -842,18 +834,9 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 def main(argv: list[str] | None = None) -> None:
     """Run seed 000's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched."""
-    from ..reproduce import reproduce
+    from ..reproduce import print_quick
 
-    from .registry import select
-
-    chosen = {e.name for e in select(argv or ["seed000"])}
-    report = reproduce(sorted(chosen), quick=True, out="out/reproduce-quick", static=False)
-    print("| ref | finding | what | paper | iosched | holds? |")
-    print("|---|---|---|---|---|---|")
-    for sec, c in report.checks:
-        if sec.name not in chosen:
-            continue
-        print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
+    print_quick(argv or ["seed000"])
 
 
 if __name__ == "__main__":

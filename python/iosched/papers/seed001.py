@@ -19,15 +19,14 @@ Table 4), one LUN per cgroup, with fio's trace replay instead of trace-replay (T
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..fiojob import DeviceInfo, JobContext, RawJob, resolve_job
-from ..presets import load_preset
+from .. import native
 from ..replay import traces_dir
 from ..report.figures import Figure, Panel, Table, Trace
+from ..simconfig import fio_jobs, preset_params, sim_config
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 
 SEED = "001"
@@ -89,20 +88,11 @@ def job_options(i: int, g: Cgroup | TraceCgroup) -> dict[str, Any]:
 def simulate(groups: Iterable[Cgroup | TraceCgroup], scheduler: str, *, runtime_s: float, ramp_s: float, seed: int = 1,
              tunables: Iterable[tuple[str, int]] = ()) -> dict[str, Any]:
     """One simulated fio run on the seed-001 testbed, jobs resolved from fio options; returns the SimResult dict."""
-    from .. import _native
-
-    host = dict(load_preset("host", HOST).params)
-    device = dict(load_preset("device", DEVICE).params)
-    device["name"] = "/dev/nvme0n1"
-    context = JobContext(devices=[DeviceInfo(device["name"], device["capacity_bytes"], device["logical_block_bytes"])],
-                         cores=host["cores"], default_runtime_ns=int(runtime_s * 1e9),
-                         default_ramp_ns=int(ramp_s * 1e9), default_time_based=True)
-    jobs = [resolve_job(RawJob(g.name, job_options(i, g), file="iosched.papers.seed001", label=f'job "{g.name}"',
-                               origin="toml"), context).config for i, g in enumerate(groups)]
-    config = {"seed": seed, "host": host, "devices": [device],
-              "scheduler": {"name": scheduler, "tunables": [[k, int(v)] for k, v in tunables], "nr_requests": None},
-              "sample_interval_ns": 100_000_000, "jobs": jobs}
-    return json.loads(_native.simulate(json.dumps(config)))
+    host, device = preset_params(HOST, DEVICE)
+    jobs = fio_jobs(((g.name, job_options(i, g)) for i, g in enumerate(groups)), host, [device],
+                    runtime_s=runtime_s, ramp_s=ramp_s, file="iosched.papers.seed001")
+    return native.simulate(sim_config(seed=seed, host=host, devices=[device], jobs=jobs, scheduler=scheduler,
+                                      tunables=tunables))
 
 
 def throughputs(result: dict) -> list[float]:
@@ -526,7 +516,7 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 def main(argv: list[str] | None = None) -> None:
     """Run seed 001's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched."""
-    from .registry import print_quick
+    from ..reproduce import print_quick
 
     print_quick(argv or ["seed001"])
 

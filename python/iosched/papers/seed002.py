@@ -32,16 +32,15 @@ the bottom declare the runs, the paper's numbers, the figures and tables. `pytho
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..fiojob import DeviceInfo, JobContext, RawJob, resolve_job
-from ..presets import load_preset
+from .. import native, simconfig
 from ..report.figures import Figure, Panel, Table, Trace
+from ..simconfig import fio_jobs, preset_params
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 
 SEED = "002"
@@ -163,24 +162,15 @@ def sim_config(jobs: Iterable[tuple[str, dict[str, Any]]], scheduler: str,
                tunables: Iterable[tuple[str, int]] = (), *, runtime_s: float = RUNTIME_S, ramp_s: float = RAMP_S,
                seed: int = 1) -> dict[str, Any]:
     """A SimConfig for fio-option jobs on the seed-002 testbed, resolved like a user's spec."""
-    host = dict(load_preset("host", HOST).params)
-    device = dict(load_preset("device", DEVICE).params)
-    device["name"] = "/dev/nvme0n1"
-    context = JobContext(devices=[DeviceInfo(device["name"], device["capacity_bytes"], device["logical_block_bytes"])],
-                         cores=host["cores"], default_runtime_ns=int(runtime_s * 1e9),
-                         default_ramp_ns=int(ramp_s * 1e9), default_time_based=True)
-    resolved = [resolve_job(RawJob(name, dict(opts), file="iosched.papers.seed002", label=f'job "{name}"',
-                                   origin="toml"), context).config for name, opts in jobs]
-    return {"seed": seed, "host": host, "devices": [device],
-            "scheduler": {"name": scheduler, "tunables": [[k, int(v)] for k, v in tunables], "nr_requests": None},
-            "sample_interval_ns": 100_000_000, "jobs": resolved}
+    host, device = preset_params(HOST, DEVICE)
+    resolved = fio_jobs(jobs, host, [device], runtime_s=runtime_s, ramp_s=ramp_s, file="iosched.papers.seed002")
+    return simconfig.sim_config(seed=seed, host=host, devices=[device], jobs=resolved, scheduler=scheduler,
+                                tunables=tunables)
 
 
 def simulate(jobs: Iterable[tuple[str, dict[str, Any]]], scheduler: str, tunables: Iterable[tuple[str, int]] = (),
              **kw: Any) -> dict[str, Any]:
-    from .. import _native
-
-    return json.loads(_native.simulate(json.dumps(sim_config(jobs, scheduler, tunables, **kw))))
+    return native.simulate(sim_config(jobs, scheduler, tunables, **kw))
 
 
 # ---------------------------------------------------------------- metrics
@@ -878,7 +868,7 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 def main(argv: list[str] | None = None) -> None:
     """Run seed 002's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched."""
-    from .registry import print_quick
+    from ..reproduce import print_quick
 
     print_quick(argv or ["seed002"])
 

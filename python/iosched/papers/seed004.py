@@ -25,14 +25,13 @@ shapes that hold.
 
 from __future__ import annotations
 
-import json
 import sys
 from functools import lru_cache
 from typing import Any
 
-from ..fiojob import DeviceInfo, JobContext, RawJob, resolve_job
-from ..presets import load_preset
+from .. import native
 from ..report.figures import Figure, Panel, Table, Trace
+from ..simconfig import fio_jobs, preset_params, sim_config
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 
 SEED = "004"
@@ -68,16 +67,10 @@ def pair_jobs(pair: str, file_bytes: int) -> list[tuple[str, dict[str, Any]]]:
 
 def iozone_config(scheduler: str, file_bytes: int, pair: str, seed: int = 1) -> dict[str, Any]:
     """The SimConfig of one IOzone pair of tests: "write" (write, rewrite) or "read" (read, reread)."""
-    host = dict(load_preset("host", HOST).params)
-    device = dict(load_preset("device", DEVICE).params, name="/dev/sda")
-    info = DeviceInfo(device["name"], device["capacity_bytes"], device["logical_block_bytes"])
-    context = JobContext(devices=[info], cores=host["cores"], default_runtime_ns=None, default_ramp_ns=0,
-                         default_time_based=False, page_cache=True)
-    jobs = [resolve_job(RawJob(name, options, file="iosched.papers.seed004", label=f'job "{name}"', origin="fio"),
-                        context).config for name, options in pair_jobs(pair, file_bytes)]
-    return {"seed": seed, "host": host, "devices": [device],
-            "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None, "block_layer": None},
-            "sample_interval_ns": 100_000_000, "jobs": jobs}
+    host, device = preset_params(HOST, DEVICE)
+    jobs = fio_jobs(pair_jobs(pair, file_bytes), host, [device], runtime_s=None, ramp_s=0, time_based=False,
+                    page_cache=True, origin="fio", file="iosched.papers.seed004")
+    return sim_config(seed=seed, host=host, devices=[device], jobs=jobs, scheduler=scheduler)
 
 
 def throughput_mb_s(job: dict[str, Any], write: bool) -> float:
@@ -93,11 +86,9 @@ def tests_of(result: dict[str, Any]) -> dict[str, float]:
 @lru_cache(maxsize=None)
 def measure(scheduler: str, file_bytes: int) -> dict[str, float]:
     """Throughput (MB/s) of the four tests for one scheduler and file size, simulated directly."""
-    from .. import _native
-
     out: dict[str, float] = {}
     for pair in ("write", "read"):
-        out.update(tests_of(json.loads(_native.simulate(json.dumps(iozone_config(scheduler, file_bytes, pair))))))
+        out.update(tests_of(native.simulate(iozone_config(scheduler, file_bytes, pair))))
     return out
 
 
@@ -298,7 +289,7 @@ if __name__ != "__main__":  # run as a script, the registry imports (and registe
 
 def main(argv: list[str] | None = None) -> None:
     """Run seed 004's experiment in --quick mode (results in out/reproduce-quick) and print paper vs iosched."""
-    from .registry import print_quick
+    from ..reproduce import print_quick
 
     print_quick(argv or ["seed004"])
 

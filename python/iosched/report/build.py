@@ -7,13 +7,12 @@ Nothing in the page depends on when or where it was built, so the same results g
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import store
-from .figures import Figure, Panel, Table, Trace, render_static
+from .figures import Figure, Panel, Table, Trace, cdf, fmt, render_static
 
 
 @dataclass
@@ -48,44 +47,6 @@ class Report:
     @property
     def checks(self) -> list[tuple[Section, Any]]:
         return [(s, c) for s in self.sections for c in s.checks]
-
-
-# ---------------------------------------------------------------- small helpers for experiments
-
-def cdf(bins: list[list[int]], max_points: int = 400) -> tuple[list[float], list[float]]:
-    """A latency CDF (x in µs, y 0..1) from histogram bins [[ns, count], ...]."""
-    total = sum(c for _, c in bins)
-    if not total:
-        return [], []
-    xs, ys, acc = [], [], 0
-    for ns, c in sorted(bins):
-        acc += c
-        xs.append(ns / 1000)
-        ys.append(acc / total)
-    if len(xs) > max_points:  # thin evenly, keep the tail
-        step = len(xs) / max_points
-        keep = sorted({int(i * step) for i in range(max_points)} | {len(xs) - 1})
-        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
-    return xs, ys
-
-
-def merge_bins(dirs: list[dict[str, Any]]) -> list[list[int]]:
-    acc: dict[int, int] = {}
-    for d in dirs:
-        for ns, c in d.get("bins", []):
-            acc[ns] = acc.get(ns, 0) + c
-    return [[k, acc[k]] for k in sorted(acc)]
-
-
-def fmt(v: float | None, digits: int = 3) -> str:
-    """A number as people read it: 3 significant digits, thousands separated."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if v == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(v)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{v:,.{decimals}f}"
 
 
 # ---------------------------------------------------------------- TOML for the specs shown
@@ -214,7 +175,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
 
 def validation_section(out: Path) -> Section:
     """`iosched validate`'s comparison (DIR/validation.json): per scheduler, simulator against kernel."""
-    from .. import devcal
+    from ..devcal import comparison
 
     rows = json.loads((out / "validation.json").read_text())
     sec = Section("validation", "Validation: simulator vs kernel", "spec",
@@ -237,12 +198,12 @@ def validation_section(out: Path) -> Section:
                                                                     "preset (sim) KIOPS", "sim/kernel"],
                                 [[d["when"], d["what"], f"{d['kernel_kiops']:,.1f}", f"{d['sim_kiops']:,.1f}",
                                   f"{d['ratio']:.2f}" + (" (drifted)" if d["drifted"] else "")] for d in drift]))
-    within = [r["scheduler"] for r in rows if devcal.iops_within(r)]
+    within = [r["scheduler"] for r in rows if comparison.iops_within(r)]
     drifted = [d for d in drift if d["drifted"]]
     sec.notes = (f"IOPS within ±25%: {len(within)} of {len(rows)} schedulers",
-                 f"ranking by {job}'s P99: " + ("agrees" if devcal.ranking_agrees(rows) else "DISAGREES"),
+                 f"ranking by {job}'s P99: " + ("agrees" if comparison.ranking_agrees(rows) else "DISAGREES"),
                  *([f"the device drifted since calibration: {len(drifted)} of {len(drift)} ceilings beyond "
-                    f"±{devcal.DRIFT_TOLERANCE:.0%}"] if drifted else []))
+                    f"±{comparison.DRIFT_TOLERANCE:.0%}"] if drifted else []))
     names = [r["scheduler"] for r in rows]
     panels = [Panel(f"{job} P99 (µs)", "bars", [Trace("kernel", names, [r["kernel_p99_us"] for r in rows]),
                                                  Trace("sim", names, [r["sim_p99_us"] for r in rows])],

@@ -80,6 +80,44 @@ class Table:
     caption: str = ""
 
 
+# ---------------------------------------------------------------- data for figures and tables
+
+def cdf(bins: list[list[int]], max_points: int = 400) -> tuple[list[float], list[float]]:
+    """A latency CDF (x in µs, y 0..1) from histogram bins [[ns, count], ...]."""
+    total = sum(c for _, c in bins)
+    if not total:
+        return [], []
+    xs, ys, acc = [], [], 0
+    for ns, c in sorted(bins):
+        acc += c
+        xs.append(ns / 1000)
+        ys.append(acc / total)
+    if len(xs) > max_points:  # thin evenly, keep the tail
+        step = len(xs) / max_points
+        keep = sorted({int(i * step) for i in range(max_points)} | {len(xs) - 1})
+        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+    return xs, ys
+
+
+def merge_bins(dirs: list[dict[str, Any]]) -> list[list[int]]:
+    acc: dict[int, int] = {}
+    for d in dirs:
+        for ns, c in d.get("bins", []):
+            acc[ns] = acc.get(ns, 0) + c
+    return [[k, acc[k]] for k in sorted(acc)]
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    """A number as people read it: 3 significant digits, thousands separated."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if v == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(v)))
+    decimals = max(0, digits - 1 - mag)
+    return f"{v:,.{decimals}f}"
+
+
 def _palette(fig: Figure) -> dict[str, str]:
     """Colours of the measured series: schedulers by name, anything else by first appearance."""
     out: dict[str, str] = {}

@@ -42,11 +42,11 @@ def real_presets(monkeypatch):
 
 
 def native_or_skip():
-    try:
-        from iosched import _native  # noqa: F401
-    except ImportError:
+    from iosched import native
+
+    if not native.available():
         if os.environ.get("IOSCHED_REQUIRE_NATIVE"):
-            raise
+            raise native.NotBuilt()
         pytest.skip("iosched._native is not built (set IOSCHED_REQUIRE_NATIVE=1 to fail instead)")
 
 

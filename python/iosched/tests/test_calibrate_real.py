@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from iosched import devcal
+from iosched.devcal import plan
 from iosched.presets import load_preset_file
 
 # The kernel tests' module-wide gate (skip without root/fio/loop devices, fail under IOSCHED_REQUIRE_KERNEL).
@@ -36,8 +36,8 @@ def test_calibrate_then_validate(loop):
     lp, d = loop
     out = d / "presets" / "devices" / "loop-test.toml"
     res = cli("calibrate", lp.path, "--out", out, "--host", "loop-host", "--duration", "0.3", "--ramp", "0.1")
-    geometry = devcal.queue_geometry(lp.dev.sysfs)
-    steps = len(devcal.plan(devcal.max_qd(geometry)))
+    geometry = plan.queue_geometry(lp.dev.sysfs)
+    steps = len(plan.plan(plan.max_qd(geometry)))
     assert f"[{steps}/{steps}]" in res.output and "wrote device preset" in res.output
     preset = load_preset_file(out, "device")
     assert preset.params["capacity_bytes"] == lp.dev.capacity_bytes
@@ -59,7 +59,7 @@ def test_calibrate_then_validate(loop):
     rows = json.loads((d / "val" / "validation.json").read_text())
     drift = json.loads((d / "val" / "drift.json").read_text())
     assert [(r["when"], r["step"]) for r in drift] == [(w, s.name) for w in ("before", "after")
-                                                       for s in devcal.drift_steps(geometry)]
+                                                       for s in plan.drift_steps(geometry)]
     assert all(r["kernel_kiops"] > 0 and r["sim_kiops"] > 0 for r in drift)
     assert "Device drift" in (d / "val" / "validation.md").read_text()
     assert [r["scheduler"] for r in rows] == ["mq-deadline", "none"]

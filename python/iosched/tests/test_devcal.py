@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from iosched import devcal
+from iosched.devcal import comparison, fit, measure, plan, validate
 from iosched.errors import SpecError
 from iosched.spec import Overrides, expand_runs, load_experiment
 
@@ -15,30 +15,30 @@ def test_queue_geometry_reads_hardware_queues_and_driver_tags(tmp_path):
     for q, tags in (("0", 128), ("1", 128)):
         (tmp_path / "mq" / q).mkdir(parents=True)
         (tmp_path / "mq" / q / "nr_tags").write_text(f"{tags}\n")
-    assert devcal.queue_geometry(tmp_path) == {"max_hw_queues": 2, "queue_depth": 128}
-    assert devcal.queue_geometry(tmp_path / "nothing") == {}
+    assert plan.queue_geometry(tmp_path) == {"max_hw_queues": 2, "queue_depth": 128}
+    assert plan.queue_geometry(tmp_path / "nothing") == {}
 
 
 def test_the_plans_high_queue_depth_fills_the_driver_tags_within_bounds():
-    assert devcal.max_qd({"max_hw_queues": 1, "queue_depth": 128}) == 128
-    assert devcal.max_qd({"max_hw_queues": 1, "queue_depth": 32}) == 64
-    assert devcal.max_qd({"max_hw_queues": 64, "queue_depth": 1023}) == 256
-    names = [s.name for s in devcal.plan(128)]
+    assert plan.max_qd({"max_hw_queues": 1, "queue_depth": 128}) == 128
+    assert plan.max_qd({"max_hw_queues": 1, "queue_depth": 32}) == 64
+    assert plan.max_qd({"max_hw_queues": 64, "queue_depth": 1023}) == 256
+    names = [s.name for s in plan.plan(128)]
     assert names[:5] == ["cal-randread-qd1", "cal-randread-qd4", "cal-randread-qd16", "cal-randread-qd64",
                          "cal-randread-qd128"]
-    assert "cal-randwrite-qdmax" in names and len(devcal.plan(64)) == 9
+    assert "cal-randwrite-qdmax" in names and len(plan.plan(64)) == 9
 
 
 @pytest.mark.usefixtures("real_presets")
 def test_the_fit_recovers_a_known_device_from_its_own_simulated_measurements():
-    host, _ = devcal.host_preset_params()
+    host, _ = fit.host_preset_params()
     geometry = {"max_hw_queues": 1, "queue_depth": 128}
-    truth = dict(devcal.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
+    truth = dict(fit.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
                  read_ns_by_page_type=[40_000], command_ns=6_000, write_command_ns=15_000, write_ack_ns=30_000,
                  program_unit_bytes=16384, link_bytes_per_s=2_000_000_000)
-    truth["program_ns"] = devcal._drain_program_ns(truth, 1.5e9)
-    steps = devcal.plan(devcal.max_qd(geometry))
-    measured = {s.name: devcal.simulate_step(host, truth, s) for s in steps}
+    truth["program_ns"] = fit._drain_program_ns(truth, 1.5e9)
+    steps = plan.plan(plan.max_qd(geometry))
+    measured = {s.name: measure.simulate_step(host, truth, s) for s in steps}
     for jobs in measured.values():     # the measured table's bandwidth figures, as fio reports them
         for m in jobs.values():
             bs = 131072 if m is measured.get("cal-seqread-128k", {}).get("r") or \
@@ -46,7 +46,7 @@ def test_the_fit_recovers_a_known_device_from_its_own_simulated_measurements():
             m["read_mb_s"], m["write_mb_s"] = m["read_kiops"] * bs / 1e3, m["write_kiops"] * bs / 1e3
             m.setdefault("read_p99_us", 0.0), m.setdefault("read_mean_us", 0.0)
             m.setdefault("write_p99_us", 0.0), m.setdefault("write_mean_us", 0.0)
-    params, report = devcal.fit(measured, host, 1 << 30, 512, geometry, steps, echo=lambda s: None)
+    params, report = fit.fit(measured, host, 1 << 30, 512, geometry, steps, echo=lambda s: None)
     assert params["max_hw_queues"] == 1 and params["queue_depth"] == 128
     for name in ("command_ns", "write_command_ns"):
         assert params[name] == pytest.approx(truth[name], rel=0.1), name
@@ -68,7 +68,7 @@ def test_validate_gives_the_simulator_the_kernels_tunables_where_they_differ(tmp
     runs = _runs(tmp_path)
     kernel = {"none": {}, "mq-deadline": {"async_depth": 256, "fifo_batch": 16, "not_in_the_model": 3},
               "kyber": {"read_lat_nsec": 2000000, "write_lat_nsec": 10000000}}
-    notes = devcal.mirror_tunables(runs, kernel)
+    notes = validate.mirror_tunables(runs, kernel)
     by = {r.scheduler: r.tunables for r in runs}
     assert by == {"none": {}, "mq-deadline": {"async_depth": 256}, "kyber": {}}
     assert notes == ["mq-deadline: async_depth=256 (simulator default 0)"]
@@ -82,12 +82,12 @@ def test_kernel_tunables_come_from_the_kernel_runs_records(tmp_path):
             (tmp_path / "runs" / rid / finished).write_bytes(b"")
         (tmp_path / "runs" / rid / "spec.json").write_text(json.dumps(
             {"backend": backend, "experiment": "v", "scheduler": sched, "queue_during": [{"iosched": values}]}))
-    assert devcal.kernel_tunables(tmp_path, "v") == {"mq-deadline": {"async_depth": 256}}
+    assert validate.kernel_tunables(tmp_path, "v") == {"mq-deadline": {"async_depth": 256}}
 
 
 def test_reuse_without_earlier_measurements_says_what_is_missing(tmp_path):
     with pytest.raises(SpecError, match="no earlier measurements"):
-        devcal.reuse_measurements(tmp_path)
+        measure.reuse_measurements(tmp_path)
 
 
 def test_the_report_shows_the_validation_table(tmp_path):
@@ -104,22 +104,22 @@ def test_the_report_shows_the_validation_table(tmp_path):
 
 @pytest.mark.usefixtures("real_presets")
 def test_the_drift_check_flags_a_device_that_moved_since_calibration():
-    host, _ = devcal.host_preset_params()
+    host, _ = fit.host_preset_params()
     geometry = {"max_hw_queues": 1, "queue_depth": 128}
-    device = dict(devcal.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
+    device = dict(fit.BASE_DEVICE, capacity_bytes=1 << 30, logical_block_bytes=512, **geometry,
                   write_command_ns=15_000)
-    steps = devcal.drift_steps(geometry)
+    steps = plan.drift_steps(geometry)
     assert [s.name for s in steps] == ["cal-randread-qd128", "cal-randwrite-qdmax"]
-    as_calibrated = {s.name: devcal.simulate_step(host, device, s) for s in steps}
-    rows = devcal.drift_rows("before", as_calibrated, as_calibrated, steps)
+    as_calibrated = {s.name: measure.simulate_step(host, device, s) for s in steps}
+    rows = comparison.drift_rows("before", as_calibrated, as_calibrated, steps)
     assert [r["drifted"] for r in rows] == [False, False]
     assert all(r["ratio"] == pytest.approx(1.0) for r in rows)
     faster_writes = json.loads(json.dumps(as_calibrated))
     faster_writes["cal-randwrite-qdmax"]["w"]["write_kiops"] *= 1.3
-    rows = devcal.drift_rows("after", faster_writes, as_calibrated, steps)
+    rows = comparison.drift_rows("after", faster_writes, as_calibrated, steps)
     assert [r["drifted"] for r in rows] == [False, True]
     assert rows[1]["ratio"] == pytest.approx(1 / 1.3)
-    assert "(drifted: beyond ±10%)" in devcal.format_drift(rows).splitlines()[3]
+    assert "(drifted: beyond ±10%)" in comparison.format_drift(rows).splitlines()[3]
 
 
 def test_the_report_shows_the_drift_check_beside_the_validation(tmp_path):

@@ -33,7 +33,7 @@ filename = "/dev/nvme0n1:/dev/nvme1n1"
 
 
 @pytest.fixture(autouse=True)
-def _native():
+def _needs_native():
     native_or_skip()
 
 

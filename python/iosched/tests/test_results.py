@@ -5,8 +5,9 @@ import json
 import pyarrow.parquet as pq
 
 from iosched.backends.sim import run_id
-from iosched.results import fio_json, job_rows, latency_buckets, write_run
+from iosched.results import fio_json, job_rows, latency_buckets
 from iosched.spec import expand_runs, load_experiment
+from iosched.store import write_run
 
 from .test_spec import BASE, write
 

@@ -6,7 +6,7 @@ reported by `python -m iosched.papers.seed000` and in README.md, not asserted he
 
 import pytest
 
-from iosched.calibration import Job
+from iosched.simconfig import Job
 from iosched.papers import seed000 as s
 
 from .conftest import native_or_skip, on_real_presets

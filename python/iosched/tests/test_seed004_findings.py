@@ -5,8 +5,6 @@ L1's and L2's margins do not hold (every scheduler within 0.1% of the others; re
 and that each scheduler runs on the block layer seed 004's kernel gave it.
 """
 
-import json
-
 import pytest
 
 from iosched.papers import seed004 as s
@@ -52,12 +50,12 @@ def test_writes_beyond_the_dirty_limit_run_at_writeback_speed():
 
 
 def test_block_layers_are_those_of_linux_4_19():
-    from iosched import _native
+    from iosched import native
     for name in ("noop", "deadline", "cfq"):
         assert s.iozone_config(name, 1 << 20, "read")["scheduler"]["block_layer"] is None
-        assert _native.block_layers(name) == ["legacy"]
-    assert _native.block_layers("bfq")[0] == "blk-mq", "mainline BFQ (and seed 004's) is blk-mq"
+        assert native.block_layers(name) == ("legacy",)
+    assert native.block_layers("bfq")[0] == "blk-mq", "mainline BFQ (and seed 004's) is blk-mq"
     config = s.iozone_config("cfq", 1 << 20, "read")
     config["devices"][0]["interface"] = "nvme"
     with pytest.raises(ValueError, match="blk-mq only"):
-        _native.simulate(json.dumps(config))
+        native.simulate(config)

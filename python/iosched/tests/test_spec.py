@@ -52,9 +52,10 @@ def test_resolve_basic(tmp_path):
 
 
 def test_sim_config_shape(tmp_path):
-    from iosched.backends.sim import build_config, run_id
+    from iosched.backends.sim import run_id
+    from iosched.simconfig import run_config
     runs = expand_runs(load_experiment(str(write(tmp_path, BASE))))
-    cfg = build_config(runs[0])
+    cfg = run_config(runs[0])
     assert set(cfg) == {"seed", "host", "devices", "scheduler", "jobs", "sample_interval_ns"}
     assert set(cfg["scheduler"]) == {"name", "tunables", "nr_requests", "block_layer"}
     assert set(cfg["jobs"][0]) == {

@@ -8,7 +8,7 @@ from pathlib import Path
 from iosched import store
 from iosched.papers import registry
 from iosched.papers.registry import Check, Number, PaperExperiment, Results, Series
-from iosched.report.build import cdf, merge_bins
+from iosched.report.figures import cdf, merge_bins
 from iosched.report.figures import Figure, Heat, Panel, Table, Trace
 
 SCHEDS = ["none", "kyber"]
@@ -70,8 +70,7 @@ def make_results(out: Path, quick: bool = False) -> None:
     tasks, entries = plan([TOY], quick)
     for t in tasks:
         store.write_run_dir(out, t.run, t.rid, fake_result(t.run))
-    store.update_manifest(out, entries)
-    store.consolidate(out, [t.rid for t in tasks])
+    store.record(out, entries, [t.rid for t in tasks])
 
 
 def registered():

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__, presets, store
+from ... import presets, store
 from ...errors import SpecError, show
-from ...results import job_rows, write_measured_run
+from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
+from ...version import __version__
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
 from .blockdev import SIM_ONLY, BlockDevice
 from .sampler import Sampler, ensure_debugfs
@@ -222,12 +223,8 @@ def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
     if not outcome.runs or not opts.out.exists():
         return
     with state.signals_blocked():
-        store.update_manifest(opts.out, {manifest_name(outcome.runs[0][1].experiment): {
-            "kind": "spec", "backend": "kernel", "spec_file": exp.file, "spec": exp.data, "mode": "kernel",
-            "devices": list(opts.devices), "filesystem": opts.filesystem,
-            "runs": [{"id": rid, "point": r.sweep_point, "repetition": r.repetition, "seed": r.seed}
-                     for rid, r in outcome.runs]}})
-        store.consolidate(opts.out, [rid for rid, _ in outcome.runs])
+        store.record_spec(opts.out, manifest_name(outcome.runs[0][1].experiment), exp.file, exp.data, outcome.runs,
+                          mode="kernel", backend="kernel", devices=list(opts.devices), filesystem=opts.filesystem)
 
 
 def _check_scheduler(name: object, file: str, key: str, devices: list[BlockDevice]) -> None:
@@ -461,7 +458,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         "notes": run.notes + kernel_notes + notes + [f"sampler: {e}" for e in sampler.errors], "wall_s": round(wall, 3),
         "iosched_cpu_s_during_fio": round(own_cpu, 4), "fio_wall_s": round(fio_wall, 3),
     }
-    write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
+    store.write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
     echo(format_summary(run, rid, jobs, busy, wall, targets))
     echo("")
 

@@ -1,30 +1,19 @@
-"""The calibration inputs of each preset pair, as runnable scenarios with their targets.
+"""The calibration targets of the seed papers' presets: each preset pair's calibration inputs, as runnable scenarios.
 
 Each target is a number a seed paper measured and that ../shared/reference/targets.md lists as a calibration input
 for that paper's hardware. `measure()` runs the scenarios in the simulator; the preset tests assert each lands
-within its tolerance, and `python -m iosched.calibration` prints the table used in presets/README.md.
-Findings (everything not listed here) are never fitted: they live with the paper experiments.
+within its tolerance, and `python -m iosched.papers.calibration_targets` prints the table used in presets/README.md.
+Findings (everything not listed here) are never fitted: they live with the paper experiments. (Calibrating a preset
+from a real device is iosched.devcal.)
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Callable
 
-from .fiojob import DeviceInfo, JobContext, RawJob, resolve_job
-from .presets import load_preset
-
-
-@dataclass(frozen=True)
-class Job:
-    name: str
-    rw: str
-    iodepth: int
-    cores: list[int]
-    bs_bytes: int = 4096
-    numjobs: int = 1
-    ioengine: str = "io_uring"
+from .. import native
+from ..results import METRICS
+from ..simconfig import Job, testbed_config
 
 
 @dataclass(frozen=True)
@@ -41,48 +30,6 @@ class Target:
     runtime_s: float = 0.3
     ramp_s: float = 0.05
 
-
-def sim_config(host: str, device: str, jobs: tuple[Job, ...], runtime_s: float, ramp_s: float, seed: int = 1,
-               scheduler: str = "none") -> dict[str, Any]:
-    """A SimConfig (crates/iosched-sim/src/config.rs) for fio-like jobs on one device, straight from presets."""
-    host_params = dict(load_preset("host", host).params)
-    device_params = dict(load_preset("device", device).params)
-    device_params["name"] = "/dev/sda" if device_params["interface"] == "sata" else "/dev/nvme0n1"
-    # Jobs go through the same fio-option resolution as user specs (one place for JobConfig's fields and defaults).
-    context = JobContext(
-        devices=[DeviceInfo(device_params["name"], device_params["capacity_bytes"],
-                            device_params["logical_block_bytes"])],
-        cores=host_params["cores"], default_runtime_ns=int(runtime_s * 1e9), default_ramp_ns=int(ramp_s * 1e9),
-        default_time_based=True)
-    resolved = [
-        resolve_job(RawJob(j.name, {"rw": j.rw, "bs": j.bs_bytes, "iodepth": j.iodepth, "numjobs": j.numjobs,
-                                    "ioengine": j.ioengine, "cpus_allowed": ",".join(map(str, j.cores)),
-                                    "cpus_allowed_policy": "split"},
-                           file="iosched.calibration", label=f'job "{j.name}"', origin="toml"), context).config
-        for j in jobs
-    ]
-    return {
-        "seed": seed,
-        "host": host_params,
-        "devices": [device_params],
-        "scheduler": {"name": scheduler, "tunables": [], "nr_requests": None, "block_layer": None},
-        "sample_interval_ns": 100_000_000,
-        "jobs": resolved,
-    }
-
-
-def _percentile(direction: dict[str, Any], pct: float) -> float:
-    return dict((p, v) for p, v in direction["percentiles"])[pct]
-
-
-METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
-    "read_kiops": lambda job: job["read"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
-    "write_kiops": lambda job: job["write"]["ios"] / (job["window_ns"] / 1e9) / 1e3,
-    "read_mean_us": lambda job: job["read"]["clat_mean_ns"] / 1e3,
-    "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
-    "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
-    "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
-}
 
 _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
@@ -132,10 +79,9 @@ TARGETS: tuple[Target, ...] = (
 
 
 def measure(target: Target, seed: int = 1) -> float:
-    from . import _native
-
-    config = sim_config(target.host, target.device, target.jobs, target.runtime_s, target.ramp_s, seed)
-    result = json.loads(_native.simulate(json.dumps(config)))
+    config = testbed_config(target.host, target.device, target.jobs, target.runtime_s, target.ramp_s,
+                            file="iosched.papers.calibration_targets", seed=seed)
+    result = native.simulate(config)
     job = next(j for j in result["jobs"] if j["name"] == target.job)
     return METRICS[target.metric](job)
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from iosched import calibration, presets
+from iosched import presets
+from iosched.papers import calibration_targets as calibration
 
 from .conftest import REPO, native_or_skip
 

@@ -1,0 +1,90 @@
+"""The one door to the simulator's native module, ``iosched._native`` (built by maturin from crates/iosched-py).
+
+Every other module goes through here: this module is the only one that imports ``_native``, and it does so on
+first use, so everything else imports (and checks specs, reads results) without a built simulator. A call that needs
+the simulator when it is not built raises `NotBuilt`, whose message says how to build it.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+from typing import Any, Callable
+
+NOT_BUILT = "the simulator (iosched._native) is not built: run `maturin develop --release`"
+
+
+class NotBuilt(ImportError):
+    """The native module is missing (a source tree without ``./scripts/setup`` or ``maturin develop``)."""
+
+    def __init__(self) -> None:
+        super().__init__(NOT_BUILT)
+
+
+def _module() -> ModuleType:
+    try:
+        from . import _native
+    except ImportError as e:
+        raise NotBuilt() from e
+    return _native
+
+
+def available() -> bool:
+    """Whether the simulator is built (the CLI checks this first and says how to build it)."""
+    try:
+        _module()
+    except NotBuilt:
+        return False
+    return True
+
+
+def simulate_json(config_json: str, progress: Callable[[float], None] | None = None) -> str:
+    """One simulation: a serialised SimConfig in, a serialised SimResult out. ``progress``, if given, is called with
+    the fraction of simulated time done. Raises ValueError when the simulator rejects the config."""
+    return _module().simulate(config_json, progress)
+
+
+def canonical_json(obj: Any) -> str:
+    """The one serialisation of a config: sorted keys, no spaces (what run ids hash and workers receive)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def simulate(config: dict[str, Any], progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """One simulation of a SimConfig dict (see iosched.simconfig); returns the SimResult dict."""
+    return json.loads(simulate_json(canonical_json(config), progress))
+
+
+def version() -> str:
+    return _module().version()
+
+
+def source_digest() -> str:
+    """The digest of the simulator's Rust sources, embedded at build time (part of the code version)."""
+    return _module().source_digest()
+
+
+def schedulers() -> tuple[str, ...]:
+    """Every scheduler name the simulator accepts (one list, kept in iosched-policy)."""
+    return tuple(_module().schedulers())
+
+
+def known_schedulers() -> tuple[str, ...] | None:
+    """`schedulers()`, or None without the simulator: name checks are then skipped (nothing can run without it;
+    the check happens where the simulator is called)."""
+    return schedulers() if available() else None
+
+
+def block_layers(name: str) -> tuple[str, ...] | None:
+    """The block layers scheduler ``name`` runs on, its default first; None for an unknown name."""
+    layers = _module().block_layers(name)
+    return tuple(layers) if layers is not None else None
+
+
+def scheduler_tunables(name: str) -> list[tuple[str, int]] | None:
+    """A scheduler's tunables (sysfs name, default value) as the simulator has them; None for an unknown name."""
+    return _module().scheduler_tunables(name)
+
+
+def trace_summary(*args: Any) -> str:
+    """The simulator's trace parser over a whole trace (see iosched.replay.summarize): JSON, a summary or an error."""
+    return _module().trace_summary(*args)

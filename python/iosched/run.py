@@ -1,0 +1,68 @@
+"""`iosched run`: every sweep point x repetition of an experiment, simulated or measured on real devices, into a
+results folder (its runs, manifest entry, combined tables and report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from . import native, store
+from .backends.kernel.runner import Options, run_kernel
+from .report.build import build
+from .spec import Overrides, expand_runs, load_experiment
+from .summary import format_summary
+from .sweep import execute, tasks_for
+
+# Output: echo(line) for stdout, echo(line, err=True) for stderr (click.echo's signature).
+Echo = Callable[..., None]
+
+
+def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int | None, cluster: str | None,
+                  report: bool, echo: Echo) -> None:
+    """Simulate every run of the experiment not yet in ``out`` (a single run in this process), print each run's
+    summary, and record the experiment (also when interrupted); raises native.NotBuilt before touching ``out``
+    when the simulator is not built."""
+    exp = load_experiment(spec_file, overrides)
+    runs = expand_runs(exp)           # everything validated before OUT is touched
+    if not native.available():
+        raise native.NotBuilt()
+    for note in dict.fromkeys(n for r in runs for n in r.notes):
+        echo(f"note: {note}", err=True)
+    tasks = tasks_for(runs)
+
+    def show(task, result, wall):
+        echo(format_summary(task.run, task.rid, result, wall))
+        echo("")
+
+    single = len(tasks) == 1 and not cluster
+    try:
+        outcome = execute(out, tasks, jobs=1 if single else jobs, cluster=cluster, on_result=show,
+                          title=exp.data.get("name", "runs"))
+    finally:
+        if out.exists():
+            store.record_spec(out, tasks[0].run.experiment, spec_file, exp.data, [(t.rid, t.run) for t in tasks])
+    if outcome.skipped:
+        if len(tasks) <= 8:  # a small experiment: show the stored runs as if just run
+            for t in tasks:
+                if t.rid in outcome.skipped:
+                    show(t, store.load_result(out, t.rid), None)
+        echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped")
+    _finish(out, len(outcome.done), report, echo)
+
+
+def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, report: bool, echo: Echo) -> None:
+    """Measure every run of the experiment not yet in ``options.out`` with the kernel's schedulers on the devices
+    given; raises KernelError or state.Interrupted from the kernel backend."""
+    exp = load_experiment(spec_file, overrides)
+    outcome = run_kernel(exp, options, echo=lambda line: echo(line, err=line.startswith(("note:", "error:"))))
+    out = options.out
+    if outcome.skipped:
+        echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
+             f"{out}/runs/<id>/ or use another --out to measure them again)")
+    _finish(out, len(outcome.done), report, echo)
+
+
+def _finish(out: Path, done: int, report: bool, echo: Echo) -> None:
+    if report:
+        build(out)
+    echo(f"wrote {done} run(s) to {out}/results.parquet" + (f"; report: {out}/report.html" if report else ""))
