@@ -318,6 +318,6 @@ def query(out: Path, sql: str):
 
 
 def load(out: str | os.PathLike, table: str = "results"):
-    """DIR's results as a pandas DataFrame: one row per (run, job) with the columns README.md lists; with
+    """DIR's results as a pandas DataFrame: one row per (run, job) with the columns docs/results-folder.md lists; with
     ``table="timeseries"`` the time series, ``"runs"`` the manifest, ``"checks"`` the paper-vs-iosched rows."""
     return query(Path(out), f"SELECT * FROM {table}")

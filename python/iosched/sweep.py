@@ -60,7 +60,7 @@ def simulate_task(config_json: str, expected_code_version: str,
     here = code_version()
     if here != expected_code_version:
         raise CodeVersionMismatch(f"worker has iosched {here}, the sweep needs {expected_code_version}: install "
-                                  "the same iosched build on every worker (see README, 'Sweeps on a cluster')")
+                                  "the same iosched build on every worker (see docs/spec.md, 'Sweeps on a cluster')")
     t0 = time.perf_counter()
     out = native.simulate_json(config_json, progress)
     return out, time.perf_counter() - t0

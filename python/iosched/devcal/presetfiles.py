@@ -24,7 +24,7 @@ def _toml_value(v: Any) -> str:
 
 def write_preset(path: Path, kind: str, description: str, key_figures: dict[str, str], params: dict,
                  prov: dict[str, str]) -> None:
-    lines = ["# Written by iosched calibrate; the method is in README.md, \"Calibrating and validating\".",
+    lines = ["# Written by iosched calibrate; the method is in docs/calibration.md.",
              f'kind = "{kind}"', f'name = "{path.stem}"', f"description = {_toml_value(description)}", "seeds = []",
              "", "[key_figures]"]
     lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in key_figures.items()]

@@ -5,7 +5,7 @@ A `PaperExperiment` names the paper (seed) and the figures/tables it reproduces,
 repetitions), the paper's numbers (`Number`, each with its figure/table reference), and three functions of the
 stored results: `checks` (paper vs iosched rows with holds/NO), `figures` and `tables` (in the paper's form).
 Seed modules declare experiments and `register()` them; `iosched reproduce` runs them, `iosched report` draws
-them. Adding an experiment is declaring one (see README.md, "Paper experiments").
+them. Adding an experiment is declaring one (see docs/contributing.md, "Declaring an experiment").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ read and reread tests; throughput averaged over the file sizes. Findings (target
 every test; L2 deadline's read lead over CFQ and BFQ, rewrite ~38% faster than write. The figures (5-8, one per test;
 9, the average of all tests) are charts without numbers: the paper's numbers are the percentages in §4's text.
 
-How it is simulated (README "Legacy single-queue schedulers (seed 004)"): every run uses the presets i7-3517u-4c and
+How it is simulated (docs/schedulers.md, "Legacy single-queue schedulers (seed 004)"): every run uses the presets i7-3517u-4c and
 sandisk-u100-240gb-sata, nothing tuned per experiment. noop, deadline and cfq run on the legacy single-queue block
 layer; BFQ on blk-mq, as mainline 4.19 only has BFQ there (the paper's reboots between schedulers fit switching
 scsi_mod.use_blk_mq). IOzone's I/O is buffered (no -I in the paper, and its reread explanation is the OS cache):

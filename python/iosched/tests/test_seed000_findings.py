@@ -1,7 +1,7 @@
 """Seed 000's scheduler findings that the model reproduces (issue 3), checked on the real presets.
 
 The findings the model does not reproduce (BFQ's part of F10, F10 with readers, F12, F15 and parts of F3/F4/F5) are
-reported by `python -m iosched.papers.seed000` and in README.md, not asserted here.
+reported by `python -m iosched.papers.seed000` and in docs/papers.md, not asserted here.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """Seed 001's findings that the model reproduces, checked on the real presets with shorter runs than
 `python -m iosched.papers.seed001` uses (the shapes hold from a few Kyber-fairness periods on).
 
-Not asserted here, because the model does not reproduce them (see README.md): the size of Kyber-fairness's gain
+Not asserted here, because the model does not reproduce them (see docs/papers.md): the size of Kyber-fairness's gain
 over BFQ for random writes in KF2, BFQ's sharp fall with more cgroups in KF3 (in the model BFQ serves one queue at a
 time whatever the number of cgroups, and stays flat), and Kyber-fairness's FI above BFQ's in KF4 (both share within
 a few per cent of exactly; which is higher depends on the run length).
@@ -48,7 +48,7 @@ def test_kf2_kyber_fairness_keeps_nones_throughput_and_shares_by_weight():
 
 
 def test_kf3_kyber_fairness_stays_near_none_from_one_to_sixteen_cgroups():
-    # Not asserted: BFQ's sharp fall (the model's BFQ stays flat, see README.md).
+    # Not asserted: BFQ's sharp fall (the model's BFQ stays flat, see docs/papers.md).
     runs = s.kf3_runs((1, 4, 16), {"randread": (0.3, 0.5)})
     for (n, kf), (_, none) in zip(runs["kyber-fairness"], runs["none"]):
         assert kf.total > 0.9 * none.total, (n, kf.total, none.total)

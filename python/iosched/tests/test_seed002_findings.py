@@ -2,7 +2,7 @@
 
 The findings it does not reproduce (64 KiB random reads and 4 KiB mixed read/write under K2, BFQ's lower write
 bandwidth in K4, none's absolute bandwidths, two same-priority RT tasks under 3 ms in K5) are reported by
-`python -m iosched.papers.seed002` and in README.md, not asserted here. To stay fast, the Table II checks run only
+`python -m iosched.papers.seed002` and in docs/papers.md, not asserted here. To stay fast, the Table II checks run only
 the sweep's top target (900 MiB/s), where the random-read background saturates the drive.
 """
 

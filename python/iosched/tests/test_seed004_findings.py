@@ -1,7 +1,7 @@
 """Seed 004's findings that the model reproduces, checked on the real presets (i7-3517u-4c, sandisk-u100-240gb-sata).
 
 L1's and L2's margins do not hold (every scheduler within 0.1% of the others; rewrite not faster than write): see
-`python -m iosched.papers.seed004` and README.md. Asserted here: the orders that do hold, reread from the page cache,
+`python -m iosched.papers.seed004` and docs/papers.md. Asserted here: the orders that do hold, reread from the page cache,
 and that each scheduler runs on the block layer seed 004's kernel gave it.
 """
 

@@ -7,7 +7,7 @@
 hand (`fio` on the job file iosched generated, scheduler none either way), in pairs whose order alternates so
 drift on a shared machine falls on both sides; prints each run's IOPS and the mean ratio.
 ``table``: a markdown table of a results folder (per scheduler and job: mean, min-max of IOPS and P99), as in
-README.md.
+docs/kernel-backend.md.
 """
 
 from __future__ import annotations
