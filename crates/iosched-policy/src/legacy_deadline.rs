@@ -39,15 +39,14 @@
 //! - No request-to-request merges (`deadline_merged_requests`, which would give the merged request the earlier
 //!   deadline): the trait cannot retire a request id.
 //! - Out-of-range tunables are rejected (the kernel clamps); a negative `writes_starved` is rejected.
-//! - The queue lock is the legacy block layer's (see [`crate::noop::LEGACY_QUEUE_LOCK`]).
+//! - The queue lock is the legacy block layer's (see [`crate::LEGACY_QUEUE_LOCK`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::noop::LEGACY_QUEUE_LOCK;
 use crate::{
     apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
     tunable_switch, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op, Request,
-    TunableError,
+    TunableError, LEGACY_QUEUE_LOCK,
 };
 
 const NS_PER_MS: u64 = 1_000_000;

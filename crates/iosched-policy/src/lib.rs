@@ -13,6 +13,9 @@ pub mod legacy_deadline;
 pub mod mq_deadline;
 pub mod none;
 pub mod noop;
+mod registry;
+
+pub use registry::{block_layers, by_name, scheduler, Kernel, Scheduler, REGISTRY, SCHEDULERS};
 
 /// Sector size the kernel's block layer counts in.
 pub const SECTOR_BYTES: u64 = 512;
@@ -95,6 +98,16 @@ pub struct LockAcquisitions {
     pub submit: u32,
     pub complete: u32,
 }
+
+/// The legacy request_queue's `queue_lock` per request, as every legacy elevator runs under it (Linux 4.19
+/// block/blk-core.c, drivers/scsi/scsi_lib.c): submission takes it in `blk_queue_bio` for the merge attempt and
+/// request allocation, and again when the plug is flushed to insert the request and run the queue
+/// (`scsi_request_fn` dispatches under it); completion takes it in `scsi_end_request` → `blk_finish_request` and
+/// again in `scsi_run_queue`.
+pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
+    submit: 2,
+    complete: 2,
+};
 
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +208,13 @@ pub trait Elevator: Send {
     fn name(&self) -> &'static str;
     fn locking(&self) -> Locking;
 
+    /// Whether the queue has an elevator attached (the kernel's `q->elevator`). Only `none` has not: its requests
+    /// take driver tags directly (no scheduler tags, no `nr_requests`) and no scheduler hooks run, so a host's
+    /// `scheduler_costs` need no entry for it.
+    fn is_elevator(&self) -> bool {
+        true
+    }
+
     /// How many times the kernel's hooks take the lock of [`Elevator::locking`] per request: on the submission
     /// path (bio merge attempt, insert, dispatch) and on the completion path. Under contention each acquisition
     /// is a separate hand-off of the lock and the data it protects between cores.
@@ -259,19 +279,6 @@ pub trait Elevator: Send {
     }
 }
 
-/// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &[
-    "none",
-    "mq-deadline",
-    "kyber",
-    "bfq",
-    "k2",
-    "kyber-fairness",
-    "noop",
-    "deadline",
-    "cfq",
-];
-
 /// Which block layer a scheduler runs on in Linux: the legacy single-queue `request_queue` (Linux <= 4.x, removed in
 /// 5.0) or blk-mq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,38 +293,6 @@ impl BlockLayer {
             BlockLayer::Legacy => "legacy",
             BlockLayer::Mq => "blk-mq",
         }
-    }
-}
-
-/// The block layers a scheduler exists on, the default first. `noop`, `deadline` and `cfq` are legacy-only (their
-/// blk-mq counterparts are `none`, `mq-deadline` and `bfq`); mainline BFQ is blk-mq only (Linux 4.12+), but BFQ also
-/// existed for the legacy layer out of tree (bfq-sq), so it may run there on request. Unknown names: None.
-pub fn block_layers(name: &str) -> Option<&'static [BlockLayer]> {
-    match name {
-        "noop" | "deadline" | "cfq" => Some(&[BlockLayer::Legacy]),
-        "bfq" => Some(&[BlockLayer::Mq, BlockLayer::Legacy]),
-        n if SCHEDULERS.contains(&n) => Some(&[BlockLayer::Mq]),
-        _ => None,
-    }
-}
-
-/// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
-pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
-    match name {
-        "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
-        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
-        "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
-        "bfq" => Ok(Box::new(bfq::Bfq::new())),
-        "k2" => Ok(Box::new(k2::K2::new())),
-        "kyber-fairness" => Ok(Box::new(kyber_fairness::KyberFairness::new(nr_hw_queues))),
-        "noop" => Ok(Box::new(noop::Noop::new())),
-        "deadline" => Ok(Box::new(legacy_deadline::Deadline::new())),
-        // Every device the simulator models is an SSD (non-rotational, with command queueing).
-        "cfq" => Ok(Box::new(cfq::Cfq::new(false))),
-        other => Err(format!(
-            "unknown scheduler {other:?}: expected one of {}",
-            SCHEDULERS.join(", ")
-        )),
     }
 }
 

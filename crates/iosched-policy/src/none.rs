@@ -30,6 +30,10 @@ impl Elevator for NoneScheduler {
         Locking::None
     }
 
+    fn is_elevator(&self) -> bool {
+        false
+    }
+
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
         // Like blk_mq_attempt_bio_merge: only the most recently queued requests of this CPU's queue are tried.
         merge_into_recent(&mut self.queues[bio.hctx as usize], bio, max_sectors)
