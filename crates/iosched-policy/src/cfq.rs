@@ -1394,7 +1394,7 @@ impl Elevator for Cfq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     const MS: u64 = NS_PER_MS;
 
@@ -1671,14 +1671,14 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|seed| {
+        check_conservation(&Traffic::default(), |seed| {
             let mut cfq = Cfq::new(seed % 2 == 0);
             if seed % 3 == 0 {
                 cfq.set_tunable("slice_sync", 1 + (seed % 7) as i64)
                     .unwrap();
                 cfq.set_tunable("quantum", 1 + (seed % 4) as i64).unwrap();
             }
-            Box::new(cfq)
+            (cfq, ())
         });
     }
 }

@@ -316,7 +316,7 @@ impl Elevator for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     const MS: u64 = NS_PER_MS;
 
@@ -436,14 +436,18 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|seed| {
+        let traffic = Traffic {
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |seed| {
             let mut dd = Deadline::new();
             if seed % 2 == 0 {
                 dd.set_tunable("fifo_batch", (seed % 4) as i64).unwrap();
                 dd.set_tunable("writes_starved", (seed % 3) as i64).unwrap();
                 dd.set_tunable("read_expire", (seed % 5) as i64).unwrap();
             }
-            Box::new(dd)
+            (dd, ())
         });
     }
 }

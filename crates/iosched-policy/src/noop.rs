@@ -117,7 +117,7 @@ impl Elevator for Noop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     #[test]
     fn dispatches_in_arrival_order_whatever_the_sectors() {
@@ -178,6 +178,10 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|_| Box::new(Noop::new()));
+        let traffic = Traffic {
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |_| (Noop::new(), ()));
     }
 }
