@@ -44,6 +44,17 @@ def block_layers(name: str) -> tuple[str, ...] | None:
     return tuple(layers) if layers is not None else None
 
 
+def scheduler_registry() -> dict[str, dict[str, Any]] | None:
+    """The simulator's schedulers by name (iosched-policy's registry), each a dict of ``block_layers`` (default
+    first), ``kernel`` ("mainline" or "simulator-only"), ``description`` and ``elevator`` (False for ``none``, which
+    has no scheduler costs); None without the native module."""
+    try:
+        from . import _native
+    except ImportError:
+        return None
+    return {row["name"]: row for row in _native.scheduler_registry()}
+
+
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
 
 
