@@ -3,7 +3,6 @@
 //! simulator-only schedulers (through the Python module's `scheduler_registry`). Adding a scheduler is its file, its
 //! `pub mod` line in `lib.rs` and one row here (see docs/adding-a-scheduler.md).
 
-use crate::{bfq, cfq, k2, kyber, kyber_fairness, legacy_deadline, mq_deadline, none, noop};
 use crate::{BlockLayer, Elevator};
 
 /// Whether the kernel backend (runs on this machine's Linux) can select a scheduler.
@@ -55,27 +54,32 @@ use Kernel::{Mainline, SimulatorOnly};
 /// Every scheduler, in the order users see them listed.
 #[rustfmt::skip]
 pub const REGISTRY: &[Scheduler] = &[
-    Scheduler { name: "none", block_layers: MQ, build: |n| Box::new(none::NoneScheduler::new(n)), kernel: Mainline,
-        description: "blk-mq without an elevator" },
-    Scheduler { name: "mq-deadline", block_layers: MQ, build: |_| Box::new(mq_deadline::MqDeadline::new()),
-        kernel: Mainline, description: "the blk-mq deadline scheduler (block/mq-deadline.c)" },
-    Scheduler { name: "kyber", block_layers: MQ, build: |n| Box::new(kyber::Kyber::new(n)), kernel: Mainline,
-        description: "the Kyber scheduler (block/kyber-iosched.c)" },
-    Scheduler { name: "bfq", block_layers: MQ_OR_LEGACY, build: |_| Box::new(bfq::Bfq::new()), kernel: Mainline,
-        description: "Budget Fair Queueing (block/bfq-iosched.c)" },
-    Scheduler { name: "k2", block_layers: MQ, build: |_| Box::new(k2::K2::new()), kernel: SimulatorOnly,
-        description: "the RTSS'19 K2 scheduler" },
-    Scheduler { name: "kyber-fairness", block_layers: MQ,
-        build: |n| Box::new(kyber_fairness::KyberFairness::new(n)), kernel: SimulatorOnly,
-        description: "seed 001's Kyber-fairness" },
-    Scheduler { name: "noop", block_layers: LEGACY, build: |_| Box::new(noop::Noop::new()), kernel: SimulatorOnly,
-        description: "a legacy single-queue scheduler (removed in Linux 5.0)" },
-    Scheduler { name: "deadline", block_layers: LEGACY, build: |_| Box::new(legacy_deadline::Deadline::new()),
-        kernel: SimulatorOnly,
-        description: "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq port)" },
+    Scheduler { name: "none", block_layers: MQ, kernel: Mainline, description: "blk-mq without an elevator",
+        build: |n| Box::new(crate::none::NoneScheduler::new(n)) },
+    Scheduler { name: "mq-deadline", block_layers: MQ, kernel: Mainline,
+        description: "the blk-mq deadline scheduler (block/mq-deadline.c)",
+        build: |_| Box::new(crate::mq_deadline::MqDeadline::new()) },
+    Scheduler { name: "kyber", block_layers: MQ, kernel: Mainline,
+        description: "the Kyber scheduler (block/kyber-iosched.c)",
+        build: |n| Box::new(crate::kyber::Kyber::new(n)) },
+    Scheduler { name: "bfq", block_layers: MQ_OR_LEGACY, kernel: Mainline,
+        description: "Budget Fair Queueing (block/bfq-iosched.c)",
+        build: |_| Box::new(crate::bfq::Bfq::new()) },
+    Scheduler { name: "k2", block_layers: MQ, kernel: SimulatorOnly, description: "the RTSS'19 K2 scheduler",
+        build: |_| Box::new(crate::k2::K2::new()) },
+    Scheduler { name: "kyber-fairness", block_layers: MQ, kernel: SimulatorOnly,
+        description: "seed 001's Kyber-fairness",
+        build: |n| Box::new(crate::kyber_fairness::KyberFairness::new(n)) },
+    Scheduler { name: "noop", block_layers: LEGACY, kernel: SimulatorOnly,
+        description: "a legacy single-queue scheduler (removed in Linux 5.0)",
+        build: |_| Box::new(crate::noop::Noop::new()) },
+    Scheduler { name: "deadline", block_layers: LEGACY, kernel: SimulatorOnly,
+        description: "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq port)",
+        build: |_| Box::new(crate::legacy_deadline::Deadline::new()) },
     // Every device the simulator models is an SSD (non-rotational, with command queueing).
-    Scheduler { name: "cfq", block_layers: LEGACY, build: |_| Box::new(cfq::Cfq::new(false)), kernel: SimulatorOnly,
-        description: "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)" },
+    Scheduler { name: "cfq", block_layers: LEGACY, kernel: SimulatorOnly,
+        description: "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)",
+        build: |_| Box::new(crate::cfq::Cfq::new(false)) },
 ];
 
 /// Names of the schedulers, in [`REGISTRY`] order.
