@@ -74,6 +74,15 @@ def known_schedulers() -> tuple[str, ...] | None:
     return schedulers() if available() else None
 
 
+def scheduler_registry() -> dict[str, dict[str, Any]] | None:
+    """The simulator's schedulers by name (iosched-policy's registry), each a dict of ``block_layers`` (default
+    first), ``kernel`` ("mainline" or "simulator-only"), ``description`` and ``elevator`` (False for ``none``, which
+    has no scheduler costs); None without the native module."""
+    if not available():
+        return None
+    return {row["name"]: row for row in _module().scheduler_registry()}
+
+
 def block_layers(name: str) -> tuple[str, ...] | None:
     """The block layers scheduler ``name`` runs on, its default first; None for an unknown name."""
     layers = _module().block_layers(name)

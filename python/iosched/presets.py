@@ -80,6 +80,10 @@ def _known_schedulers() -> tuple[str, ...] | None:
     return native.known_schedulers()  # None without the native module: the name check is then skipped
 
 
+def _without_elevator() -> set[str]:
+    return {name for name, row in (native.scheduler_registry() or {}).items() if not row["elevator"]}
+
+
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return dict(_leaves(d, prefix))
 
@@ -142,11 +146,14 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
             elif k == "scheduler_costs":
                 if not isinstance(v, dict):
                     raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")
-                known = _known_schedulers()
+                known, without_elevator = _known_schedulers(), _without_elevator()
                 for name, c in v.items():
                     if known is not None and name not in known:
                         raise SpecError(file, f"params.{k}.{name}",
                                         f"unknown scheduler (expected one of: {', '.join(known)})")
+                    if name in without_elevator:
+                        raise SpecError(file, f"params.{k}.{name}", f"{name} has no elevator and runs no scheduler "
+                                        "hooks, so it costs nothing: remove the entry")
                     if not isinstance(c, dict):
                         raise SpecError(file, f"params.{k}.{name}", "expected a table")
                     _check_fields(file, f"params.{k}.{name}.", c, SCHEDULER_COST_FIELDS, ())

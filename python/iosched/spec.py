@@ -35,6 +35,11 @@ def block_layers(name: str) -> tuple[str, ...] | None:
     return native.block_layers(name) if native.available() else None
 
 
+def scheduler_registry() -> dict[str, dict[str, Any]] | None:
+    """The simulator's schedulers by name (see ``native.scheduler_registry``); None without the native module."""
+    return native.scheduler_registry()
+
+
 DEFAULT_SAMPLE_INTERVAL_NS = 100_000_000
 
 
@@ -413,6 +418,11 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             if nvme:
                 raise SpecError(file, "scheduler.name", f"{sched.name} runs on the legacy block layer, which needs a "
                                 f"SATA device: {nvme[0]} is NVMe, and the Linux NVMe driver is blk-mq only")
+    registry = scheduler_registry() if real is None else None  # a real kernel's scheduler needs no modelled cost
+    if registry is not None and registry[sched.name]["elevator"] and sched.name not in host["scheduler_costs"]:
+        raise SpecError(file, "scheduler.name", f"the host preset {host_p.name} has no scheduler_costs entry for "
+                        f"{sched.name} ({host_p.path}): add [params.scheduler_costs.{sched.name}] (insert_ns, "
+                        "dispatch_ns, complete_ns) with its provenance, or use another host preset")
     tunables: dict[str, int] = {}
     for k, v in (sched.model_extra or {}).items():
         if isinstance(v, bool) or not isinstance(v, int):

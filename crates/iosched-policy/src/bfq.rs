@@ -1703,7 +1703,7 @@ impl Elevator for Bfq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit;
+    use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
     use crate::Op;
 
     fn rq(id: u32, process: u32, sector: u64, nr_sectors: u32) -> Request {
@@ -2286,140 +2286,69 @@ mod tests {
         );
     }
 
-    /// Small deterministic generator (64-bit LCG, high bits).
-    struct Lcg(u64);
-    impl Lcg {
-        fn next(&mut self) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            self.0 >> 33
+    /// BFQ's own checks under the conservation harness: the tree invariants after every step (see
+    /// [`check_invariants`]), tunables changed now and then, and once drained nothing left in the driver, no busy
+    /// queue and every tree's weight sum made of idle entities only.
+    struct Trees;
+
+    impl Hook<Bfq> for Trees {
+        fn before_step(&mut self, bfq: &mut Bfq, _flow: &Flow, g: &mut Lcg) {
+            if g.below(25) != 0 {
+                return;
+            }
+            let (name, value) = [
+                ("strict_guarantees", g.below(2) as i64),
+                ("low_latency", g.below(2) as i64),
+                ("slice_idle", g.pick(&[0, 8])),
+                ("max_budget", g.pick(&[0, 64, 4096])),
+                ("timeout_sync", g.pick(&[5, 125])),
+            ][g.below(5) as usize];
+            bfq.set_tunable(name, value).unwrap();
         }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
+
+        fn check(&mut self, bfq: &Bfq, flow: &Flow, event: Event) {
+            match event {
+                Event::Step => check_invariants(bfq),
+                Event::Drained => {
+                    let seed = flow.seed;
+                    assert!(bfq.in_driver.is_empty() && bfq.tot_in_driver == 0);
+                    assert_eq!(intro(bfq, "busy_queues"), 0.0, "seed {seed}");
+                    for grp in &bfq.groups {
+                        for t in &grp.trees {
+                            assert!(t.active.is_empty());
+                            let counted: u64 =
+                                t.idle.iter().map(|&e| bfq.ent(e).weight as u64).sum();
+                            assert_eq!(
+                                t.wsum, counted,
+                                "weight sum = idle-tree weights once nothing is busy"
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        for seed in 0..40u64 {
-            let mut g = Lcg(seed * 7919 + 1);
-            let mut bfq = Bfq::new();
-            let mut now = 0u64;
-            let mut next_id = 0u32;
-            let mut inserted: HashMap<u32, bool> = HashMap::new(); // id → dispatched
-            let mut inflight: Vec<Request> = Vec::new();
-            let mut last_end: HashMap<u32, u64> = HashMap::new();
-            for _ in 0..3000 {
-                now += g.below(300 * US);
-                match g.below(100) {
-                    0..=39 => {
-                        let process = g.below(6) as u32;
-                        let mut r = rq(next_id, process, 0, 1 + g.below(64) as u32);
-                        next_id += 1;
-                        r.cgroup = process % 3;
-                        r.cgroup_weight = [100, 700, 30][r.cgroup as usize];
-                        r.sync = g.below(4) != 0;
-                        r.op = if r.sync { Op::Read } else { Op::Write };
-                        r.ioprio_class = [
-                            IoprioClass::BestEffort,
-                            IoprioClass::RealTime,
-                            IoprioClass::Idle,
-                            IoprioClass::None,
-                        ][g.below(4) as usize];
-                        r.ioprio_level = g.below(8) as u8;
-                        r.sector = match g.below(2) {
-                            0 => *last_end.get(&process).unwrap_or(&0),
-                            _ => g.below(1 << 30),
-                        };
-                        last_end.insert(process, r.end_sector());
-                        if bfq.bio_merge(&r, 128).is_none() {
-                            inserted.insert(r.id, false);
-                            bfq.insert(r, now);
-                        }
-                    }
-                    40..=69 => {
-                        if let Some(r) = bfq.dispatch(g.below(4) as u32, now) {
-                            let seen = inserted
-                                .get_mut(&r.id)
-                                .expect("dispatched an unknown request");
-                            assert!(!*seen, "request {} dispatched twice", r.id);
-                            *seen = true;
-                            inflight.push(r);
-                        }
-                    }
-                    70..=89 => {
-                        if !inflight.is_empty() {
-                            let r = inflight.swap_remove(g.below(inflight.len() as u64) as usize);
-                            bfq.completed(&r, 0, now);
-                        }
-                    }
-                    90..=95 => {
-                        if let Some(at) = bfq.next_timer_ns() {
-                            now = now.max(at);
-                            bfq.timer(now);
-                        }
-                    }
-                    _ => {
-                        let (name, value) = [
-                            ("strict_guarantees", g.below(2) as i64),
-                            ("low_latency", g.below(2) as i64),
-                            ("slice_idle", [0, 8][g.below(2) as usize]),
-                            ("max_budget", [0, 64, 4096][g.below(3) as usize]),
-                            ("timeout_sync", [5, 125][g.below(2) as usize]),
-                        ][g.below(5) as usize];
-                        bfq.set_tunable(name, value).unwrap();
-                    }
-                }
-                check_invariants(&bfq);
-            }
-            assert!(
-                inserted.values().filter(|d| **d).count() > 300,
-                "seed {seed}: the random phase dispatches"
-            );
-            // Drain: complete everything, dispatch what is left, let timers fire.
-            for _ in 0..100_000 {
-                for r in inflight.drain(..) {
-                    bfq.completed(&r, 0, now);
-                }
-                while let Some(r) = bfq.dispatch(0, now) {
-                    let seen = inserted
-                        .get_mut(&r.id)
-                        .expect("dispatched an unknown request");
-                    assert!(!*seen, "request {} dispatched twice", r.id);
-                    *seen = true;
-                    inflight.push(r);
-                }
-                if inflight.is_empty() && !bfq.has_work(0) && bfq.next_timer_ns().is_none() {
-                    break;
-                }
-                now += MS;
-                if let Some(at) = bfq.next_timer_ns() {
-                    now = now.max(at);
-                    bfq.timer(now);
-                }
-            }
-            let lost: Vec<u32> = inserted
-                .iter()
-                .filter(|(_, d)| !**d)
-                .map(|(id, _)| *id)
-                .collect();
-            assert!(lost.is_empty(), "seed {seed}: never dispatched: {lost:?}");
-            assert!(!bfq.has_work(0));
-            assert!(bfq.in_driver.is_empty() && bfq.tot_in_driver == 0);
-            assert_eq!(intro(&bfq, "busy_queues"), 0.0, "seed {seed}");
-            for grp in &bfq.groups {
-                for t in &grp.trees {
-                    assert!(t.active.is_empty());
-                    let counted: u64 = t.idle.iter().map(|&e| bfq.ent(e).weight as u64).sum();
-                    assert_eq!(
-                        t.wsum, counted,
-                        "weight sum = idle-tree weights once nothing is busy"
-                    );
-                }
-            }
-        }
+        // Six processes in three cgroups; sync reads, sync and async writes of any size, anywhere on a 512 GiB disk.
+        let traffic = Traffic {
+            seeds: 0..40,
+            nr_hw_queues: 4,
+            nr_cpus: 4,
+            nr_processes: 6,
+            cgroup_weights: &[100, 700, 30],
+            ops: &[Op::Read, Op::Read, Op::Read, Op::Write],
+            bio_sectors: &[1, 3, 8, 16, 24, 40, 64],
+            span_sectors: 1 << 30,
+            max_sectors: 128,
+            driver_depth: usize::MAX,
+            max_gap_ns: 300 * US,
+            jump_to_timers: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |_| (Bfq::new(), Trees));
     }
 
     #[test]

@@ -81,15 +81,14 @@
 //!   no ioprio or cgroup changes of a running process, processes never exit.
 //! * Times in nanoseconds with HZ = 1000 where the kernel uses jiffies (`CFQ_MIN_TT` 2 ms, one jiffy 1 ms).
 //! * Out-of-range tunables are rejected (the kernel clamps).
-//! * The queue lock is the legacy block layer's (see [`crate::noop::LEGACY_QUEUE_LOCK`]).
+//! * The queue lock is the legacy block layer's (see [`crate::LEGACY_QUEUE_LOCK`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use crate::noop::LEGACY_QUEUE_LOCK;
 use crate::{
     apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
     tunable_switch, AfterCompletion, Elevator, IoprioClass, LockAcquisitions, Locking, MergeSide,
-    Op, Request, TunableError,
+    Op, Request, TunableError, LEGACY_QUEUE_LOCK,
 };
 
 const NS_PER_US: u64 = 1_000;
@@ -1395,7 +1394,7 @@ impl Elevator for Cfq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     const MS: u64 = NS_PER_MS;
 
@@ -1672,14 +1671,14 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|seed| {
+        check_conservation(&Traffic::default(), |seed| {
             let mut cfq = Cfq::new(seed % 2 == 0);
             if seed % 3 == 0 {
                 cfq.set_tunable("slice_sync", 1 + (seed % 7) as i64)
                     .unwrap();
                 cfq.set_tunable("quantum", 1 + (seed % 4) as i64).unwrap();
             }
-            Box::new(cfq)
+            (cfq, ())
         });
     }
 }

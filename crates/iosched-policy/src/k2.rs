@@ -232,9 +232,9 @@ impl Elevator for K2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{self, Lcg};
+    use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
     use crate::Op;
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
 
     fn rq(id: u32, class: IoprioClass, level: u8, hctx: u32) -> Request {
         let op = if id.is_multiple_of(2) {
@@ -456,123 +456,113 @@ mod tests {
         assert_eq!(state.len(), 4 + 2 * 9);
     }
 
+    /// The test's model of K2 for the conservation harness: its bound and, per list, the ids in arrival order.
+    struct Model {
+        bound: u32,
+        lists: Vec<VecDeque<u32>>,
+        /// At the dispatch under way: the list it must take from, and whether the bound leaves room.
+        expected: Option<usize>,
+        room: bool,
+        /// Dispatches that found work held back by the bound.
+        bound_reached: u32,
+    }
+
+    impl Hook<K2> for Model {
+        fn before_step(&mut self, k2: &mut K2, flow: &Flow, rng: &mut Lcg) {
+            if flow.step.is_multiple_of(2_500) && flow.step > 0 {
+                self.bound = 1 + rng.below(16) as u32;
+                k2.set_tunable("max_inflight", self.bound as i64).unwrap();
+            }
+        }
+
+        fn check(&mut self, k2: &K2, flow: &Flow, event: Event) {
+            let seed = flow.seed;
+            match event {
+                Event::Inserted(r) => self.lists[K2::list_of(r)].push_back(r.id),
+                Event::Dispatching(hctx) => {
+                    self.expected = self.lists.iter().position(|l| !l.is_empty());
+                    self.room = (flow.in_flight.len() as u32) < self.bound;
+                    assert_eq!(
+                        k2.has_work(hctx),
+                        self.room && self.expected.is_some(),
+                        "seed {seed}"
+                    );
+                }
+                Event::Dispatched(_, Some(r)) => {
+                    let list = self.expected.expect("dispatched from empty lists");
+                    assert_eq!(
+                        self.lists[list].pop_front(),
+                        Some(r.id),
+                        "seed {seed}: order"
+                    );
+                    assert!(
+                        flow.in_flight.len() as u32 <= self.bound,
+                        "seed {seed}: over the bound"
+                    );
+                }
+                Event::Dispatched(_, None) => {
+                    assert!(
+                        !self.room || self.expected.is_none(),
+                        "seed {seed}: idle with room and work"
+                    );
+                    if !self.room && self.expected.is_some() {
+                        self.bound_reached += 1;
+                    }
+                }
+                Event::Completed(_, after) => {
+                    let before = flow.in_flight.len() as u32 + 1;
+                    let expected = if before >= self.bound && before - 1 < self.bound {
+                        AfterCompletion::RunAllQueues
+                    } else {
+                        AfterCompletion::RunQueue
+                    };
+                    assert_eq!(after, expected, "seed {seed}");
+                }
+                Event::Step => {
+                    assert_eq!(
+                        k2.inflight() as usize,
+                        flow.in_flight.len(),
+                        "seed {seed}: count"
+                    );
+                    assert_eq!(k2.queued(), self.lists.iter().map(VecDeque::len).sum());
+                    assert_eq!(k2.queued(), flow.held());
+                }
+                Event::Drained => assert_eq!(k2.inflight(), 0),
+                _ => {}
+            }
+        }
+    }
+
     /// Random arrivals (any class and level, any hardware queue), dispatches, completions in any order, and bound
     /// changes: K2 never has more than the bound in flight (once an over-bound excess has drained), its count
     /// always equals the requests dispatched and not completed, it only stops dispatching at the bound or when
-    /// empty, each dispatch is the oldest request of the best non-empty list, and nothing is lost or duplicated.
+    /// empty, each dispatch is the oldest request of the best non-empty list, completions re-run every queue exactly
+    /// when they bring the count below the bound, and nothing is lost or duplicated.
     #[test]
     fn random_traffic_never_exceeds_the_bound_and_never_loses_a_request() {
-        const NR_HCTX: u32 = 4;
-        let mut bound_reached = 0;
-        for seed in 0..24 {
-            let mut rng = Lcg(seed);
+        let traffic = Traffic {
+            seeds: 0..24,
+            steps: 20_000,
+            nr_hw_queues: 4,
+            nr_cpus: 4,
+            driver_depth: usize::MAX,
+            merges: false,
+            ..Traffic::default()
+        };
+        let models = check_conservation(&traffic, |seed| {
             let mut k2 = K2::new();
-            let mut bound = 1 + rng.below(16) as u32;
+            let bound = 1 + Lcg(seed).below(16) as u32;
             k2.set_tunable("max_inflight", bound as i64).unwrap();
-            // The model of what K2 holds: per list, the ids in arrival order.
-            let mut lists: Vec<VecDeque<u32>> = vec![VecDeque::new(); LISTS];
-            let mut in_flight: Vec<Request> = Vec::new();
-            let mut completed: HashSet<u32> = HashSet::new();
-            let mut next_id = 0u32;
-            for step in 0..20_000 {
-                if step % 2_500 == 0 && step > 0 {
-                    bound = 1 + rng.below(16) as u32;
-                    k2.set_tunable("max_inflight", bound as i64).unwrap();
-                }
-                match rng.below(10) {
-                    0..=3 => {
-                        let class = [
-                            IoprioClass::RealTime,
-                            IoprioClass::BestEffort,
-                            IoprioClass::Idle,
-                            IoprioClass::None,
-                        ][rng.below(4) as usize];
-                        let r = rq(
-                            next_id,
-                            class,
-                            rng.below(8) as u8,
-                            rng.below(NR_HCTX as u64) as u32,
-                        );
-                        next_id += 1;
-                        lists[K2::list_of(&r)].push_back(r.id);
-                        k2.insert(r, step);
-                    }
-                    4..=6 => {
-                        let hctx = rng.below(NR_HCTX as u64) as u32;
-                        let expected = lists.iter().position(|l| !l.is_empty());
-                        let room = (in_flight.len() as u32) < bound;
-                        assert_eq!(k2.has_work(hctx), room && expected.is_some(), "seed {seed}");
-                        match k2.dispatch(hctx, step) {
-                            Some(r) => {
-                                let list = expected.expect("dispatched from empty lists");
-                                assert_eq!(
-                                    lists[list].pop_front(),
-                                    Some(r.id),
-                                    "seed {seed}: order"
-                                );
-                                in_flight.push(r);
-                                assert!(
-                                    in_flight.len() as u32 <= bound,
-                                    "seed {seed}: over the bound"
-                                );
-                            }
-                            None => {
-                                assert!(
-                                    !room || expected.is_none(),
-                                    "seed {seed}: idle with room and work"
-                                );
-                                if !room && expected.is_some() {
-                                    bound_reached += 1;
-                                }
-                            }
-                        }
-                    }
-                    _ => {
-                        if in_flight.is_empty() {
-                            continue;
-                        }
-                        let i = rng.below(in_flight.len() as u64) as usize;
-                        let r = in_flight.swap_remove(i);
-                        let before = in_flight.len() as u32 + 1;
-                        let after = k2.completed(&r, 0, step);
-                        let expected = if before >= bound && before - 1 < bound {
-                            AfterCompletion::RunAllQueues
-                        } else {
-                            AfterCompletion::RunQueue
-                        };
-                        assert_eq!(after, expected, "seed {seed}");
-                        assert!(
-                            completed.insert(r.id),
-                            "seed {seed}: {} completed twice",
-                            r.id
-                        );
-                    }
-                }
-                assert_eq!(
-                    k2.inflight() as usize,
-                    in_flight.len(),
-                    "seed {seed}: count"
-                );
-                assert_eq!(k2.queued(), lists.iter().map(VecDeque::len).sum::<usize>());
-            }
-            // Drain: everything inserted comes out exactly once.
-            loop {
-                while let Some(r) = k2.dispatch(0, 0) {
-                    assert!(in_flight.len() < bound as usize);
-                    in_flight.push(r);
-                }
-                let Some(r) = in_flight.pop() else { break };
-                k2.completed(&r, 0, 0);
-                assert!(completed.insert(r.id));
-            }
-            assert_eq!(
-                completed.len(),
-                next_id as usize,
-                "seed {seed}: nothing lost"
-            );
-            assert_eq!(k2.inflight(), 0);
-            assert!(!k2.has_work(0));
-        }
+            let model = Model {
+                bound,
+                lists: vec![VecDeque::new(); LISTS],
+                expected: None,
+                room: false,
+                bound_reached: 0,
+            };
+            (k2, model)
+        });
+        let bound_reached: u32 = models.iter().map(|m| m.bound_reached).sum();
         assert!(
             bound_reached > 1000,
             "the bound was exercised: {bound_reached}"

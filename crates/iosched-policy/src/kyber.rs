@@ -738,8 +738,7 @@ impl Elevator for Kyber {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{self, Lcg};
-    use std::collections::HashSet;
+    use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
 
     const MS: u64 = 1_000_000;
     const S: u64 = 1_000_000_000;
@@ -1283,149 +1282,92 @@ mod tests {
         assert_eq!(state["other_waiting_hctxs"], 0.0);
     }
 
+    /// Kyber's own checks under the conservation harness: every request in flight holds one token of its domain and
+    /// nothing else does, depths stay within their domain's range, and a hardware queue that keeps work it did not
+    /// dispatch waits for a token (or no completion would restart it). Counts how often the timer moved depths.
+    #[derive(Default)]
+    struct Tokens {
+        depths: [u32; NR_DOMAINS],
+        shrinks: u32,
+        grows: u32,
+    }
+
+    impl Hook<Kyber> for Tokens {
+        fn before_step(&mut self, k: &mut Kyber, flow: &Flow, rng: &mut Lcg) {
+            if flow.step.is_multiple_of(3_000) {
+                // Change the targets now and then, so that depths shrink as well as grow.
+                let targets = [0, 1_000_000, 1_000_000_000, 1_000_000_000];
+                for name in ["read_lat_nsec", "write_lat_nsec"] {
+                    k.set_tunable(name, rng.pick(&targets)).unwrap();
+                }
+            }
+        }
+
+        fn check(&mut self, k: &Kyber, flow: &Flow, event: Event) {
+            let seed = flow.seed;
+            match event {
+                Event::Dispatched(hctx, None) if k.has_work(hctx) => assert!(
+                    Domain::ALL.iter().any(|&d| k.waiting(hctx, d)),
+                    "seed {seed}: lost wake-up"
+                ),
+                Event::TimerDue => self.depths = Domain::ALL.map(|d| k.depth(d)),
+                Event::TimerFired => {
+                    for (domain, before) in Domain::ALL.into_iter().zip(self.depths) {
+                        self.shrinks += (k.depth(domain) < before) as u32;
+                        self.grows += (k.depth(domain) > before) as u32;
+                    }
+                }
+                Event::Completed(r, after) => {
+                    assert_eq!(after, AfterCompletion::RunQueue, "seed {seed}");
+                    // The request's token is back at once.
+                    assert_tokens(k, flow, Domain::of(r.op));
+                }
+                Event::Step | Event::Drained => {
+                    for domain in Domain::ALL {
+                        assert_tokens(k, flow, domain);
+                        assert!((1..=domain.max_depth()).contains(&k.depth(domain)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Every request of `domain` in flight holds one of its tokens, and nothing else does.
+    fn assert_tokens(k: &Kyber, flow: &Flow, domain: Domain) {
+        let holding = flow
+            .in_flight
+            .iter()
+            .filter(|(r, _)| Domain::of(r.op) == domain)
+            .count();
+        assert_eq!(
+            k.tokens_in_use(domain) as usize,
+            holding,
+            "seed {}: {domain:?} tokens",
+            flow.seed
+        );
+    }
+
     #[test]
     fn random_traffic_never_loses_or_duplicates_requests_and_tokens_match_requests_in_flight() {
         const NR_HCTX: u32 = 2;
-        const NR_CPU: u32 = 6;
-        let (mut shrinks, mut grows) = (0, 0);
-        for seed in 0..16 {
-            let mut rng = Lcg(seed);
-            let mut k = Kyber::new(NR_HCTX);
-            let mut now = 0u64;
-            let mut next_id = 0u32;
-            let mut merged = 0u32;
-            let mut queued: HashSet<u32> = HashSet::new();
-            let mut in_flight: Vec<(Request, u64)> = Vec::new();
-            let mut completed: HashSet<u32> = HashSet::new();
-            let mut next_sector = [0u64; NR_CPU as usize];
-
-            let check = |k: &Kyber, in_flight: &Vec<(Request, u64)>| {
-                for domain in Domain::ALL {
-                    let holding = in_flight
-                        .iter()
-                        .filter(|(r, _)| Domain::of(r.op) == domain)
-                        .count();
-                    assert_eq!(
-                        k.tokens_in_use(domain) as usize,
-                        holding,
-                        "seed {seed}: {domain:?} tokens"
-                    );
-                    assert!((1..=domain.max_depth()).contains(&k.depth(domain)));
-                }
-            };
-
-            for step in 0..60_000 {
-                if step % 3_000 == 0 {
-                    // Change the targets now and then, so that depths shrink as well as grow.
-                    let targets = [0, 1_000_000, 1_000_000_000, 1_000_000_000];
-                    for name in ["read_lat_nsec", "write_lat_nsec"] {
-                        k.set_tunable(name, targets[rng.below(4) as usize]).unwrap();
-                    }
-                }
-                now += rng.below(400_000);
-                match rng.below(10) {
-                    0..=2 => {
-                        let op = rng.op();
-                        let cpu = rng.below(NR_CPU as u64) as u32;
-                        let (sector, nr_sectors) = rng.extent(op, &mut next_sector[cpu as usize]);
-                        let mut bio = rq(next_id, op, cpu, cpu % NR_HCTX, sector, nr_sectors);
-                        bio.start_ns = now;
-                        next_id += 1;
-                        match k.bio_merge(&bio, 256) {
-                            Some(into) => {
-                                assert!(
-                                    queued.contains(&into),
-                                    "seed {seed}: merged into a request not queued"
-                                );
-                                merged += 1;
-                            }
-                            None => {
-                                queued.insert(bio.id);
-                                k.insert(bio, now);
-                            }
-                        }
-                    }
-                    3..=5 => {
-                        let hctx = rng.below(NR_HCTX as u64) as u32;
-                        match k.dispatch(hctx, now) {
-                            Some(r) => {
-                                assert!(
-                                    queued.remove(&r.id),
-                                    "seed {seed}: request {} dispatched twice",
-                                    r.id
-                                );
-                                assert_eq!(
-                                    r.hctx, hctx,
-                                    "seed {seed}: dispatched on another hardware queue"
-                                );
-                                in_flight.push((r, now));
-                            }
-                            None => {
-                                // Work left behind must be waiting for a token, or no completion would restart it.
-                                if k.has_work(hctx) {
-                                    assert!(
-                                        Domain::ALL.iter().any(|&d| k.waiting(hctx, d)),
-                                        "seed {seed}: lost wake-up"
-                                    );
-                                }
-                            }
-                        }
-                    }
-                    6..=8 => {
-                        if !in_flight.is_empty() {
-                            let (r, issued) =
-                                in_flight.swap_remove(rng.below(in_flight.len() as u64) as usize);
-                            k.completed(&r, issued, now);
-                            assert!(completed.insert(r.id));
-                        }
-                    }
-                    _ => {
-                        if k.next_timer_ns().is_some_and(|at| at <= now) {
-                            let before = Domain::ALL.map(|d| k.depth(d));
-                            k.timer(now);
-                            for (domain, before) in Domain::ALL.into_iter().zip(before) {
-                                shrinks += (k.depth(domain) < before) as u32;
-                                grows += (k.depth(domain) > before) as u32;
-                            }
-                        }
-                    }
-                }
-                check(&k, &in_flight);
-            }
-
-            // Drain: everything queued is eventually dispatched and completed.
-            loop {
-                let mut progress = false;
-                for hctx in 0..NR_HCTX {
-                    while let Some(r) = k.dispatch(hctx, now) {
-                        assert!(queued.remove(&r.id));
-                        in_flight.push((r, now));
-                        progress = true;
-                    }
-                }
-                check(&k, &in_flight);
-                now += 10_000;
-                for (r, issued) in in_flight.drain(..) {
-                    k.completed(&r, issued, now);
-                    assert!(completed.insert(r.id));
-                    progress = true;
-                }
-                if !progress {
-                    break;
-                }
-            }
-            assert!(
-                queued.is_empty(),
-                "seed {seed}: {} requests stuck",
-                queued.len()
-            );
-            assert!((0..NR_HCTX).all(|h| !k.has_work(h)));
-            assert_eq!(completed.len() as u32 + merged, next_id, "seed {seed}");
-            assert!(
-                merged > 0,
-                "seed {seed}: the workload should exercise merges"
-            );
-        }
+        let traffic = Traffic {
+            seeds: 0..16,
+            steps: 60_000,
+            nr_hw_queues: NR_HCTX,
+            nr_cpus: 6,
+            ops: testkit::EVERY_OP,
+            bio_sectors: &[8, 16, 24, 32],
+            span_sectors: 1 << 24,
+            max_sectors: 256,
+            driver_depth: usize::MAX,
+            max_gap_ns: 400_000,
+            own_hctx_only: true,
+            ..Traffic::default()
+        };
+        let runs = check_conservation(&traffic, |_| (Kyber::new(NR_HCTX), Tokens::default()));
+        let shrinks: u32 = runs.iter().map(|t| t.shrinks).sum();
+        let grows: u32 = runs.iter().map(|t| t.grows).sum();
         assert!(
             shrinks > 10 && grows > 10,
             "the workload should move the depths: {shrinks} shrinks, {grows} grows"

@@ -39,15 +39,14 @@
 //! - No request-to-request merges (`deadline_merged_requests`, which would give the merged request the earlier
 //!   deadline): the trait cannot retire a request id.
 //! - Out-of-range tunables are rejected (the kernel clamps); a negative `writes_starved` is rejected.
-//! - The queue lock is the legacy block layer's (see [`crate::noop::LEGACY_QUEUE_LOCK`]).
+//! - The queue lock is the legacy block layer's (see [`crate::LEGACY_QUEUE_LOCK`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::noop::LEGACY_QUEUE_LOCK;
 use crate::{
     apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
     tunable_switch, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op, Request,
-    TunableError,
+    TunableError, LEGACY_QUEUE_LOCK,
 };
 
 const NS_PER_MS: u64 = 1_000_000;
@@ -317,7 +316,7 @@ impl Elevator for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     const MS: u64 = NS_PER_MS;
 
@@ -437,14 +436,18 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|seed| {
+        let traffic = Traffic {
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |seed| {
             let mut dd = Deadline::new();
             if seed % 2 == 0 {
                 dd.set_tunable("fifo_batch", (seed % 4) as i64).unwrap();
                 dd.set_tunable("writes_starved", (seed % 3) as i64).unwrap();
                 dd.set_tunable("read_expire", (seed % 5) as i64).unwrap();
             }
-            Box::new(dd)
+            (dd, ())
         });
     }
 }

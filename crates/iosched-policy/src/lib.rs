@@ -13,6 +13,11 @@ pub mod legacy_deadline;
 pub mod mq_deadline;
 pub mod none;
 pub mod noop;
+mod registry;
+#[cfg(test)]
+pub(crate) mod testkit;
+
+pub use registry::{block_layers, by_name, scheduler, Kernel, Scheduler, REGISTRY, SCHEDULERS};
 
 /// Sector size the kernel's block layer counts in.
 pub const SECTOR_BYTES: u64 = 512;
@@ -95,6 +100,16 @@ pub struct LockAcquisitions {
     pub submit: u32,
     pub complete: u32,
 }
+
+/// The legacy request_queue's `queue_lock` per request, as every legacy elevator runs under it (Linux 4.19
+/// block/blk-core.c, drivers/scsi/scsi_lib.c): submission takes it in `blk_queue_bio` for the merge attempt and
+/// request allocation, and again when the plug is flushed to insert the request and run the queue
+/// (`scsi_request_fn` dispatches under it); completion takes it in `scsi_end_request` → `blk_finish_request` and
+/// again in `scsi_run_queue`.
+pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
+    submit: 2,
+    complete: 2,
+};
 
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +210,13 @@ pub trait Elevator: Send {
     fn name(&self) -> &'static str;
     fn locking(&self) -> Locking;
 
+    /// Whether the queue has an elevator attached (the kernel's `q->elevator`). Only `none` has not: its requests
+    /// take driver tags directly (no scheduler tags, no `nr_requests`) and no scheduler hooks run, so a host's
+    /// `scheduler_costs` need no entry for it.
+    fn is_elevator(&self) -> bool {
+        true
+    }
+
     /// How many times the kernel's hooks take the lock of [`Elevator::locking`] per request: on the submission
     /// path (bio merge attempt, insert, dispatch) and on the completion path. Under contention each acquisition
     /// is a separate hand-off of the lock and the data it protects between cores.
@@ -259,19 +281,6 @@ pub trait Elevator: Send {
     }
 }
 
-/// Names of the policies this crate provides.
-pub const SCHEDULERS: &[&str] = &[
-    "none",
-    "mq-deadline",
-    "kyber",
-    "bfq",
-    "k2",
-    "kyber-fairness",
-    "noop",
-    "deadline",
-    "cfq",
-];
-
 /// Which block layer a scheduler runs on in Linux: the legacy single-queue `request_queue` (Linux <= 4.x, removed in
 /// 5.0) or blk-mq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,38 +295,6 @@ impl BlockLayer {
             BlockLayer::Legacy => "legacy",
             BlockLayer::Mq => "blk-mq",
         }
-    }
-}
-
-/// The block layers a scheduler exists on, the default first. `noop`, `deadline` and `cfq` are legacy-only (their
-/// blk-mq counterparts are `none`, `mq-deadline` and `bfq`); mainline BFQ is blk-mq only (Linux 4.12+), but BFQ also
-/// existed for the legacy layer out of tree (bfq-sq), so it may run there on request. Unknown names: None.
-pub fn block_layers(name: &str) -> Option<&'static [BlockLayer]> {
-    match name {
-        "noop" | "deadline" | "cfq" => Some(&[BlockLayer::Legacy]),
-        "bfq" => Some(&[BlockLayer::Mq, BlockLayer::Legacy]),
-        n if SCHEDULERS.contains(&n) => Some(&[BlockLayer::Mq]),
-        _ => None,
-    }
-}
-
-/// Build a policy by the name users type (as in `/sys/block/<dev>/queue/scheduler`).
-pub fn by_name(name: &str, nr_hw_queues: u32) -> Result<Box<dyn Elevator>, String> {
-    match name {
-        "none" => Ok(Box::new(none::NoneScheduler::new(nr_hw_queues))),
-        "mq-deadline" => Ok(Box::new(mq_deadline::MqDeadline::new())),
-        "kyber" => Ok(Box::new(kyber::Kyber::new(nr_hw_queues))),
-        "bfq" => Ok(Box::new(bfq::Bfq::new())),
-        "k2" => Ok(Box::new(k2::K2::new())),
-        "kyber-fairness" => Ok(Box::new(kyber_fairness::KyberFairness::new(nr_hw_queues))),
-        "noop" => Ok(Box::new(noop::Noop::new())),
-        "deadline" => Ok(Box::new(legacy_deadline::Deadline::new())),
-        // Every device the simulator models is an SSD (non-rotational, with command queueing).
-        "cfq" => Ok(Box::new(cfq::Cfq::new(false))),
-        other => Err(format!(
-            "unknown scheduler {other:?}: expected one of {}",
-            SCHEDULERS.join(", ")
-        )),
     }
 }
 
@@ -394,197 +371,6 @@ pub(crate) fn front_merge_candidates(
         .range((end, 0)..=(end, u32::MAX))
         .map(|&(_, id)| id)
         .collect()
-}
-
-/// Shared test helpers: a request builder, two small deterministic generators and a random-operation conservation
-/// check for any policy.
-#[cfg(test)]
-pub(crate) mod testkit {
-    use super::*;
-    use std::collections::BTreeSet;
-
-    /// A synchronous request of process 0 (writes too, as direct I/O is), best effort.
-    pub fn rq(id: u32, op: Op, sector: u64, nr_sectors: u32) -> Request {
-        Request {
-            id,
-            op,
-            sector,
-            nr_sectors,
-            cpu: 0,
-            hctx: 0,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync: true,
-            start_ns: 0,
-        }
-    }
-
-    /// A small deterministic generator (xorshift), so tests need no RNG crate.
-    pub struct Rng(pub u64);
-
-    impl Rng {
-        pub fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n.max(1)
-        }
-    }
-
-    /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
-    pub struct Lcg(pub u64);
-
-    impl Lcg {
-        pub fn below(&mut self, n: u64) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
-
-        /// An operation of the random-traffic mix: 50% reads, 35% writes, 10% discards, 5% flushes.
-        pub fn op(&mut self) -> Op {
-            match self.below(20) {
-                0..=9 => Op::Read,
-                10..=16 => Op::Write,
-                17..=18 => Op::Discard,
-                _ => Op::Flush,
-            }
-        }
-
-        /// `(sector, nr_sectors)` of a bio doing `op` from a submitter whose last bio ended at `*next_sector`:
-        /// sequential or anywhere in the first 8 GiB, half and half; 4 to 16 KiB, none for a flush. Moves
-        /// `*next_sector` to its end.
-        pub fn extent(&mut self, op: Op, next_sector: &mut u64) -> (u64, u32) {
-            let sector = if self.below(2) == 0 {
-                *next_sector
-            } else {
-                self.below(1 << 24)
-            };
-            let nr_sectors = if op == Op::Flush {
-                0
-            } else {
-                8 * (1 + self.below(4) as u32)
-            };
-            *next_sector = sector + nr_sectors as u64;
-            (sector, nr_sectors)
-        }
-    }
-
-    /// Drive a policy with random inserts, bio merges, dispatches, completions and timer firings (several
-    /// processes, reads, sync and async writes, a driver depth of 8), then drain it: every inserted request must be
-    /// dispatched exactly once, no merged bio separately, and the policy must end empty. `make` gets the seed.
-    pub fn check_conservation(make: impl Fn(u64) -> Box<dyn Elevator>) {
-        const MS: u64 = 1_000_000;
-        for seed in 1..=30u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-            let mut e = make(seed);
-            let mut inserted = BTreeSet::new();
-            let mut merged = BTreeSet::new();
-            let mut dispatched = BTreeSet::new();
-            let mut in_flight: Vec<Request> = Vec::new();
-            let (mut now, mut next_id) = (0u64, 0u32);
-            fn dispatch(
-                e: &mut Box<dyn Elevator>,
-                in_flight: &mut Vec<Request>,
-                dispatched: &mut BTreeSet<u32>,
-                now: u64,
-            ) -> bool {
-                if in_flight.len() >= 8 || !e.has_work(0) {
-                    return false;
-                }
-                match e.dispatch(0, now) {
-                    Some(rq) => {
-                        assert!(
-                            dispatched.insert(rq.id),
-                            "request {} dispatched twice",
-                            rq.id
-                        );
-                        in_flight.push(rq);
-                        true
-                    }
-                    None => false,
-                }
-            }
-            for _ in 0..3000 {
-                now += rng.below(2 * MS);
-                if e.next_timer_ns().is_some_and(|t| t <= now) {
-                    e.timer(now);
-                }
-                match rng.below(10) {
-                    0..=3 => {
-                        let op = if rng.below(3) == 0 {
-                            Op::Write
-                        } else {
-                            Op::Read
-                        };
-                        let mut bio = rq(
-                            next_id,
-                            op,
-                            rng.below(64) * 8,
-                            8 * (1 + rng.below(2) as u32),
-                        );
-                        bio.process = rng.below(4) as u32;
-                        bio.sync = op == Op::Read || rng.below(2) == 0;
-                        bio.ioprio_class = [
-                            IoprioClass::None,
-                            IoprioClass::BestEffort,
-                            IoprioClass::Idle,
-                            IoprioClass::RealTime,
-                        ][rng.below(4) as usize];
-                        bio.start_ns = now;
-                        next_id += 1;
-                        if let Some(into) = e.bio_merge(&bio, 64) {
-                            assert!(
-                                inserted.contains(&into) && !dispatched.contains(&into),
-                                "seed {seed}: merged into request {into}, which is not held"
-                            );
-                            merged.insert(bio.id);
-                        } else {
-                            inserted.insert(bio.id);
-                            e.insert(bio, now);
-                        }
-                    }
-                    4..=6 => {
-                        dispatch(&mut e, &mut in_flight, &mut dispatched, now);
-                    }
-                    _ => {
-                        if !in_flight.is_empty() {
-                            let i = rng.below(in_flight.len() as u64) as usize;
-                            let done = in_flight.swap_remove(i);
-                            e.completed(&done, now, now);
-                        }
-                    }
-                }
-            }
-            let mut rounds = 0;
-            while e.has_work(0) || !in_flight.is_empty() {
-                rounds += 1;
-                assert!(rounds < 100_000, "seed {seed}: the policy never drained");
-                while dispatch(&mut e, &mut in_flight, &mut dispatched, now) {}
-                if let Some(done) = in_flight.pop() {
-                    e.completed(&done, now, now);
-                }
-                now += MS / 4;
-                if e.next_timer_ns().is_some_and(|t| t <= now) {
-                    e.timer(now);
-                }
-            }
-            assert_eq!(
-                dispatched, inserted,
-                "seed {seed}: every inserted request dispatched once"
-            );
-            assert!(
-                merged.is_disjoint(&dispatched),
-                "seed {seed}: a merged bio was dispatched on its own"
-            );
-            assert!(!merged.is_empty(), "seed {seed}: the run exercised merging");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -515,7 +515,7 @@ impl Elevator for MqDeadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit;
+    use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
 
     const MS: u64 = NS_PER_MS;
 
@@ -876,84 +876,46 @@ mod tests {
         assert!(crate::SCHEDULERS.contains(&"mq-deadline"));
     }
 
-    /// xorshift64*: deterministic, no dependencies.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    /// mq-deadline's own counters agree with the harness: requests queued (inserted, not dispatched) and in flight,
+    /// summed over the priority levels; and it ends with every level empty.
+    struct Counts;
 
-    /// Bookkeeping of the property test: what went in, what came out, what the device holds.
-    struct Harness {
-        dd: MqDeadline,
-        inserted: std::collections::HashSet<u32>,
-        dispatched: std::collections::HashSet<u32>,
-        in_flight: Vec<Request>,
-    }
-
-    impl Harness {
-        /// Dispatch once and check it against `has_work`. Returns whether a request came out.
-        fn dispatch(&mut self, now: u64) -> bool {
-            let had_work = self.dd.has_work(0);
-            let device_idle = self.in_flight.is_empty();
-            match self.dd.dispatch((now % 4) as u32, now) {
-                Some(r) => {
-                    assert!(had_work, "dispatched {} while has_work was false", r.id);
-                    assert!(self.inserted.contains(&r.id), "unknown request {}", r.id);
-                    assert!(
-                        self.dispatched.insert(r.id),
-                        "request {} dispatched twice",
-                        r.id
-                    );
-                    self.in_flight.push(r);
-                    true
-                }
-                None => {
-                    assert!(
-                        !(had_work && device_idle),
-                        "has_work with nothing in flight, yet nothing dispatched"
-                    );
-                    false
-                }
-            }
-        }
-
-        fn check_counts(&self) {
+    impl Hook<MqDeadline> for Counts {
+        fn check(&mut self, dd: &MqDeadline, flow: &Flow, event: Event) {
             let sum = |suffixes: &[&str]| -> usize {
                 LEVEL_NAMES
                     .iter()
                     .flat_map(|l| suffixes.iter().map(move |s| format!("{l}_{s}")))
-                    .map(|n| stat(&self.dd, &n) as usize)
+                    .map(|n| stat(dd, &n) as usize)
                     .sum()
             };
-            assert_eq!(
-                sum(&["reads_queued", "writes_queued"]),
-                self.inserted.len() - self.dispatched.len()
-            );
-            assert_eq!(sum(&["in_flight"]), self.in_flight.len());
+            match event {
+                Event::Step => {
+                    assert_eq!(sum(&["reads_queued", "writes_queued"]), flow.held());
+                    assert_eq!(sum(&["in_flight"]), flow.in_flight.len());
+                }
+                Event::Drained => assert!(dd.levels.iter().all(|l| l.queued() == 0)),
+                _ => {}
+            }
         }
     }
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        let classes = [
-            IoprioClass::None,
-            IoprioClass::RealTime,
-            IoprioClass::BestEffort,
-            IoprioClass::Idle,
-        ];
-        for seed in 1..=40u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let traffic = Traffic {
+            seeds: 1..41,
+            nr_hw_queues: 4,
+            nr_cpus: 4,
+            driver_depth: usize::MAX,
+            max_gap_ns: 3 * MS,
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |seed| {
             let mut dd = MqDeadline::new();
             if seed % 3 == 0 {
                 // Small values make expiry, aging, starvation and batch ends frequent.
+                let mut rng = Lcg(seed);
                 dd.set_tunable("fifo_batch", rng.below(4) as i64).unwrap();
                 dd.set_tunable("writes_starved", rng.below(3) as i64)
                     .unwrap();
@@ -962,67 +924,7 @@ mod tests {
                     .unwrap();
                 dd.set_tunable("front_merges", (seed % 2) as i64).unwrap();
             }
-            let mut h = Harness {
-                dd,
-                inserted: Default::default(),
-                dispatched: Default::default(),
-                in_flight: Vec::new(),
-            };
-            let (mut now, mut next_id, mut merged_bios) = (0u64, 0u32, 0);
-            for _ in 0..3000 {
-                now += rng.below(3 * MS);
-                match rng.below(10) {
-                    0..=3 => {
-                        let op = if rng.below(3) == 0 {
-                            Op::Write
-                        } else {
-                            Op::Read
-                        };
-                        let class = classes[rng.below(4) as usize];
-                        let mut bio = rq(next_id, op, rng.below(64) * 8, class);
-                        bio.nr_sectors = 8 * (1 + rng.below(2) as u32);
-                        next_id += 1;
-                        if let Some(into) = h.dd.bio_merge(&bio, 64) {
-                            assert!(
-                                h.dd.held.contains_key(&into),
-                                "merged into a request not held"
-                            );
-                            merged_bios += 1;
-                        } else {
-                            h.inserted.insert(bio.id);
-                            h.dd.insert(bio, now);
-                        }
-                    }
-                    4..=6 => {
-                        h.dispatch(now);
-                    }
-                    _ => {
-                        if !h.in_flight.is_empty() {
-                            let i = rng.below(h.in_flight.len() as u64) as usize;
-                            let done = h.in_flight.swap_remove(i);
-                            h.dd.completed(&done, 0, now);
-                        }
-                    }
-                }
-                h.check_counts();
-            }
-            // Drain: complete everything, dispatch until empty.
-            loop {
-                while let Some(done) = h.in_flight.pop() {
-                    h.dd.completed(&done, 0, now);
-                }
-                now += MS;
-                if !h.dispatch(now) {
-                    break;
-                }
-            }
-            assert!(!h.dd.has_work(0));
-            assert_eq!(
-                h.dispatched, h.inserted,
-                "seed {seed}: every request dispatched exactly once"
-            );
-            assert!(h.dd.levels.iter().all(|l| l.queued() == 0));
-            assert!(merged_bios > 0, "seed {seed}: the run exercised merging");
-        }
+            (dd, Counts)
+        });
     }
 }

@@ -30,6 +30,10 @@ impl Elevator for NoneScheduler {
         Locking::None
     }
 
+    fn is_elevator(&self) -> bool {
+        false
+    }
+
     fn bio_merge(&mut self, bio: &Request, max_sectors: u32) -> Option<u32> {
         // Like blk_mq_attempt_bio_merge: only the most recently queued requests of this CPU's queue are tried.
         merge_into_recent(&mut self.queues[bio.hctx as usize], bio, max_sectors)
@@ -55,7 +59,7 @@ impl Elevator for NoneScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit;
+    use crate::testkit::{self, check_conservation, Traffic};
     use crate::Op;
 
     fn rq(id: u32, hctx: u32, sector: u64, nr_sectors: u32) -> Request {
@@ -95,6 +99,23 @@ mod tests {
         );
         let merged = none.dispatch(0, 0).unwrap();
         assert_eq!((merged.sector, merged.nr_sectors), (0, 16));
+    }
+
+    #[test]
+    fn random_operations_never_lose_or_duplicate_a_request_nor_move_it_to_another_hardware_queue() {
+        let traffic = Traffic {
+            nr_hw_queues: 3,
+            nr_cpus: 6,
+            own_hctx_only: true,
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |_| (NoneScheduler::new(3), ()));
+    }
+
+    #[test]
+    fn has_no_elevator() {
+        assert!(!NoneScheduler::new(1).is_elevator());
     }
 
     #[test]

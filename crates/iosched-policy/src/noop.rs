@@ -14,23 +14,13 @@
 //! - Request-to-request merges (`attempt_back_merge` after a bio merge, `noop_merged_requests`) are not modelled:
 //!   the trait cannot retire a request id.
 //! - Merge compatibility is the operation and `max_sectors`; segment limits are ignored.
-//! - The queue lock belongs to the legacy block layer (`Locking::Device`, see [`LEGACY_QUEUE_LOCK`]).
+//! - The queue lock belongs to the legacy block layer (`Locking::Device`, see [`crate::LEGACY_QUEUE_LOCK`]).
 
 use std::collections::VecDeque;
 
 use crate::{
     apply_merge, mergeable, AfterCompletion, Elevator, LockAcquisitions, Locking, MergeSide, Op,
-    Request,
-};
-
-/// The legacy request_queue's `queue_lock` per request, as every legacy elevator runs under it (Linux 4.19
-/// block/blk-core.c, drivers/scsi/scsi_lib.c): submission takes it in `blk_queue_bio` for the merge attempt and
-/// request allocation, and again when the plug is flushed to insert the request and run the queue
-/// (`scsi_request_fn` dispatches under it); completion takes it in `scsi_end_request` → `blk_finish_request` and
-/// again in `scsi_run_queue`.
-pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
-    submit: 2,
-    complete: 2,
+    Request, LEGACY_QUEUE_LOCK,
 };
 
 #[derive(Default)]
@@ -127,7 +117,7 @@ impl Elevator for Noop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::{check_conservation, rq};
+    use crate::testkit::{check_conservation, rq, Traffic};
 
     #[test]
     fn dispatches_in_arrival_order_whatever_the_sectors() {
@@ -188,6 +178,10 @@ mod tests {
 
     #[test]
     fn random_operations_never_lose_or_duplicate_a_request() {
-        check_conservation(|_| Box::new(Noop::new()));
+        let traffic = Traffic {
+            work_conserving: true,
+            ..Traffic::default()
+        };
+        check_conservation(&traffic, |_| (Noop::new(), ()));
     }
 }

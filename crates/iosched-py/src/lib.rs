@@ -2,6 +2,7 @@
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// Run one simulation. `config_json` is a serialised `SimConfig`; returns a serialised `SimResult`.
 /// `progress`, if given, is called with the fraction of simulated time done (0.0..=1.0) from time to time.
@@ -95,6 +96,26 @@ fn schedulers() -> Vec<&'static str> {
     iosched_sim::SCHEDULERS.to_vec()
 }
 
+/// The scheduler registry (iosched-policy's `REGISTRY`), one dict per scheduler in listing order: `name`,
+/// `block_layers` (default first), `kernel` ("mainline": the kernel backend can select it; "simulator-only"),
+/// `description`, and `elevator` (false for `none`, which runs no scheduler hooks and has no scheduler costs).
+#[pyfunction]
+fn scheduler_registry(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    iosched_policy::REGISTRY
+        .iter()
+        .map(|s| {
+            let row = PyDict::new(py);
+            row.set_item("name", s.name)?;
+            let layers: Vec<&str> = s.block_layers.iter().map(|l| l.name()).collect();
+            row.set_item("block_layers", layers)?;
+            row.set_item("kernel", s.kernel.name())?;
+            row.set_item("description", s.description)?;
+            row.set_item("elevator", s.is_elevator())?;
+            Ok(row)
+        })
+        .collect()
+}
+
 /// The block layers a scheduler runs on, its default first ("blk-mq", "legacy"); None for an unknown name.
 #[pyfunction]
 fn block_layers(name: &str) -> Option<Vec<&'static str>> {
@@ -113,6 +134,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(block_layers, m)?)?;
+    m.add_function(wrap_pyfunction!(scheduler_registry, m)?)?;
     m.add_function(wrap_pyfunction!(trace_summary, m)?)?;
     m.add_function(wrap_pyfunction!(source_digest, m)?)?;
     m.add_function(wrap_pyfunction!(scheduler_tunables, m)?)?;

@@ -115,7 +115,7 @@ impl BlockQueue {
         queue_depth: u32,
         nr_requests: Option<u32>,
     ) -> Self {
-        let has_elevator = elevator.name() != "none";
+        let has_elevator = elevator.is_elevator();
         let request_tags = if has_elevator {
             nr_requests.unwrap_or(2 * queue_depth.min(128))
         } else {

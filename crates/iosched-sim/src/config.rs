@@ -61,8 +61,9 @@ pub struct HostConfig {
     /// lock acquisition that changes cores (see `host::SpinLock`).
     #[serde(default)]
     pub lock_handoff_ns: u64,
-    /// Scheduler CPU costs per request, by scheduler name; a scheduler without an entry (such as `none`) costs
-    /// nothing extra.
+    /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host
+    /// needs an entry; `none` has no elevator and costs nothing, and has none (see
+    /// [`HostConfig::check_scheduler_costs`]).
     #[serde(default)]
     pub scheduler_costs: std::collections::BTreeMap<String, SchedulerCost>,
     /// The page cache for buffered jobs (`pagecache.rs`); a host without one cannot run them.
@@ -93,6 +94,40 @@ pub struct SchedulerCost {
     pub insert_ns: u64,
     pub dispatch_ns: u64,
     pub complete_ns: u64,
+}
+
+impl HostConfig {
+    /// Whether this host prices `scheduler`'s hooks: a scheduler with an elevator needs a `scheduler_costs` entry (a
+    /// missing one is an error, never a silent zero). `none` has no elevator and runs no scheduler hooks, so it
+    /// costs nothing by definition; an entry for it, or for a scheduler that does not exist, is refused. An unknown
+    /// `scheduler` is left to the check that names the known ones.
+    pub fn check_scheduler_costs(&self, scheduler: &str) -> Result<(), String> {
+        for name in self.scheduler_costs.keys() {
+            match iosched_policy::scheduler(name) {
+                None => {
+                    return Err(format!(
+                        "host.scheduler_costs.{name}: unknown scheduler (expected one of {})",
+                        iosched_policy::SCHEDULERS.join(", ")
+                    ))
+                }
+                Some(s) if !s.is_elevator() => {
+                    return Err(format!(
+                        "host.scheduler_costs.{name}: {name} has no elevator and runs no scheduler hooks, so it \
+                         costs nothing: remove the entry"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let needs_entry = iosched_policy::scheduler(scheduler).is_some_and(|s| s.is_elevator());
+        if needs_entry && !self.scheduler_costs.contains_key(scheduler) {
+            return Err(format!(
+                "host.scheduler_costs: no entry for scheduler {scheduler} (the CPU time of its insert, dispatch and \
+                 completion hooks per request); the host preset must give one"
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,4 +347,60 @@ pub struct TraceConfig {
     /// here).
     #[serde(default)]
     pub sha256: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host with scheduler costs for `priced`.
+    fn host(priced: &[&str]) -> HostConfig {
+        let engine = serde_json::json!({"submit_ns": 1, "complete_ns": 1, "usr_fraction": 0.5, "sleep_wake_ns": 0});
+        let cost = serde_json::json!({"insert_ns": 1, "dispatch_ns": 1, "complete_ns": 1});
+        let costs: serde_json::Map<String, serde_json::Value> = priced
+            .iter()
+            .map(|name| (name.to_string(), cost.clone()))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "cores": 1, "context_switch_ns": 0, "io_uring": engine, "libaio": engine, "psync": engine,
+            "scheduler_costs": costs,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_scheduler_with_an_elevator_needs_its_costs() {
+        let host = host(&["mq-deadline", "bfq"]);
+        assert_eq!(host.check_scheduler_costs("mq-deadline"), Ok(()));
+        assert_eq!(host.check_scheduler_costs("bfq"), Ok(()));
+        let err = host.check_scheduler_costs("kyber").unwrap_err();
+        assert!(
+            err.starts_with("host.scheduler_costs: no entry for scheduler kyber "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn none_costs_nothing_and_may_not_be_priced() {
+        assert_eq!(host(&[]).check_scheduler_costs("none"), Ok(()));
+        let err = host(&["none"]).check_scheduler_costs("none").unwrap_err();
+        assert!(
+            err.starts_with("host.scheduler_costs.none: none has no elevator"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn costs_of_an_unknown_scheduler_are_refused() {
+        let err = host(&["cfs"]).check_scheduler_costs("none").unwrap_err();
+        assert!(
+            err.starts_with("host.scheduler_costs.cfs: unknown scheduler (expected one of none, "),
+            "{err}"
+        );
+        assert_eq!(
+            host(&[]).check_scheduler_costs("cfs"),
+            Ok(()),
+            "an unknown scheduler is reported where the known ones are named"
+        );
+    }
 }

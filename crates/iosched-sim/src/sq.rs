@@ -34,8 +34,8 @@ use iosched_policy::LockAcquisitions;
 /// `BLKDEV_MAX_RQ`: the default `nr_requests` of a legacy queue (include/linux/blkdev.h).
 pub const BLKDEV_MAX_RQ: u32 = 128;
 
-/// The queue lock per request on the legacy layer (see [`iosched_policy::noop::LEGACY_QUEUE_LOCK`] for where).
-pub const QUEUE_LOCK_ACQUISITIONS: LockAcquisitions = iosched_policy::noop::LEGACY_QUEUE_LOCK;
+/// The queue lock per request on the legacy layer (see [`iosched_policy::LEGACY_QUEUE_LOCK`] for where).
+pub const QUEUE_LOCK_ACQUISITIONS: LockAcquisitions = iosched_policy::LEGACY_QUEUE_LOCK;
 
 /// `struct request_list`: requests allocated, sync and async apart, each limited to `nr_requests`.
 #[derive(Debug, Clone)]

@@ -25,6 +25,22 @@ def test_scheduler_line():
     assert blockdev.parse_scheduler_line("[none] mq-deadline") == (["none", "mq-deadline"], "none")
 
 
+def test_simulator_only_schedulers_come_from_the_registry(monkeypatch):
+    from .conftest import native_or_skip
+    native_or_skip()
+    only = blockdev.simulator_only()
+    assert only == {"k2": "the RTSS'19 K2 scheduler", "kyber-fairness": "seed 001's Kyber-fairness",
+                    "noop": "a legacy single-queue scheduler (removed in Linux 5.0)",
+                    "deadline": "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq "
+                                "port)",
+                    "cfq": "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)"}
+    assert blockdev._sim_only_hint("k2") == "; k2 is the RTSS'19 K2 scheduler: run it with --backend sim"
+    assert blockdev._sim_only_hint("kyber") == "", "a mainline scheduler gets no hint"
+    # Without the native module the kernel backend still refuses, without the hint.
+    monkeypatch.setattr(blockdev, "scheduler_registry", lambda: None)
+    assert blockdev.simulator_only() == {} and blockdev._sim_only_hint("k2") == ""
+
+
 def test_mountinfo_numbers_and_escapes():
     text = ("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
             "40 22 7:3 / /mnt/my\\040disk rw - xfs /dev/loop3 rw,attr2\n"

@@ -73,3 +73,18 @@ def test_presets_cli():
     assert res.exit_code == 0 and "io_uring.submit_ns" in res.output and "fixture" in res.output
     res = CliRunner().invoke(main, ["presets", "nope"])
     assert res.exit_code == 2 and res.output.startswith('error: unknown preset "nope"')
+
+
+def test_scheduler_costs_for_a_scheduler_without_an_elevator_are_refused(tmp_path):
+    from .conftest import native_or_skip
+    native_or_skip()
+    f = _copy(tmp_path)
+    presets.load_preset_file(f, "host")  # positive control: the fixture's costs are all for elevators
+    text = f.read_text()
+    f.write_text(text.replace("[params.scheduler_costs.bfq]", "[params.scheduler_costs.none]")
+                 .replace('"scheduler_costs.bfq" = "fixture"', '"scheduler_costs.none" = "fixture"'))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == (f"{f}: params.scheduler_costs.none: none has no elevator and runs no scheduler hooks, "
+                            "so it costs nothing: remove the entry")
+

@@ -1,3 +1,4 @@
+import shutil
 import textwrap
 
 import pytest
@@ -196,3 +197,29 @@ def test_cli_jobfile_errors(tmp_path):
 def test_load_errors_are_spec_errors(tmp_path):
     with pytest.raises(SpecError):
         load_experiment(str(write(tmp_path, 'name = "x"\n')))  # no jobs
+
+
+def test_a_host_preset_without_the_schedulers_costs_is_refused_naming_both(tmp_path, monkeypatch):
+    """A simulated run prices the scheduler's hooks from the host preset: a missing entry is an error naming the
+    preset and the scheduler, never a silent zero; `none` (no elevator, no hooks) needs none."""
+    from iosched import presets
+
+    from .conftest import DATA, native_or_skip
+    native_or_skip()
+    root = tmp_path / "presets"
+    shutil.copytree(DATA / "presets", root)
+    host = root / "hosts" / "xeon-silver-4210r-10c.toml"
+    text = host.read_text()
+    host.write_text(text.replace("[params.scheduler_costs.kyber]\ninsert_ns = 200\ndispatch_ns = 200\n"
+                                 "complete_ns = 50\n", "").replace('"scheduler_costs.kyber" = "fixture"\n', ""))
+    assert host.read_text() != text
+    monkeypatch.setenv("IOSCHED_PRESETS", str(root))
+    presets._cache.clear()
+    for ok in ("none", "mq-deadline"):  # positive controls: no elevator; an entry
+        expand_runs(load_experiment(str(write(tmp_path, BASE.replace('"none"', f'"{ok}"')))))
+    spec = write(tmp_path, BASE.replace('"none"', '"kyber"'))
+    with pytest.raises(SpecError) as e:
+        expand_runs(load_experiment(str(spec)))
+    assert str(e.value).startswith(f"{spec}: scheduler.name: the host preset xeon-silver-4210r-10c has no "
+                                   f"scheduler_costs entry for kyber ({host}): add [params.scheduler_costs.kyber]")
+

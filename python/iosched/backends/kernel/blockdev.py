@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import SpecError, show
+from ...spec import scheduler_registry
 from . import KernelError
 
 SYS_DEV_BLOCK = Path("/sys/dev/block")
@@ -243,12 +244,13 @@ def restore_queue(queue: Path, saved: dict, touched: list[str] | tuple[str, ...]
     return problems
 
 
-SIM_ONLY = {"k2": "the RTSS'19 K2 scheduler", "kyber-fairness": "seed 001's Kyber-fairness",
-            "noop": "a legacy single-queue scheduler (removed in Linux 5.0)",
-            "deadline": "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq port)",
-            "cfq": "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)"}
+def simulator_only() -> dict[str, str]:
+    """The schedulers only the simulator has, with what each is (from the registry in iosched-policy); empty
+    without the native module, when a refusal just goes without the hint."""
+    rows = scheduler_registry() or {}
+    return {name: row["description"] for name, row in rows.items() if row["kernel"] == "simulator-only"}
 
 
 def _sim_only_hint(name: str) -> str:
-    what = SIM_ONLY.get(name)
+    what = simulator_only().get(name)
     return f"; {name} is {what}: run it with --backend sim" if what else ""
