@@ -8,6 +8,7 @@ it), cgroup-G.txt and cgroup-G.io.stat, dmesg.txt and fio's IOPS logs under logs
 from __future__ import annotations
 
 import io
+import os
 import json
 import tarfile
 from pathlib import Path
@@ -27,10 +28,17 @@ def unpack(data: bytes, dest: Path) -> list[str]:
     names = []
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
         for m in tf.getmembers():
-            if not (m.isfile() or m.isdir()):
+            rel = os.path.normpath(m.name)
+            if rel == "." or rel.startswith(("/", "..")) or not (m.isfile() or m.isdir()):
                 continue
-            tf.extract(m, dest, filter="data")
-            names.append(m.name)
+            target = dest / rel
+            if m.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tf.extractfile(m)
+            target.write_bytes(src.read() if src else b"")
+            names.append(rel)
     return names
 
 
@@ -71,14 +79,16 @@ def setting_notes(snap: dict[str, Any], scheduler: str, nr_requests: int | None,
 
 
 def parse_stat_log(text: str) -> list[tuple[float, dict[int, list[int]]]]:
-    """stat.log → [(guest uptime s, cpuN → /proc/stat fields)], whole samples only."""
+    """stat.log → [(guest uptime s, cpuN → /proc/stat fields)], whole samples only (the sampler is killed at the
+    end and may leave a sample cut short: every line needs its 8 counters, every sample the same CPUs)."""
     out: list[tuple[float, dict[int, list[int]]]] = []
     up, lines = None, []
     for line in text.splitlines() + ["@ end"]:
         if line.startswith("@ "):
-            if up is not None and lines:
+            whole = lines and all(len(ln.split()) >= 9 for ln in lines)
+            if up is not None and whole:
                 per = parse_proc_stat("\n".join(lines))
-                if per:
+                if per and (not out or set(per) == set(out[0][1])):
                     out.append((up, per))
             try:
                 up = float(line[2:].split()[0])

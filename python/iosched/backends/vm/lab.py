@@ -184,8 +184,9 @@ def _fetch(debs: Path, names: list[str], versions: dict[str, str], echo, recorde
     """name → .deb for ``names``: from debs/ when the wanted version is there, else apt-get download.  Wanted
     version: apt's candidate; offline (apt does not know it), the version lab.json recorded."""
     out, todo = {}, []
+    known = packages.candidates(names)
     for n in names:
-        v = packages.candidate(n) or recorded.get(n)
+        v = known.get(n) or recorded.get(n)
         if v is None:
             raise VmError(f"apt does not know the package {n}: run `apt-get update` as root (./scripts/setup does)")
         versions[n] = v
@@ -223,6 +224,9 @@ def prepare(folder: Path, *, pin: str = packages.KERNEL_PIN, echo: Callable[[str
         if choice.note:
             echo(f"note: {choice.note}")
         debs = folder / "debs"
+        if old and not force and _current(folder, old, choice):
+            echo(f"lab up to date in {folder} (apt offers the versions it was built from)")
+            return Lab(folder, old)
         versions: dict[str, str] = {}
         recorded[choice.package] = choice.version
         got = _fetch(debs, [choice.package, *USERLAND], versions, echo, recorded)
@@ -246,6 +250,21 @@ def prepare(folder: Path, *, pin: str = packages.KERNEL_PIN, echo: Callable[[str
         return lab
 
 
+def _current(folder: Path, info: dict, choice: packages.KernelChoice) -> bool:
+    """The recorded build is what prepare would make now: same kernel, every package at apt's version (or apt
+    does not know it: offline), every .deb there, the build key ours and the build complete."""
+    if info.get("kernel", {}).get("abi") != choice.abi or info.get("kernel", {}).get("version") != choice.version:
+        return False
+    pk = info.get("packages", {})
+    now = packages.candidates(list(pk))
+    if any(now.get(n, v) != v for n, v in pk.items()):
+        return False
+    if any(not (folder / "debs" / f).is_file() for f in info.get("debs", {}).values()):
+        return False
+    modules = sorted(set(BASE_MODULES) | set(DEVICE_MODULES))
+    return info.get("key") == build_key(pk, modules) and _built(Lab(folder, info))
+
+
 def _fetch_libraries(folder: Path, debs: Path, got: dict[str, Path], versions: dict[str, str], echo,
                      recorded: dict[str, str]) -> list[str]:
     """fio's shared libraries: unpack fio, find what it needs (DT_NEEDED, recursively), fetch the Depends of the
@@ -260,6 +279,11 @@ def _fetch_libraries(folder: Path, debs: Path, got: dict[str, Path], versions: d
                 packages.extract(got[n], roots[n])
 
         unpack("fio")
+        # The providers found last time first: an up-to-date cache then resolves without fetching anything.
+        before = [n for n in recorded if n not in USERLAND and not n.startswith("linux-image-")]
+        for n, p in _fetch(debs, before, versions, echo, recorded).items():
+            got[n] = p
+            unpack(n)
         for _ in range(12):
             needed, missing = resolve_libraries(Tree(roots), FIO)
             if not missing:

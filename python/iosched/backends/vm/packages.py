@@ -89,13 +89,9 @@ def archive_kernels() -> tuple[dict[str, str], set[str]]:
     """(ABI → version of each linux-image-6.12.*-amd64-unsigned, versions of linux-source-6.12) per apt's
     package lists (no network)."""
     names = _run(["apt-cache", "pkgnames", f"linux-image-{KERNEL_SERIES}."], what="listing kernels").split()
-    images = {}
-    for n in names:
-        m = ABI_RE.fullmatch(n)
-        if m:
-            v = candidate(n)
-            if v:
-                images[m.group(1)] = v
+    found = {m.group(1): n for n in names if (m := ABI_RE.fullmatch(n))}
+    versions = candidates(list(found.values()))
+    images = {abi: versions[n] for abi, n in found.items() if n in versions}
     return images, set(madison(SOURCE_PACKAGE))
 
 
@@ -104,13 +100,18 @@ def madison(name: str) -> list[str]:
     return [parts[1].strip() for ln in out.splitlines() if len(parts := ln.split("|")) >= 2]
 
 
-def candidate(name: str) -> str | None:
-    """The version ``apt-get download NAME`` would fetch, or None when apt does not know the package."""
-    r = subprocess.run(["apt-cache", "show", "--no-all-versions", name], capture_output=True, text=True)
-    if r.returncode != 0:
-        return None
-    m = re.search(r"^Version: (\S+)", r.stdout, re.M)
-    return m.group(1) if m else None
+def candidates(names: list[str]) -> dict[str, str]:
+    """name → the version ``apt-get download NAME`` would fetch, for the names apt knows (one apt-cache call)."""
+    if not names:
+        return {}
+    r = subprocess.run(["apt-cache", "show", "--no-all-versions", *names], capture_output=True, text=True)
+    out, pkg = {}, None
+    for line in r.stdout.splitlines():
+        if line.startswith("Package: "):
+            pkg = line.split(None, 1)[1].strip()
+        elif line.startswith("Version: ") and pkg and pkg not in out:
+            out[pkg] = line.split(None, 1)[1].strip()
+    return out
 
 
 def find_deb(folder: Path, name: str, version: str) -> Path | None:

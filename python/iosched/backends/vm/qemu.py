@@ -33,7 +33,7 @@ PR_SET_PDEATHSIG = 1
 
 def find_qemu() -> str:
     exe = os.environ.get("IOSCHED_QEMU") or shutil.which(QEMU)
-    if not exe:
+    if not exe or not os.access(exe, os.X_OK):
         raise VmError(f"{QEMU} is not installed: apt-get install qemu-system-x86 (./scripts/setup does, as root)")
     return exe
 
