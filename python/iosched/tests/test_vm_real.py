@@ -133,7 +133,8 @@ def test_weighted_cgroups_under_bfq(batch):
         assert cg["heavy"]["ios"] > 0 and cg["light"]["ios"] > 0           # the jobs were in their cgroups
         assert cg["heavy"]["written"]["io.bfq.weight"].split()[-1] == "800"
     ratio = {s: rows[(s, "heavy")]["read_iops"] / rows[(s, "light")]["read_iops"] for s in SCHEDULERS}
-    assert ratio["bfq"] > 1.5, ratio
+    # full strength only where the lab did not flag host contention (see test_priorities_without_root)
+    assert ratio["bfq"] > (1.5 if not runs["bfq"]["warnings"] else 1.1), (ratio, runs["bfq"]["warnings"])
     assert 0.5 < ratio["none"] < 1.5, ratio            # negative control: none ignores the weights
 
 
@@ -166,8 +167,9 @@ def world_tmp():
 
 
 def test_priorities_without_root(world_tmp):
-    """The shipped example (mq-deadline point), run by an unprivileged user with a lab of its own: the real-time
-    reader gets most of the device; nothing is written outside the lab and OUT."""
+    """The shipped example (2 s runs), run by an unprivileged user with a lab of its own: under mq-deadline and
+    bfq the real-time reader gets most of the device, under none the shares follow the depths (6:2); nothing is
+    written outside the lab and OUT."""
     home = world_tmp / "home"
     mine = home / "lab"
     (mine / "build").mkdir(parents=True)
@@ -181,8 +183,8 @@ def test_priorities_without_root(world_tmp):
             "sys.argv = ['iosched'] + sys.argv[3:]; main()")
     site = next(p for p in sys.path if p.endswith("site-packages"))
     args = ["run", str(REPO / "experiments" / "vm-null-blk-priorities.toml"), "--backend", "vm",
-            "--device", "nullb:irqmode=2,completion_nsec=1000000,hw_queue_depth=4", "--scheduler", "mq-deadline",
-            "--duration", "2s", "--out", str(out), "--no-report"]
+            "--device", "nullb:irqmode=2,completion_nsec=1000000,hw_queue_depth=4", "--duration", "2s",
+            "--out", str(out), "--no-report"]
     prefix = _as_nobody()
     if prefix:
         subprocess.run(["chown", "-R", "65534:65534", str(home)], check=True)
@@ -192,8 +194,16 @@ def test_priorities_without_root(world_tmp):
     env = dict(os.environ, HOME=str(home), IOSCHED_LAB_DIR=str(mine), XDG_CACHE_HOME=str(home / ".cache"))
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    rows = {row["job"]: row for row in pq.read_table(out / "results.parquet").to_pylist()}
-    assert rows["rt"]["read_iops"] > 3 * rows["be"]["read_iops"], rows
+    iops = {(r["scheduler"], r["job"]): r["read_iops"] for r in pq.read_table(out / "results.parquet").to_pylist()}
+    ratio = {s: iops[(s, "rt")] / max(iops[(s, "be")], 1.0) for s in ("none", "mq-deadline", "bfq")}
+    warned = {s["scheduler"]: s["warnings"] for s in _runs(out).values()}
+    # mq-deadline dispatches no best-effort request while a real-time one is outstanding: the best-effort reader
+    # gets the device only when the real-time one stalls with nothing outstanding, which a host short of CPU
+    # causes (its vCPU stands still while the other completes its requests).  Full strength is asserted only for
+    # runs the lab did not flag; flagged ones must still favour the real-time reader.
+    assert ratio["mq-deadline"] > (1.5 if warned["mq-deadline"] else 10), (iops, warned)
+    assert ratio["bfq"] > (1.5 if warned["bfq"] else 2), (iops, warned)
+    assert ratio["none"] < 6, iops                    # negative control: none knows no priorities
     if prefix:
         assert all(p.stat().st_uid == 65534 for p in out.rglob("*"))
     assert sorted(os.listdir(home)) == ["lab", "out"]

@@ -194,7 +194,7 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float) -> str:
     rdir = f"/work/runs/{i}"
     lines = [f"# run {i}: {br.run.experiment} {br.run.sweep_point} repetition {br.run.repetition}",
              f"mkdir -p {rdir}/logs && cp /batch/runs/{i}/jobs.fio {rdir}/ && cd {rdir}",
-             f"say run-begin {i}"]
+             f"read up rest < /proc/uptime; say run-begin {i} $up"]
     lines += _queue_calls(br.run, n_devices, "-")
     for k in range(n_devices):
         lines.append(f"snapshot /sys/block/$(cat /work/devices/d{k}.name)/queue > queue-d{k}.txt")
@@ -220,7 +220,8 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float) -> str:
         cg = f"{CGROUP_PARENT}/{g}"
         lines += [f"cat {cg}/io.stat > cgroup-{g}.io.stat 2>/dev/null",
                   f"rmdir {cg} 2>/dev/null"]
-    lines += [f"cd /; say run-end {i}", f"send r{i} {rdir}", f"rm -rf {rdir}"]
+    lines += [f"read up rest < /proc/uptime; echo $up > {rdir}/run.end", f"cd /; say run-end {i} $up",
+              f"send r{i} {rdir}", f"rm -rf {rdir}"]
     return "\n".join(lines)
 
 

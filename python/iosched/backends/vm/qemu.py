@@ -120,18 +120,28 @@ class Guest:
         else:
             self.proc.wait()
 
-    def cpu_ns(self) -> tuple[int, int]:
-        """(ns on a host CPU, ns runnable but waiting for one) summed over qemu's threads (/proc/PID/task/*/
-        schedstat): the waiting is the emulated machine's stolen time, which a TCG guest cannot see itself."""
-        run = wait = 0
+    def cpu_ns(self) -> dict[str, tuple[int, int]]:
+        """Per qemu thread: (ns on a host CPU, ns runnable but waiting for one), from /proc/PID/task/*/schedstat.
+        The waiting is the emulated machine's stolen time, which a TCG guest cannot see itself."""
+        out = {}
         if self.proc is None:
-            return 0, 0
+            return out
         for t in Path(f"/proc/{self.proc.pid}/task").glob("*/schedstat"):
             with contextlib.suppress(OSError, ValueError, IndexError):
                 f = t.read_text().split()
-                run += int(f[0])
-                wait += int(f[1])
-        return run, wait
+                out[t.parent.name] = (int(f[0]), int(f[1]))
+        return out
+
+
+def cpu_delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """(run, wait) ns between two cpu_ns() samples: threads in both, and threads started since (threads that
+    ended in between are lost: qemu's short-lived I/O workers)."""
+    run = wait = 0
+    for tid, (r1, w1) in b.items():
+        r0, w0 = a.get(tid, (0, 0))
+        run += max(0, r1 - r0)
+        wait += max(0, w1 - w0)
+    return run, wait
 
     def stderr_tail(self, n: int = 4) -> str:
         with contextlib.suppress(OSError):

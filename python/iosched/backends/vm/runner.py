@@ -207,7 +207,7 @@ def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
 
 
 def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> None:
-    """The cached initramfs, padded to 4 bytes, then an uncompressed archive with the batch (/batch/...)."""
+    """The cached initramfs, then a second archive with the batch (/batch/...): the kernel unpacks both."""
     with labmod.locked(lab.dir, shared=True):
         shutil.copyfile(lab.initramfs, dest)
     with open(dest, "ab") as f:
@@ -257,7 +257,9 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
     with qemu.running(boot, exe, scratch / "qemu.err") as g:
         while not state["end"]:
             alive = g.alive()          # before reading: what a guest wrote before it stopped is then read
-            for fr in ch.poll():
+            frames = ch.poll()
+            arrived = time.monotonic()      # the frames' arrival, before any of them is processed
+            for fr in frames:
                 w = fr.words
                 if w[0] == "begin":
                     state["begun"] = time.monotonic()
@@ -273,8 +275,9 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
                     deadline = time.monotonic() + 120.0
                 elif w[0] == "run-begin":
                     i = int(w[1])
-                    state["current"] = (i, time.monotonic())
+                    state["current"] = (i, arrived)
                     state["cpu0"] = g.cpu_ns()
+                    state["guest_begin"] = float(w[2]) if len(w) > 2 else None
                     _, r = outcome.runs[i]
                     slow = TCG_SLOWDOWN if accel == "tcg" else 1.5
                     deadline = time.monotonic() + expected_s(r) * slow + RUN_SLACK_S
@@ -284,9 +287,10 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
                 elif w[0] == "tar" and w[1].startswith("r"):
                     i = int(w[1][1:])
                     began = state["current"][1] if state["current"] and state["current"][0] == i else None
-                    run_ns, wait_ns = (b - a for a, b in zip(state.get("cpu0") or (0, 0), g.cpu_ns()))
+                    wall = arrived - began if began is not None else None
+                    run_ns, wait_ns = qemu.cpu_delta(state.get("cpu0") or {}, g.cpu_ns())
                     _one_result(i, fr.data, outcome, devices, lab, accel, how, opts, state, job_notes[i],
-                                began, (run_ns, wait_ns), echo)
+                                wall, (run_ns, wait_ns), echo)
                     state["current"] = None
                     deadline = time.monotonic() + 120.0
                 elif w[0] == "end":
@@ -349,13 +353,15 @@ def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
 
 
 def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice], lab: labmod.Lab, accel: str,
-                how: str, opts: Options, state: dict, job_notes: list[str], began: float | None,
+                how: str, opts: Options, state: dict, job_notes: list[str], wall: float | None,
                 qemu_cpu: tuple[int, int], echo) -> None:
     rid, run = outcome.runs[i]
     setup = state["setup"] or {"devices": []}
     rdir = store.new_run_dir(opts.out, rid).absolute()
     collect.unpack(data, rdir)
-    wall = time.monotonic() - began if began else None
+    guest_run_s = None
+    if state.get("guest_begin") is not None and (rdir / "run.end").exists():
+        guest_run_s = float((rdir / "run.end").read_text()) - state["guest_begin"]
     doc = collect.read_fio(rdir)
     names = [j.config["name"] for j in run.jobs]
     jobs = collect.job_results(doc, names)
@@ -421,6 +427,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
                   "config": j.config} for j in run.jobs],
         "notes": notes + warnings, "warnings": warnings,
         "wall_s": round(wall, 3) if wall else None, "fio_wall_s": round(fio_wall, 3) if fio_wall else None,
+        "guest_run_s": round(guest_run_s, 3) if guest_run_s else None,
     }
     write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
     outcome.done.append(rid)
