@@ -3,6 +3,8 @@ vm`` (called from cli.run).  Kept apart from cli.py, which only registers the gr
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -73,7 +75,7 @@ def check(lab_dir, vm_opts):
         sizes = lab.sizes(folder)
         click.echo(f"lab: {folder} (build {d['build_key']}): kernel {d['kernel_release']}, fio {d['fio']}, busybox "
                    f"{d['busybox']}; packages {sizes['debs'] / 2**20:.0f} MiB, built {sizes['build'] / 2**20:.0f} MiB")
-        scratch = folder / "tmp" / f"{__import__('os').getpid()}-check"
+        scratch = folder / "tmp" / f"{os.getpid()}-check"
         scratch.mkdir(parents=True, exist_ok=True)
         try:
             accel, how = qemu.choose_accel(opts.accel, lb, exe, scratch, _echo, reprobe=True)
@@ -82,7 +84,6 @@ def check(lab_dir, vm_opts):
                              scratch / "console")
             ok, secs, why = qemu.boot_ready(boot, exe, scratch, qemu.BOOT_TIMEOUT_S[accel])
         finally:
-            import shutil
             shutil.rmtree(scratch, ignore_errors=True)
     except VmError as e:
         _fail(str(e))
@@ -104,8 +105,6 @@ def shell(lab_dir, vm_opts, device):
 
     opts = parse_vm_options(vm_opts, Options(devices=list(device), out=Path(".")))
     folder = lab.lab_dir(lab_dir)
-    import os
-    import shutil
     try:
         exe = qemu.find_qemu()
         lb = lab.load(folder, echo=_echo)
@@ -123,8 +122,8 @@ def shell(lab_dir, vm_opts, device):
                         f.truncate(d.capacity_bytes)
                 args += qemu_args(d, str(img) if img else None)
             initrd = scratch / "initrd.img"
-            _initrd(lb, {"main.sh": guest.main_script(devices, [], 0.1)}, initrd)
-            boot = qemu.Boot(lb.kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results",
+            kernel = _initrd(lb, {"main.sh": guest.main_script(devices, [], 0.1)}, initrd)
+            boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results",
                              scratch / "console", args, shell=True)
             click.echo(f"booting ({accel}); the console is this terminal (Ctrl-A X quits qemu)", err=True)
             with qemu.running(boot, exe, scratch / "qemu.err") as g:

@@ -233,7 +233,6 @@ def main_script(devices: list[LabDevice], runs: list[BatchRun], sample_interval_
              "uname -r > /work/setup/kernel; nproc > /work/setup/cpus",
              "grep MemTotal /proc/meminfo > /work/setup/meminfo; cat /proc/cmdline > /work/setup/cmdline",
              "fio --version > /work/setup/fio_version 2>&1",
-             "echo 'bfq io.bfq.weight:' $(ls /sys/fs/cgroup | grep -c io.bfq.weight) > /work/setup/cgroup_files",
              "cat /sys/fs/cgroup/cgroup.controllers > /work/setup/cgroup_controllers"]
     if any(br.groups for br in runs):
         lines.append("grep -qw io /sys/fs/cgroup/cgroup.controllers || fail - 'the guest has no io cgroup controller'")

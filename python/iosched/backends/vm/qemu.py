@@ -274,7 +274,7 @@ def choose_accel(want: str, lab, exe: str, scratch: Path, echo, *, reprobe: bool
             if saved.get("key") == key:
                 return saved["accel"], saved["why"]
     echo(f"probing KVM (up to {KVM_PROBE_TIMEOUT_S:.0f} s) ...")
-    boot = Boot(lab.kernel, lab.initramfs, "kvm", 1, 256, scratch / "probe.results", scratch / "probe.console")
+    boot = Boot(lab.kernel, lab.initramfs, "kvm", 1, 512, scratch / "probe.results", scratch / "probe.console")
     ok, secs, why = boot_ready(boot, exe, scratch, KVM_PROBE_TIMEOUT_S)
     accel, how = ("kvm", f"KVM boots the guest ({secs:.1f} s)") if ok else \
         ("tcg", f"KVM cannot run the guest ({why[:200]}): software emulation (TCG)")

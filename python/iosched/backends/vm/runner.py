@@ -30,7 +30,7 @@ from ..kernel import fiofile
 from ..kernel.blockdev import SIM_ONLY
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
 from ..kernel.runner import _spec_device_names, host_info
-from ..kernel.state import Interrupted, signals_raise
+from ..kernel.state import signals_raise
 from . import VmError, collect, guest, lab as labmod, qemu
 from .cpio import CpioWriter
 from .devices import LabDevice, parse_devices, qemu_args
@@ -206,10 +206,13 @@ def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
     store.consolidate(opts.out, [rid for rid, _ in outcome.runs])
 
 
-def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> None:
-    """The cached initramfs, then a second archive with the batch (/batch/...): the kernel unpacks both."""
+def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> Path:
+    """The cached initramfs, then a second archive with the batch (/batch/...): the kernel unpacks both.  The
+    kernel is copied beside it (a `prepare` meanwhile may replace the build); returns the kernel's copy."""
+    kernel = dest.parent / "vmlinuz"
     with labmod.locked(lab.dir, shared=True):
         shutil.copyfile(lab.initramfs, dest)
+        shutil.copyfile(lab.kernel, kernel)
     with open(dest, "ab") as f:
         f.write(b"\0" * (-f.tell() % 4))
         w = CpioWriter(f)
@@ -218,6 +221,7 @@ def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> None:
             w.parents(f"batch/{name}")
             w.file(f"batch/{name}", text.encode(), 0o755 if name.endswith(".sh") else 0o644)
         w.close()
+    return kernel
 
 
 def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, devices: list[LabDevice],
@@ -244,8 +248,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
             images.append(img)
         qargs += qemu_args(d, str(img) if img else None)
     initrd = scratch / "initrd.img"
-    _initrd(lab, files, initrd)
-    boot = qemu.Boot(lab.kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results.bin",
+    kernel = _initrd(lab, files, initrd)
+    boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results.bin",
                      scratch / "console.log", qargs)
     echo(f"booting the lab ({accel}, {opts.cpus} vCPUs, {opts.memory_mib} MiB, kernel {lab.release}) for "
          f"{len(pending)} run(s) on {', '.join(f'{n} = {d.given}' for n, d in zip(spec_names, devices))} ...")
