@@ -1,9 +1,10 @@
-"""The VM backend for real: boots of the prepared lab (one batch: a run per scheduler with weighted cgroups; the
-RT-vs-BE example as an unprivileged user; NVMe and virtio-blk together; a killed run leaves no qemu).
+"""The VM backend for real: boots of the prepared lab (`iosched vm check`; one batch: a run per scheduler with
+weighted cgroups; the RT-vs-BE example as an unprivileged user; NVMe and virtio-blk together; a killed run leaves
+no qemu).
 
 Without qemu or a prepared lab (`iosched vm prepare`; the lab is $IOSCHED_LAB_DIR or ~/.cache/iosched/lab) these
 tests skip with the reason; IOSCHED_REQUIRE_VM=1 turns the skips into failures.  Runs are short (1-2 s of fio
-each) and every test boots once: about two minutes under TCG on two cores.
+each) and every test boots at most once: about 80-90 s under TCG on two cores.
 """
 
 import json
@@ -95,6 +96,11 @@ def batch(tmp_path_factory):
     out = tmp / "out"
     res = cli("run", spec, "--backend", "vm", "--device", NULLB, "--out", out, "--no-report")
     return out, res.output
+
+
+def test_check_probes_and_boots():
+    res = cli("vm", "check")
+    assert "accelerator: " in res.output and "boot: power-on to init and off again in" in res.output
 
 
 def _runs(out: Path) -> dict[str, dict]:

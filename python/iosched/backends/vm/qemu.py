@@ -133,16 +133,6 @@ class Guest:
         return out
 
 
-def cpu_delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    """(run, wait) ns between two cpu_ns() samples: threads in both, and threads started since (threads that
-    ended in between are lost: qemu's short-lived I/O workers)."""
-    run = wait = 0
-    for tid, (r1, w1) in b.items():
-        r0, w0 = a.get(tid, (0, 0))
-        run += max(0, r1 - r0)
-        wait += max(0, w1 - w0)
-    return run, wait
-
     def stderr_tail(self, n: int = 4) -> str:
         with contextlib.suppress(OSError):
             lines = [ln for ln in self.stderr_path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -155,6 +145,17 @@ def cpu_delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> t
             lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", text).splitlines() if ln.strip()]
             return " | ".join(lines[-n:])
         return ""
+
+
+def cpu_delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """(run, wait) ns between two cpu_ns() samples: threads in both, and threads started since (threads that
+    ended in between are lost: qemu's short-lived I/O workers)."""
+    run = wait = 0
+    for tid, (r1, w1) in b.items():
+        r0, w0 = a.get(tid, (0, 0))
+        run += max(0, r1 - r0)
+        wait += max(0, w1 - w0)
+    return run, wait
 
 
 @contextlib.contextmanager
