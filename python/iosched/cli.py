@@ -78,12 +78,14 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 
 @main.command()
 @click.argument("spec", metavar="SPEC.toml|JOBFILE.fio")
-@click.option("--backend", type=click.Choice(["sim", "kernel"]), default="sim", show_default=True,
-              help="sim: the simulator. kernel: the real Linux schedulers on real devices (root; fio).")
+@click.option("--backend", type=click.Choice(["sim", "kernel", "vm"]), default="sim", show_default=True,
+              help="sim: the simulator. kernel: the real Linux schedulers on real devices (root; fio). vm: the real "
+                   "schedulers in a QEMU guest on null_blk/emulated NVMe (no root; `iosched vm prepare` first).")
 @click.option("--host", help="Host preset (overrides the spec).")
 @click.option("--device", multiple=True,
               help="sim: device preset of the first devices entry. kernel: a block device (/dev/X); repeat it for "
-                   "specs with several devices (mapped in order).")
+                   "specs with several devices (mapped in order). vm: a lab device, e.g. nullb:irqmode=2 or "
+                   "nvme:size=1G (`iosched vm devices`).")
 @click.option("--devices", type=int, help="Number of devices of the first devices entry.")
 @click.option("--scheduler", help="Scheduler name.")
 @click.option("--set", "sets", multiple=True, metavar="TUNABLE=VALUE",
@@ -97,11 +99,13 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
               help="kernel: make this filesystem on each device and run the jobs on a file inside it.")
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
+@click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
+@click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE", help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg.")
 @_jobs_option
 @_cluster_option
 @click.option("--no-report", is_flag=True, help="Do not write OUT/report.html and OUT/figures/.")
 def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-        precondition, jobs, cluster, no_report):
+        precondition, lab_dir, vm_opts, jobs, cluster, no_report):
     """Run every sweep point × repetition of an experiment (simulated, or on real devices with --backend kernel)
     and write results to OUT.
 
@@ -109,6 +113,16 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     from .run import run_simulated
     from .spec import Overrides
 
+    if backend != "vm" and (lab_dir or vm_opts):
+        raise SpecError("--lab" if lab_dir else "--vm", None, "only with --backend vm")
+    if backend == "vm":
+        for flag, given in (("--jobs", jobs), ("--cluster", cluster), ("--host", host), ("--destructive", destructive),
+                            ("--filesystem", filesystem), ("--precondition", precondition)):
+            if given:
+                raise SpecError(flag, None, "not with --backend vm (the lab boots one guest for the runs)")
+        from .cli_vm import run_vm_command
+        return run_vm_command(spec, device, devices, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
+                              no_report)
     if backend == "kernel":
         for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
             if given:
@@ -259,6 +273,11 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
                       precondition=precondition)
     with _kernel_errors(_interrupted_run):
         run_on_kernel(spec, ov, options, report=not no_report, echo=click.echo)
+
+
+from .cli_vm import vm as _vm_group  # noqa: E402  (the `iosched vm` commands live in cli_vm.py)
+
+main.add_command(_vm_group)
 
 
 @main.group()

@@ -91,8 +91,11 @@ def _run_rows(out: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
         done = store.is_done(out, r["id"])
         spec = store.load_run_spec(out, r["id"]) if done else {}
         host, devices = spec.get("host", ""), spec.get("devices", [])
-        if spec.get("backend") == "kernel":  # measured: this machine and the real devices (or test files)
+        if spec.get("backend") in ("kernel", "vm"):  # measured: this machine (or its VM lab) and the devices
             host = f"{host.get('hostname', '?')} (kernel {host.get('kernel', '?')})" if isinstance(host, dict) else host
+            if spec.get("backend") == "vm":
+                host = f"VM lab ({spec.get('vm', {}).get('accel', '?')}) on {host}"
+                devices = [d.get("given", "?") if isinstance(d, dict) else str(d) for d in devices]
             devices = [d.get("target", d.get("path", "?")) if isinstance(d, dict) else str(d) for d in devices]
         rows.append({"id": r["id"], "series": r.get("series", ""), "point": r.get("point", {}),
                      "repetition": r.get("repetition", 0), "seed": r.get("seed", spec.get("seed", "")),
@@ -130,12 +133,16 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     from ..results import percentile
 
     runs = _run_rows(out, entry)
-    kernel = entry.get("backend") == "kernel"
-    how = (f"`iosched run --backend kernel {entry.get('spec_file', '')}`, measured on "
+    kernel = entry.get("backend") in ("kernel", "vm")
+    how = (f"`iosched run --backend {entry['backend']} {entry.get('spec_file', '')}`, measured on "
            f"{', '.join(entry.get('devices', []))}" + (f" ({entry['filesystem']})" if entry.get("filesystem") else "")
            if kernel else f"`iosched run {entry.get('spec_file', '')}`")
     sec = Section(name, name, "spec", mode=entry.get("mode", ""), runs=runs, description=how,
                   specs=[("spec", to_toml(entry["spec"]))] if entry.get("spec") else [])
+    # The VM lab's warnings (guest CPU saturated, host CPU contention): the numbers of those runs say more about
+    # the emulation than about the device.
+    sec.notes = tuple(f"warning: run {r['id']}: {w}" for r in runs if r["done"] and r["backend"] == "vm"
+                      for w in store.load_run_spec(out, r["id"]).get("warnings", []))
     done = [r for r in runs if r["done"]]
     sec.missing = len(runs) - len(done)
     cols = ["run", "sweep point", "rep", "scheduler", "job", "read KIOPS", "read P50 / P99 / P99.9 (µs)",
@@ -157,7 +164,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
                                r["scheduler"], j["name"], fmt(rd["ios"] / w / 1e3),
                                " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9)),
                                fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3), f"{busy:.2f}",
-                               "not measured" if res.get("backend") == "kernel" else f"{lock:.0%}"])
+                               "not measured" if res.get("backend") in ("kernel", "vm") else f"{lock:.0%}"])
             for d, dr in (("read", rd), ("write", wr)):
                 if dr["ios"]:
                     xs, ys = cdf(dr["bins"])

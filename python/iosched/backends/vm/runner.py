@@ -1,0 +1,458 @@
+"""One ``iosched run --backend vm`` invocation: check everything on the host, boot the guest once for all the
+runs not yet in OUT (a batch), and write each run's results as its folder arrives.
+
+Order: the lab and qemu (a clear error when either is missing), the devices (``--device nullb:...``), the runs
+sized for the guest, every scheduler and name checked; the accelerator (KVM probed once, else TCG); the batch
+(job files from the kernel backend's fiofile, our scripts) appended to the cached initramfs; the boot; the
+frames: each run's folder → results (the kernel backend's fio parsing) → OUT, as the kernel backend writes them.
+Nothing is written outside the lab's cache and OUT; qemu never outlives iosched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ... import __version__, store
+from ...errors import SpecError, show
+from ...results import job_rows, write_measured_run
+from ...spec import Experiment, RealSystem, ResolvedRun, expand_runs, validate_spec
+from ...units import parse_size
+from ..kernel import fiofile
+from ..kernel.blockdev import SIM_ONLY
+from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
+from ..kernel.runner import _spec_device_names, host_info
+from ..kernel.state import signals_raise
+from . import VmError, collect, guest, lab as labmod, qemu
+from .cpio import CpioWriter
+from .devices import LabDevice, parse_devices, qemu_args
+
+LAB_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
+TUNABLE_RE = re.compile(r"[a-z0-9_]+")
+VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
+           "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)"}
+RUN_SLACK_S = 60.0            # beyond the runs' own time: fio's start and stop, sending the folder
+TCG_SLOWDOWN = 3.0            # a TCG run's wall time against its fio time, generously
+
+
+@dataclass
+class Options:
+    devices: list[str]
+    out: Path
+    lab: str | None = None
+    cpus: int = 2
+    memory_mib: int = 2048
+    accel: str = "auto"
+
+
+def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Options:
+    """``--vm KEY=VALUE`` (repeatable): cpus, memory, accel."""
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in VM_KEYS:
+            raise SpecError("--vm", item, "expected KEY=VALUE with KEY one of: "
+                            + "; ".join(f"{k}: {v}" for k, v in VM_KEYS.items()))
+        if key == "cpus":
+            if not value.isdigit() or not 1 <= int(value) <= 64:
+                raise SpecError("--vm", item, f"cpus: expected 1..64, got {show(value)}")
+            opts.cpus = int(value)
+        elif key == "memory":
+            b = parse_size(value, file="--vm", key="memory")
+            if b < 256 << 20:
+                raise SpecError("--vm", item, "memory: at least 256M (the guest unpacks ~90 MiB of initramfs)")
+            opts.memory_mib = b >> 20
+        elif key == "accel":
+            if value not in ("auto", "kvm", "tcg"):
+                raise SpecError("--vm", item, f"accel: expected auto, kvm or tcg, got {show(value)}")
+            opts.accel = value
+    return opts
+
+
+def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str, release: str) -> str:
+    """Same experiment, settings, devices, guest and kernel → same id (a re-run into OUT skips it)."""
+    blob = json.dumps(["vm", [j.config for j in run.jobs], run.scheduler, run.tunables, run.nr_requests,
+                       [d.canonical for d in devices], opts.cpus, opts.memory_mib, accel, release, run.experiment,
+                       run.repetition, run.seed, run.sample_interval_ns, __version__],
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def manifest_name(experiment: str) -> str:
+    return f"{experiment}@vm"
+
+
+@dataclass
+class Outcome:
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    runs: list[tuple[str, ResolvedRun]] = field(default_factory=list)
+    boot_s: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_scheduler(name: object, file: str, key: str) -> None:
+    if name not in LAB_SCHEDULERS:
+        what = SIM_ONLY.get(name) if isinstance(name, str) else None
+        hint = f"; {name} is {what}: run it with --backend sim" if what else ""
+        raise SpecError(file, key, f"{show(name)} is not a scheduler of the lab's kernel (it offers: "
+                        f"{', '.join(LAB_SCHEDULERS)}){hint}")
+
+
+def check_runs(exp: Experiment, runs: list[ResolvedRun], cpus: int) -> None:
+    """What the guest would refuse, refused before booting it."""
+    spec = validate_spec(exp.file, exp.data)
+    _check_scheduler(spec.scheduler.name, exp.file, "scheduler.name")
+    for name in spec.sweep.get("scheduler.name", []):
+        _check_scheduler(name, exp.file, 'sweep."scheduler.name"')
+    if spec.scheduler.block_layer == "legacy":
+        raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
+                        "run it with --backend sim")
+    for r in runs:
+        fiofile.check_job_names(r)
+        _check_scheduler(r.scheduler, r.spec_file, "scheduler.name")
+        for key in r.tunables:
+            if not TUNABLE_RE.fullmatch(key):
+                raise SpecError(r.spec_file, f"scheduler.{key}", "not a sysfs tunable name")
+        for j in r.jobs:
+            g = j.config["cgroup"]
+            if g and (not CGROUP_NAME_RE.fullmatch(g) or g in (".", "..")):
+                raise SpecError(r.spec_file, f'job "{j.config["name"]}": cgroup', f"{show(g)}: the VM backend "
+                                "takes cgroup names of letters, digits and _ . + - only")
+
+
+def job_file(run: ResolvedRun, n_devices: int, interval_ms: int) -> tuple[str, list[str], dict[str, int]]:
+    """The kernel backend's job file for the guest's devices (/dev/iosched/dK); a job with a cgroup joins it
+    through exec_prerun (guest.cgroup_prerun) instead of fio's cgroup=."""
+    groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}
+    text, notes = fiofile.job_file(run, [f"/dev/iosched/d{k}" for k in range(n_devices)], {g: g for g in groups},
+                                   log_interval_ms=interval_ms)
+    lines = [f"exec_prerun={guest.cgroup_prerun(ln[len('cgroup='):])}" if ln.startswith("cgroup=") else ln
+             for ln in text.splitlines()]
+    # fio's default clock reads the TSC, which it cannot calibrate under emulation (it warns "clocksource=cpu may
+    # not be reliable" and measures 1 ms null_blk completions as 11 us): the guest kernel's clock instead.
+    head = [ln for ln in lines if ln.startswith(";")]
+    body = lines[len(head):]
+    return "\n".join(head + ["[global]", "clocksource=clock_gettime"] + body) + "\n", notes, groups
+
+
+def expected_s(run: ResolvedRun) -> float:
+    """An upper bound of fio's own time for a run: every job's start, ramp and runtime one after another."""
+    return sum((j.config["start_ns"] + j.config["ramp_ns"] + j.config["runtime_ns"]) / 1e9 for j in run.jobs)
+
+
+def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) -> Outcome:
+    exe = qemu.find_qemu()
+    folder = labmod.lab_dir(opts.lab)
+    lab = labmod.load(folder, echo=lambda s: echo(s if s.startswith("note:") else f"note: {s}"))
+    devices = parse_devices(opts.devices)
+    if not devices:
+        raise SpecError("--device", None, "the VM backend needs the lab's devices: --device nullb[:KEY=VALUE,...], "
+                                          "nvme[:size=1G,...] or virtio[:...], one per device of the spec")
+    spec_names = _spec_device_names(exp)
+    if len(spec_names) != len(devices):
+        raise SpecError("--device", None, f"{exp.file} has {len(spec_names)} device(s) ({', '.join(spec_names)}), "
+                        f"mapped in order to the --device given; expected {len(spec_names)}, got {len(devices)}")
+    runs = expand_runs(exp, RealSystem(opts.cpus, [(d.capacity_bytes, d.logical_block_bytes) for d in devices]))
+    check_runs(exp, runs, opts.cpus)
+    for note in dict.fromkeys(n for r in runs for n in r.notes):
+        echo(f"note: {note}")
+    if any(r.scheduler != "bfq" and any(j.config["cgroup"] and j.config["cgroup_weight"] != 100 for j in r.jobs)
+           for r in runs):
+        echo("note: cgroup weights take effect under bfq only (as in the simulator); none, mq-deadline and kyber "
+             "ignore them")
+    scratch_root = folder / "tmp"
+    labmod.clean(folder, everything=False)
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(os.path.realpath(scratch_root)) / f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    scratch.mkdir()
+    outcome = Outcome()
+    store.cleanup_tmp(opts.out)
+    try:
+        with signals_raise():
+            accel, how = qemu.choose_accel(opts.accel, lab, exe, scratch, echo)
+            echo(f"note: accelerator {accel}: {how}")
+            outcome.runs = [(run_id(r, devices, opts, accel, lab.release), r) for r in runs]
+            pending = []
+            for i, (rid, r) in enumerate(outcome.runs):
+                if store.is_done(opts.out, rid):
+                    outcome.skipped.append(rid)
+                else:
+                    pending.append(i)
+            if pending:
+                _batch(exp, lab, exe, accel, how, devices, spec_names, pending, outcome, opts, scratch, echo)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        _record(exp, opts, outcome)
+    return outcome
+
+
+def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
+    if not outcome.runs or not opts.out.exists():
+        return
+    store.update_manifest(opts.out, {manifest_name(outcome.runs[0][1].experiment): {
+        "kind": "spec", "backend": "vm", "spec_file": exp.file, "spec": exp.data, "mode": "vm",
+        "devices": list(opts.devices), "vm": {"cpus": opts.cpus, "memory_mib": opts.memory_mib},
+        "runs": [{"id": rid, "point": r.sweep_point, "repetition": r.repetition, "seed": r.seed}
+                 for rid, r in outcome.runs]}})
+    store.consolidate(opts.out, [rid for rid, _ in outcome.runs])
+
+
+def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> Path:
+    """The cached initramfs, then a second archive with the batch (/batch/...): the kernel unpacks both.  The
+    kernel is copied beside it (a `prepare` meanwhile may replace the build); returns the kernel's copy."""
+    kernel = dest.parent / "vmlinuz"
+    with labmod.locked(lab.dir, shared=True):
+        shutil.copyfile(lab.initramfs, dest)
+        shutil.copyfile(lab.kernel, kernel)
+    with open(dest, "ab") as f:
+        f.write(b"\0" * (-f.tell() % 4))
+        w = CpioWriter(f)
+        w.directory("batch")
+        for name, text in sorted(batch.items()):
+            w.parents(f"batch/{name}")
+            w.file(f"batch/{name}", text.encode(), 0o755 if name.endswith(".sh") else 0o644)
+        w.close()
+    return kernel
+
+
+def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, devices: list[LabDevice],
+           spec_names: list[str], pending: list[int], outcome: Outcome, opts: Options, scratch: Path, echo) -> None:
+    interval_ns = outcome.runs[pending[0]][1].sample_interval_ns
+    brs, files, job_notes = [], {}, {}
+    for i in pending:
+        _, r = outcome.runs[i]
+        text, notes, groups = job_file(r, len(devices), max(1, r.sample_interval_ns // 1_000_000))
+        br = guest.BatchRun(i, r, text, groups)
+        brs.append(br)
+        job_notes[i] = notes
+        files[f"runs/{i}/jobs.fio"] = text
+        files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9)
+    files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9)
+    images = []
+    qargs: list[str] = []
+    for d in devices:
+        img = None
+        if d.kind != "nullb":
+            img = scratch / f"d{d.index}.img"
+            with open(img, "wb") as f:
+                f.truncate(d.capacity_bytes)
+            images.append(img)
+        qargs += qemu_args(d, str(img) if img else None)
+    initrd = scratch / "initrd.img"
+    kernel = _initrd(lab, files, initrd)
+    boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results.bin",
+                     scratch / "console.log", qargs)
+    echo(f"booting the lab ({accel}, {opts.cpus} vCPUs, {opts.memory_mib} MiB, kernel {lab.release}) for "
+         f"{len(pending)} run(s) on {', '.join(f'{n} = {d.given}' for n, d in zip(spec_names, devices))} ...")
+    ch = qemu.Channel(boot.results)
+    state: dict[str, Any] = {"setup": None, "begun": None, "current": None, "end": False}
+    t_start = time.monotonic()
+    deadline = t_start + qemu.BOOT_TIMEOUT_S[accel]
+    n_done = 0
+    with qemu.running(boot, exe, scratch / "qemu.err") as g:
+        while not state["end"]:
+            alive = g.alive()          # before reading: what a guest wrote before it stopped is then read
+            frames = ch.poll()
+            arrived = time.monotonic()      # the frames' arrival, before any of them is processed
+            for fr in frames:
+                w = fr.words
+                if w[0] == "begin":
+                    state["begun"] = time.monotonic()
+                    outcome.boot_s = state["begun"] - t_start
+                    echo(f"guest up in {outcome.boot_s:.1f} s")
+                    deadline = time.monotonic() + qemu.BOOT_TIMEOUT_S[accel]
+                elif w[0] == "error":
+                    raise _guest_error(w, fr.text, devices, outcome, state, exp)
+                elif w[0] == "stderr":
+                    echo(f"note: guest: {fr.text[len('stderr '):]}")
+                elif w[0] == "tar" and w[1] == "setup":
+                    state["setup"] = _setup_info(fr.data, scratch / "setup")
+                    deadline = time.monotonic() + 120.0
+                elif w[0] == "run-begin":
+                    i = int(w[1])
+                    state["current"] = (i, arrived)
+                    state["cpu0"] = g.cpu_ns()
+                    state["guest_begin"] = float(w[2]) if len(w) > 2 else None
+                    _, r = outcome.runs[i]
+                    slow = TCG_SLOWDOWN if accel == "tcg" else 1.5
+                    deadline = time.monotonic() + expected_s(r) * slow + RUN_SLACK_S
+                    n_done += 1
+                    echo(f"[{n_done}/{len(pending)}] {r.experiment}: {r.scheduler} on "
+                         f"{', '.join(d.given for d in devices)} ...")
+                elif w[0] == "tar" and w[1].startswith("r"):
+                    i = int(w[1][1:])
+                    began = state["current"][1] if state["current"] and state["current"][0] == i else None
+                    wall = arrived - began if began is not None else None
+                    run_ns, wait_ns = qemu.cpu_delta(state.get("cpu0") or {}, g.cpu_ns())
+                    _one_result(i, fr.data, outcome, devices, lab, accel, how, opts, state, job_notes[i],
+                                wall, (run_ns, wait_ns), echo)
+                    state["current"] = None
+                    deadline = time.monotonic() + 120.0
+                elif w[0] == "end":
+                    state["end"] = True
+            if state["end"]:
+                break
+            if not alive:
+                raise VmError(f"the guest stopped before finishing ({_where(state, outcome)}): qemu exited "
+                              f"{g.proc.returncode}; {g.stderr_tail() or ''} console: {g.console_tail() or '(empty)'}")
+            if time.monotonic() > deadline:
+                raise VmError(f"the guest did not answer in time ({_where(state, outcome)}); console: "
+                              f"{g.console_tail() or '(empty)'}")
+            time.sleep(0.1)
+        with contextlib.suppress(Exception):
+            g.proc.wait(timeout=30)
+
+
+def _where(state: dict, outcome: Outcome) -> str:
+    if state["current"]:
+        return f"during run {outcome.runs[state['current'][0]][0]}"
+    if state["begun"] is None:
+        return "while booting"
+    return "between runs"
+
+
+def _guest_error(words: list[str], text: str, devices: list[LabDevice], outcome: Outcome, state: dict,
+                 exp: Experiment) -> Exception:
+    """An error frame (``error KEY message``) → a SpecError naming the spec key or device, else a VmError."""
+    key = words[1] if len(words) > 1 else "-"
+    msg = text.split(" ", 2)[2] if len(text.split(" ", 2)) > 2 else text
+    if key.startswith("scheduler."):
+        return SpecError(exp.file, key, f"the lab's kernel refused it: {msg}")
+    if key.isdigit() and int(key) < len(devices):
+        return SpecError("--device", devices[int(key)].given, msg)
+    return VmError(f"guest ({_where(state, outcome)}): {msg}")
+
+
+def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
+    dest.mkdir(parents=True, exist_ok=True)
+    collect.unpack(data, dest)
+
+    def rd(name: str) -> str:
+        p = dest / name
+        return p.read_text(errors="replace").strip() if p.exists() else ""
+
+    info: dict[str, Any] = {"kernel": rd("kernel"), "cpus": rd("cpus"), "meminfo": rd("meminfo"),
+                            "cmdline": rd("cmdline"), "fio_version": rd("fio_version"), "devices": []}
+    k = 0
+    while (dest / f"d{k}.name").exists():
+        sectors = rd(f"d{k}.sectors")
+        dev = {"guest_device": f"/dev/{rd(f'd{k}.name')}", "default_scheduler": rd(f"d{k}.default_scheduler"),
+               "nr_requests_none": rd(f"d{k}.nr_requests"), "wbt_lat_usec": rd(f"d{k}.wbt") or None,
+               "capacity_bytes": int(sectors) * 512 if sectors.isdigit() else None,
+               "logical_block_bytes": int(rd(f"d{k}.lbs") or 0), "hw_queues": int(rd(f"d{k}.hw_queues") or 0)}
+        if (dest / f"d{k}.configfs").exists():
+            dev["null_blk"] = collect.read_kv(rd(f"d{k}.configfs"))
+        info["devices"].append(dev)
+        k += 1
+    return info
+
+
+def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice], lab: labmod.Lab, accel: str,
+                how: str, opts: Options, state: dict, job_notes: list[str], wall: float | None,
+                qemu_cpu: tuple[int, int], echo) -> None:
+    rid, run = outcome.runs[i]
+    setup = state["setup"] or {"devices": []}
+    rdir = store.new_run_dir(opts.out, rid).absolute()
+    collect.unpack(data, rdir)
+    guest_run_s = None
+    if state.get("guest_begin") is not None and (rdir / "run.end").exists():
+        guest_run_s = float((rdir / "run.end").read_text()) - state["guest_begin"]
+    doc = collect.read_fio(rdir)
+    names = [j.config["name"] for j in run.jobs]
+    jobs = collect.job_results(doc, names)
+    notes = list(run.notes) + list(job_notes)
+    queue_during = []
+    for d in devices:
+        p = rdir / f"queue-d{d.index}.txt"
+        snap = collect.queue_snapshot(p.read_text() if p.exists() else "")
+        queue_during.append(snap)
+        gdev = setup["devices"][d.index]["guest_device"] if d.index < len(setup["devices"]) else d.given
+        notes += collect.setting_notes(snap, run.scheduler, run.nr_requests, run.tunables, gdev)
+    groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}
+    cg_info = {}
+    for g, weight in groups.items():
+        written = collect.read_kv((rdir / f"cgroup-{g}.txt").read_text()) if (rdir / f"cgroup-{g}.txt").exists() else {}
+        stat_text = (rdir / f"cgroup-{g}.io.stat").read_text() if (rdir / f"cgroup-{g}.io.stat").exists() else ""
+        ios = collect.io_stat_ios(stat_text)
+        cg_info[g] = {"weight": weight, "written": written, "io.stat": stat_text.strip(), "ios": ios}
+        fio_ios = sum(jr["read"]["ios"] + jr["write"]["ios"] for jr, j in zip(jobs, run.jobs)
+                      if j.config["cgroup"] == g)
+        if fio_ios and not ios:
+            raise VmError(f"run {rid}: cgroup {g}'s io.stat shows no I/O although its jobs did {fio_ios}: the jobs "
+                          "did not join it")
+    start_s = float((rdir / "fio.start").read_text()) if (rdir / "fio.start").exists() else 0.0
+    end_s = float((rdir / "fio.end").read_text()) if (rdir / "fio.end").exists() else 0.0
+    samples = collect.parse_stat_log((rdir / "stat.log").read_text()) if (rdir / "stat.log").exists() else []
+    ramp_end = min(j.config["start_ns"] + j.config["ramp_ns"] for j in run.jobs)
+    busy, cpu_rows = collect.guest_cpu(samples, start_s, ramp_end)
+    warnings = [w for w in (collect.saturation_warning(busy, accel), collect.contention_warning(*qemu_cpu))
+                if w]
+    window = max((j["window_ns"] for j in jobs), default=0)
+    result = {"backend": "vm", "window_ns": window,
+              "cores": [{"busy_ns": b * window, "lock_ns": 0} for b in busy], "jobs": jobs, "events": 0,
+              "warnings": warnings}
+    rows = job_rows(run, rid, result)
+    hostname = host_info()["hostname"]
+    for row in rows:
+        row.update(backend="vm", host=f"vm-{accel}@{hostname}", lock_share=None, sim_events=None,
+                   device="+".join(d.given for d in devices))
+    interval_ms = max(1, run.sample_interval_ns // 1_000_000)
+    ts = list(cpu_rows)
+    for k, name in enumerate(names):
+        from ..kernel import fioresult
+        ts += fioresult.read_iops_logs(rdir / "logs", k, name, interval_ms)
+    fio_wall = end_s - start_s if end_s and start_s else None
+    spec_doc = {
+        "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
+        "repetition": run.repetition, "seed": run.seed, "backend": "vm", "iosched_version": __version__,
+        "host": dict(host_info(), kernel=setup.get("kernel") or lab.release),
+        "vm": {"accel": accel, "accel_reason": how, "cpus": opts.cpus, "memory_mib": opts.memory_mib,
+               "kernel": setup.get("kernel"), "cmdline": setup.get("cmdline"), "lab": lab.describe(),
+               "qemu": qemu.qemu_version(qemu.find_qemu()), "boot_s": round(outcome.boot_s or 0, 2),
+               "guest_cpu_busy": [round(b, 4) for b in busy], "qemu_cpu_s": round(qemu_cpu[0] / 1e9, 3),
+               "qemu_wait_s": round(qemu_cpu[1] / 1e9, 3), "host_loadavg": _loadavg()},
+        "fio": {"version": setup.get("fio_version"), "argv": ["--output-format=json+", "--output=fio.json",
+                                                              "--eta=never", "jobs.fio"]},
+        "devices": [dict(d.describe(), spec_name=n, target=f"/dev/iosched/d{d.index}",
+                         **(setup["devices"][d.index] if d.index < len(setup["devices"]) else {}))
+                    for d, n in zip(devices, _names_for(devices, run))],
+        "scheduler": run.scheduler, "tunables": run.tunables, "nr_requests": run.nr_requests,
+        "queue_during": queue_during, "cgroups": cg_info or None,
+        "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options,
+                  "config": j.config} for j in run.jobs],
+        "notes": notes + warnings, "warnings": warnings,
+        "wall_s": round(wall, 3) if wall else None, "fio_wall_s": round(fio_wall, 3) if fio_wall else None,
+        "guest_run_s": round(guest_run_s, 3) if guest_run_s else None,
+    }
+    write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
+    outcome.done.append(rid)
+    from ...summary import run_and_job_lines
+    lines = run_and_job_lines(run, rid, jobs, "vm")
+    if busy:
+        lines.append("guest vCPUs busy: " + " ".join(f"{i}:{100 * b:.0f}%" for i, b in enumerate(busy)))
+    lines.append(f"measured in the lab ({accel}) on {', '.join(d.given for d in devices)}"
+                 + (f" in {wall:.2f} s wall (fio {fio_wall:.2f} s)" if wall and fio_wall else ""))
+    echo("\n".join(lines))
+    for wmsg in warnings:
+        echo(f"warning: {wmsg}")
+        outcome.warnings.append(f"{rid}: {wmsg}")
+    echo("")
+
+
+def _loadavg() -> list[float] | None:
+    with contextlib.suppress(OSError, ValueError):
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    return None
+
+
+def _names_for(devices: list[LabDevice], run: ResolvedRun) -> list[str]:
+    return [d["name"] for d in run.devices] if len(run.devices) == len(devices) else [""] * len(devices)

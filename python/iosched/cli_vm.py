@@ -1,0 +1,191 @@
+"""The VM lab on the command line: ``iosched vm prepare|check|shell|clean|devices`` and ``iosched run --backend
+vm`` (called from cli.run).  Kept apart from cli.py, which only registers the group and dispatches to run_vm."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .errors import SpecError
+
+_lab_option = click.option("--lab", "lab_dir", type=click.Path(file_okay=False), default=None,
+                           help="The lab's cache folder (default: $IOSCHED_LAB_DIR, else ~/.cache/iosched/lab).")
+_vm_option = click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
+                          help="The guest: cpus=N (default 2), memory=SIZE (2G), accel=auto|kvm|tcg (auto).")
+
+
+def _fail(msg: str, code: int = 1):
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _echo(line: str) -> None:
+    click.echo(line, err=line.startswith(("note:", "error:", "warning:")))
+
+
+@click.group()
+def vm():
+    """The VM lab (--backend vm): the real Linux schedulers in a QEMU guest on null_blk and emulated NVMe, without
+    root.  Start with `iosched vm prepare`."""
+
+
+@vm.command()
+@_lab_option
+@click.option("--kernel", "pin", default=None, metavar="ABI",
+              help="Debian kernel ABI to take instead of the pinned one (e.g. 6.12.115+deb12).")
+@click.option("--rebuild", is_flag=True, help="Build the guest image again even if it is up to date.")
+def prepare(lab_dir, pin, rebuild):
+    """Fetch the guest's kernel, busybox and fio (with its libraries) from Debian's archive with apt-get download,
+    and build the guest image; offline and quick when the cache is current."""
+    from .backends.vm import VmError, lab, packages
+
+    folder = lab.lab_dir(lab_dir)
+    try:
+        lb = lab.prepare(folder, pin=pin or packages.KERNEL_PIN, echo=_echo, force=rebuild)
+    except VmError as e:
+        _fail(str(e))
+    k = lb.info["kernel"]
+    sizes = lab.sizes(folder)
+    click.echo(f"kernel {k['release']} ({k['package']} {k['version']}; {k['source_package']} {k['source_version']}"
+               f"{'' if k['source_available'] else ' not in the archive'}), fio {lb.info['packages']['fio']}, "
+               f"{len(lb.info['packages'])} packages")
+    click.echo(f"cache {folder}: packages {sizes['debs'] / 2**20:.0f} MiB, built {sizes['build'] / 2**20:.0f} MiB")
+
+
+@vm.command()
+@_lab_option
+@_vm_option
+def check(lab_dir, vm_opts):
+    """Check the lab: qemu, the cache, the accelerator (KVM probed again) and one boot's time."""
+    from .backends.vm import VmError, lab, qemu
+    from .backends.vm.runner import Options, parse_vm_options
+
+    opts = parse_vm_options(vm_opts, Options(devices=[], out=Path(".")))
+    folder = lab.lab_dir(lab_dir)
+    try:
+        exe = qemu.find_qemu()
+        click.echo(f"qemu: {exe} {qemu.qemu_version(exe)}")
+        lb = lab.load(folder, echo=_echo)
+        d = lb.describe()
+        sizes = lab.sizes(folder)
+        click.echo(f"lab: {folder} (build {d['build_key']}): kernel {d['kernel_release']}, fio {d['fio']}, busybox "
+                   f"{d['busybox']}; packages {sizes['debs'] / 2**20:.0f} MiB, built {sizes['build'] / 2**20:.0f} MiB")
+        scratch = folder / "tmp" / f"{os.getpid()}-check"
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            accel, how = qemu.choose_accel(opts.accel, lb, exe, scratch, _echo, reprobe=True)
+            click.echo(f"accelerator: {accel} ({how})")
+            boot = qemu.Boot(lb.kernel, lb.initramfs, accel, opts.cpus, opts.memory_mib, scratch / "results",
+                             scratch / "console")
+            ok, secs, why = qemu.boot_ready(boot, exe, scratch, qemu.BOOT_TIMEOUT_S[accel])
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except VmError as e:
+        _fail(str(e))
+    if not ok:
+        _fail(f"the guest did not boot: {why}")
+    click.echo(f"boot: power-on to init and off again in {secs:.1f} s ({accel}, {opts.cpus} vCPUs, "
+               f"{opts.memory_mib} MiB)")
+
+
+@vm.command()
+@_lab_option
+@_vm_option
+@click.option("--device", multiple=True, help="Devices to make first, as for run (e.g. nullb:irqmode=2).")
+def shell(lab_dir, vm_opts, device):
+    """Boot the lab with a shell on this terminal (the devices made, /dev/iosched/dK); exit powers it off."""
+    from .backends.vm import VmError, guest, lab, qemu
+    from .backends.vm.devices import parse_devices, qemu_args
+    from .backends.vm.runner import Options, _initrd, parse_vm_options
+
+    opts = parse_vm_options(vm_opts, Options(devices=list(device), out=Path(".")))
+    folder = lab.lab_dir(lab_dir)
+    try:
+        exe = qemu.find_qemu()
+        lb = lab.load(folder, echo=_echo)
+        devices = parse_devices(list(device))
+        scratch = folder / "tmp" / f"{os.getpid()}-shell"
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            accel, how = qemu.choose_accel(opts.accel, lb, exe, scratch, _echo)
+            args = []
+            for d in devices:
+                img = None
+                if d.kind != "nullb":
+                    img = scratch / f"d{d.index}.img"
+                    with open(img, "wb") as f:
+                        f.truncate(d.capacity_bytes)
+                args += qemu_args(d, str(img) if img else None)
+            initrd = scratch / "initrd.img"
+            kernel = _initrd(lb, {"main.sh": guest.main_script(devices, [], 0.1)}, initrd)
+            boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results",
+                             scratch / "console", args, shell=True)
+            click.echo(f"booting ({accel}); the console is this terminal (Ctrl-A X quits qemu)", err=True)
+            with qemu.running(boot, exe, scratch / "qemu.err") as g:
+                g.proc.wait()
+            errors = [fr.text for fr in qemu.Channel(boot.results).poll() if fr.words[:1] == ["error"]]
+            if errors:
+                _fail("guest: " + "; ".join(errors))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except VmError as e:
+        _fail(str(e))
+
+
+@vm.command()
+@_lab_option
+@click.option("--all", "everything", is_flag=True, help="Remove the whole cache (packages and builds).")
+def clean(lab_dir, everything):
+    """Remove what killed runs left in the lab's scratch folder (with --all: the whole cache)."""
+    from .backends.vm import lab
+
+    removed = lab.clean(lab.lab_dir(lab_dir), everything=everything)
+    click.echo(f"removed {len(removed)} item(s)" + (f" from {lab.lab_dir(lab_dir)}" if removed else ""))
+
+
+@vm.command()
+def devices():
+    """The --device syntax of the VM backend: kinds and keys."""
+    from .backends.vm.devices import SYNTAX, docs_table
+
+    click.echo(f"--device {SYNTAX}\n")
+    click.echo(docs_table())
+
+
+def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
+                   no_report) -> None:
+    """`iosched run SPEC --backend vm ...`."""
+    from .backends.kernel.state import Interrupted
+    from .backends.vm import VmError
+    from .backends.vm.runner import Options, parse_vm_options, run_vm
+    from .spec import Overrides, load_experiment
+
+    if seed is not None and seed < 0:
+        raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
+    opts = parse_vm_options(vm_opts, Options(devices=list(devices), out=Path(out), lab=lab_dir))
+    exp = load_experiment(spec, Overrides(devices=devices_n, scheduler=scheduler, sets=list(sets),
+                                          duration=duration, seed=seed))
+    t0 = time.monotonic()
+    try:
+        outcome = run_vm(exp, opts, echo=_echo)
+    except VmError as e:
+        _fail(str(e))
+    except Interrupted as e:
+        click.echo(f"interrupted ({e}); the guest was stopped", err=True)
+        sys.exit(128 + e.signum)
+    if outcome.skipped:
+        click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
+                   f"{out}/runs/<id>/ or use another --out to measure them again)")
+    if not no_report:
+        from .report.build import build
+        build(Path(out))
+    for w in outcome.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(f"wrote {len(outcome.done)} run(s) to {out}/results.parquet in {time.monotonic() - t0:.0f} s"
+               + (f" (boot {outcome.boot_s:.1f} s)" if outcome.boot_s else "")
+               + ("" if no_report else f"; report: {out}/report.html"))
