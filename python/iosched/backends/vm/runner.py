@@ -23,11 +23,11 @@ from typing import Any, Callable
 
 from ... import __version__, store
 from ...errors import SpecError, show
-from ...results import job_rows, write_measured_run
+from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, expand_runs, validate_spec
 from ...units import parse_size
 from ..kernel import fiofile
-from ..kernel.blockdev import SIM_ONLY
+from ..kernel.blockdev import simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
 from ..kernel.runner import _spec_device_names, host_info
 from ..kernel.state import signals_raise
@@ -101,7 +101,7 @@ class Outcome:
 
 def _check_scheduler(name: object, file: str, key: str) -> None:
     if name not in LAB_SCHEDULERS:
-        what = SIM_ONLY.get(name) if isinstance(name, str) else None
+        what = simulator_only().get(name) if isinstance(name, str) else None
         hint = f"; {name} is {what}: run it with --backend sim" if what else ""
         raise SpecError(file, key, f"{show(name)} is not a scheduler of the lab's kernel (it offers: "
                         f"{', '.join(LAB_SCHEDULERS)}){hint}")
@@ -198,12 +198,9 @@ def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) 
 def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
     if not outcome.runs or not opts.out.exists():
         return
-    store.update_manifest(opts.out, {manifest_name(outcome.runs[0][1].experiment): {
-        "kind": "spec", "backend": "vm", "spec_file": exp.file, "spec": exp.data, "mode": "vm",
-        "devices": list(opts.devices), "vm": {"cpus": opts.cpus, "memory_mib": opts.memory_mib},
-        "runs": [{"id": rid, "point": r.sweep_point, "repetition": r.repetition, "seed": r.seed}
-                 for rid, r in outcome.runs]}})
-    store.consolidate(opts.out, [rid for rid, _ in outcome.runs])
+    store.record_spec(opts.out, manifest_name(outcome.runs[0][1].experiment), exp.file, exp.data, outcome.runs,
+                      mode="vm", backend="vm", devices=list(opts.devices),
+                      vm={"cpus": opts.cpus, "memory_mib": opts.memory_mib})
 
 
 def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> Path:
@@ -433,7 +430,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
         "wall_s": round(wall, 3) if wall else None, "fio_wall_s": round(fio_wall, 3) if fio_wall else None,
         "guest_run_s": round(guest_run_s, 3) if guest_run_s else None,
     }
-    write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
+    store.write_measured_run(opts.out, rid, rdir, spec_doc, result, rows, ts)
     outcome.done.append(rid)
     from ...summary import run_and_job_lines
     lines = run_and_job_lines(run, rid, jobs, "vm")
