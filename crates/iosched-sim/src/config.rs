@@ -389,7 +389,10 @@ impl SimConfig {
                 .get(d as usize)
                 .ok_or_else(|| job.at(&format!("no device with index {d}")))?;
             check(
-                job.bs_bytes > 0 && job.bs_bytes % device.logical_block_bytes as u64 == 0,
+                job.bs_bytes > 0
+                    && job
+                        .bs_bytes
+                        .is_multiple_of(device.logical_block_bytes as u64),
                 || {
                     job.at(&format!(
                         "bs must be a multiple of {}'s {} B blocks",
@@ -584,9 +587,9 @@ impl JobConfig {
             self.at("a buffered job's file is on one device")
         })?;
         check(
-            self.bs_bytes % PAGE_BYTES == 0
-                && self.offset_bytes % PAGE_BYTES == 0
-                && self.offset_increment_bytes % PAGE_BYTES == 0
+            self.bs_bytes.is_multiple_of(PAGE_BYTES)
+                && self.offset_bytes.is_multiple_of(PAGE_BYTES)
+                && self.offset_increment_bytes.is_multiple_of(PAGE_BYTES)
                 && self.size_bytes > 0,
             || {
                 self.at(
