@@ -260,3 +260,90 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Rw, SchedulerCost};
+    use crate::testkit::{config, job};
+
+    /// Submit one batch of `batch` bios of process 0 at time 0 and handle the events until they are all in the
+    /// block layer (inserted, merged or waiting for a request).
+    fn submit_and_insert(sim: &mut Simulation, batch: u32) {
+        sim.submit_batch(0, 0);
+        let mut inserted = 0;
+        while inserted < batch {
+            let (now, event) = sim.events.pop().unwrap();
+            inserted += matches!(event, Event::BlockInsert { .. }) as u32;
+            if let Event::BlockSubmit { io } = event {
+                // Without scheduler costs the bio goes straight in.
+                inserted += (sim.costs.insert_dispatch_ns == 0) as u32;
+                sim.block_submit(io, now);
+            } else {
+                sim.handle(now, event);
+            }
+        }
+    }
+
+    #[test]
+    fn the_hardware_queue_dispatches_to_the_device_while_driver_tags_last() {
+        let mut random = job("a", Rw::Randread, 6, 1);
+        random.iodepth_batch_submit = 6;
+        let mut c = config("mq-deadline", vec![random]);
+        c.devices[0].queue_depth = 2;
+        let mut sim = Simulation::new(&c).unwrap();
+        submit_and_insert(&mut sim, 6);
+        assert_eq!(sim.devices[0].outstanding_commands(), 2);
+        assert!(
+            sim.queues[0].elevator.has_work(0),
+            "the rest waits in the elevator"
+        );
+        let dispatched = sim.slots.iter().filter(|s| s.request.is_some()).count();
+        assert_eq!(dispatched, 2);
+    }
+
+    #[test]
+    fn scheduler_hooks_are_booked_on_the_submitting_core_before_the_bio_is_inserted() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
+        let hooks = SchedulerCost {
+            insert_ns: 300,
+            dispatch_ns: 200,
+            complete_ns: 0,
+        };
+        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let mut sim = Simulation::new(&c).unwrap();
+        let submitted = sim.submit_batch(0, 0).unwrap();
+        let (at, event) = sim.events.pop().unwrap();
+        assert_eq!((at, event), (submitted, Event::BlockSubmit { io: 0 }));
+        sim.block_submit(0, at);
+        let ready = submitted + 500;
+        assert_eq!(
+            sim.events.pop(),
+            Some((ready, Event::BlockInsert { io: 0 }))
+        );
+        // In the submitter's context, inside its io_uring_enter call.
+        assert_eq!(sim.processes[0].state.busy_until_ns, ready);
+        assert_eq!(sim.slots[0].issue_ns, ready);
+    }
+
+    #[test]
+    fn a_completed_request_frees_its_tags_and_completes_every_bio_merged_into_it() {
+        let mut sequential = job("a", Rw::Read, 4, 1);
+        sequential.iodepth_batch_submit = 4;
+        let c = config("none", vec![sequential]);
+        let mut sim = Simulation::new(&c).unwrap();
+        submit_and_insert(&mut sim, 1);
+        assert_eq!(
+            sim.devices[0].outstanding_commands(),
+            1,
+            "one request for 4 bios"
+        );
+        while sim.ios_completed < 4 {
+            sim.step();
+        }
+        assert_eq!(sim.devices[0].outstanding_commands(), 0);
+        assert!(sim.queues[0].all_tags_free(c.devices[0].queue_depth));
+        // Reaping the four freed the depth: the next batch is on its way.
+        let state = &sim.processes[0].state;
+        assert_eq!((state.issued, state.inflight), (8, 4));
+    }
+}

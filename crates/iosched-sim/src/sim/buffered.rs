@@ -302,3 +302,51 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Rw;
+    use crate::testkit::{buffered_job, config};
+
+    #[test]
+    fn copies_take_their_bytes_over_the_hosts_copy_rate() {
+        let c = config("none", vec![buffered_job("r", Rw::Read, 1, 1 << 20)]);
+        let sim = Simulation::new(&c).unwrap();
+        // 4 GB/s
+        assert_eq!(sim.copy_ns(4096), 1_024);
+        assert_eq!(sim.copy_ns(65536), 16_384);
+    }
+
+    #[test]
+    fn writes_stay_in_the_cache_until_the_background_threshold_then_the_flusher_writes_back() {
+        // 64 MiB cache: background writeback past 6.4 MiB dirty.
+        let c = config("none", vec![buffered_job("w", Rw::Write, 1, 16 << 20)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let flusher = sim.flusher.unwrap();
+        sim.start_and_run_until(|sim| sim.cache.as_ref().unwrap().over_background());
+        assert_eq!(
+            sim.ios_issued, 0,
+            "below the threshold nothing reaches the device"
+        );
+        assert!(!sim.flusher_busy);
+        sim.start_and_run_until(|sim| sim.cache_bios_in_flight > 0);
+        let bio = sim.slots.iter().find(|s| s.live).unwrap();
+        assert!(matches!(bio.kind, BioKind::Writeback { .. }));
+        assert_eq!((bio.process, bio.sync), (flusher, false));
+        assert!(sim.flusher_busy);
+    }
+
+    #[test]
+    fn a_read_waits_for_its_readahead_and_reads_ahead_of_itself() {
+        let c = config("none", vec![buffered_job("r", Rw::Read, 1, 4 << 20)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.processes[0].state.issued == 2);
+        let cache = sim.cache.as_ref().unwrap();
+        // The first 64 KiB read started a window larger than itself.
+        assert!(cache.cached_pages() > 16, "{}", cache.cached_pages());
+        let first = sim.processes[0].stats.read.result();
+        assert_eq!(first.ios, 1);
+        // It waited for the device: at least a flash read (40 us) longer than its copy (16 us).
+        assert!(first.clat_min_ns > 40_000, "{}", first.clat_min_ns);
+    }
+}

@@ -409,3 +409,136 @@ fn mark_may_sleep_on_tags(processes: &mut [Process], queues: &[BlockQueue]) {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{buffered_job, config, job};
+
+    #[test]
+    fn an_engines_depth_clat_start_and_tag_wait_follow_fio_and_the_kernel() {
+        let mut psync = job("p", Rw::Randread, 8, 1);
+        psync.ioengine = IoEngine::Psync;
+        let mut libaio = job("l", Rw::Randread, 8, 1);
+        libaio.ioengine = IoEngine::Libaio;
+        let ring = job("u", Rw::Randread, 64, 1);
+        let c = config("none", vec![psync, libaio, ring]);
+        let sim = Simulation::new(&c).unwrap();
+        let [p, l, u] = [0, 1, 2].map(|i| &sim.processes[i].params);
+        assert_eq!(
+            (p.iodepth, p.clat_after_call),
+            (1, false),
+            "psync: one I/O per call"
+        );
+        assert_eq!((l.iodepth, l.clat_after_call), (8, true));
+        assert!(p.tag_wait == TagWait::Submitter && l.tag_wait == TagWait::Submitter);
+        // A ring of 64 entries on 2 cores: min(64, 4 x 2) io-wq workers.
+        assert!(u.tag_wait == TagWait::IoWqWorkers(8));
+        assert!(sim.flusher.is_none());
+    }
+
+    #[test]
+    fn stonewall_groups_run_one_after_the_other_and_the_run_spans_them_all() {
+        let first = job("a", Rw::Randread, 1, 2);
+        let mut second = job("b", Rw::Randwrite, 1, 3);
+        second.stonewall = true;
+        second.runtime_ns = 2_000_000;
+        let c = config("none", vec![first, second]);
+        let sim = Simulation::new(&c).unwrap();
+        let groups: Vec<u32> = sim.processes.iter().map(|p| p.params.group).collect();
+        assert_eq!(groups, vec![0, 0, 1, 1, 1]);
+        assert_eq!(sim.group_remaining, vec![2, 3]);
+        assert!(sim.stonewalled);
+        // 1 ms ramp + 5 ms, then 1 ms ramp + 2 ms; statistics from the first group's ramp on.
+        assert_eq!((sim.end_ns, sim.window_start_ns), (9_000_000, 1_000_000));
+        // Each group is forked onto the idle cores anew.
+        let cores: Vec<u32> = sim.processes.iter().map(|p| p.state.core).collect();
+        assert_eq!(cores, vec![0, 1, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_stonewall_on_the_first_job_starts_no_empty_group() {
+        let mut first = job("a", Rw::Randread, 1, 1);
+        first.stonewall = true;
+        let sim_config = config("none", vec![first]);
+        let sim = Simulation::new(&sim_config).unwrap();
+        assert_eq!(sim.group_remaining, vec![1]);
+        assert!(!sim.stonewalled);
+    }
+
+    #[test]
+    fn submitters_may_sleep_on_tags_only_where_their_depths_can_exhaust_the_requests() {
+        let depth_config = |iodepth: u32, engine: IoEngine| {
+            let mut j = job("a", Rw::Randread, iodepth, 1);
+            j.ioengine = engine;
+            config("mq-deadline", vec![j])
+        };
+        let may_sleep = |c: &SimConfig| {
+            Simulation::new(c).unwrap().processes[0]
+                .params
+                .may_sleep_on_tags
+        };
+        // mq-deadline's requests: 2 x min(queue depth 64, 128) = 128; the fewest a kind may hold: 3/16 of them = 24.
+        assert!(!may_sleep(&depth_config(24, IoEngine::Libaio)));
+        assert!(may_sleep(&depth_config(25, IoEngine::Libaio)));
+        assert!(
+            !may_sleep(&depth_config(25, IoEngine::IoUring)),
+            "io_uring's submitter never sleeps"
+        );
+    }
+
+    #[test]
+    fn buffered_writers_bring_the_flusher_and_clones_get_their_own_files() {
+        let c = config("none", vec![buffered_job("w", Rw::Write, 2, 1 << 20)]);
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.flusher, Some(2));
+        assert_eq!(
+            sim.active_processes, 2,
+            "the flusher does not keep the run going"
+        );
+        let files: Vec<usize> = sim.processes[..2]
+            .iter()
+            .map(|p| p.source.buffered.as_ref().unwrap().file)
+            .collect();
+        assert_eq!(files, vec![0, 1]);
+        let readers = config("none", vec![buffered_job("r", Rw::Read, 1, 1 << 20)]);
+        assert!(Simulation::new(&readers).unwrap().flusher.is_none());
+    }
+
+    #[test]
+    fn errors_found_while_building_name_their_source() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
+        c.scheduler.tunables = vec![("no_such_tunable".into(), 1)];
+        let e = Simulation::new(&c).err().unwrap();
+        assert!(e.starts_with("scheduler mq-deadline: "), "{e}");
+        let mut overlapping = buffered_job("w", Rw::Write, 2, 1 << 20);
+        overlapping.offset_increment_bytes = 1 << 19;
+        let e = Simulation::new(&config("none", vec![overlapping]))
+            .err()
+            .unwrap();
+        assert!(e.starts_with("buffered jobs' files overlap"), "{e}");
+    }
+
+    #[test]
+    fn a_scheduler_without_costs_on_the_host_costs_nothing() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.costs.insert_dispatch_ns + sim.costs.complete_ns, 0);
+        c.host.scheduler_costs.insert(
+            "mq-deadline".into(),
+            crate::config::SchedulerCost {
+                insert_ns: 300,
+                dispatch_ns: 200,
+                complete_ns: 100,
+            },
+        );
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(
+            (sim.costs.insert_dispatch_ns, sim.costs.complete_ns),
+            (500, 100)
+        );
+        assert!(
+            sim.costs.submit_acquisitions > 0,
+            "mq-deadline's hooks take its lock"
+        );
+    }
+}

@@ -353,3 +353,115 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IoEngine, Rw};
+    use crate::testkit::{config, job};
+
+    #[test]
+    fn a_batch_books_one_submission_path_and_its_contiguous_bios_share_one_request() {
+        let mut sequential = job("a", Rw::Write, 4, 1);
+        sequential.iodepth_batch_submit = 4;
+        let c = config("none", vec![sequential]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let submit_ns = c.host.io_uring.submit_ns;
+        assert_eq!(sim.submit_batch(0, 0), Some(4 * submit_ns));
+        assert_eq!((sim.ios_issued, sim.processes[0].state.inflight), (4, 4));
+        let head = &sim.slots[0];
+        assert_eq!((head.request_bytes, head.tail), (4 * 4096, 3));
+        // io_uring: clat starts when the call returns.
+        assert!(sim.slots.iter().all(|s| s.issue_ns == 4 * submit_ns));
+        // One request reaches the block layer.
+        assert_eq!(
+            sim.events.pop(),
+            Some((4 * submit_ns, Event::BlockSubmit { io: 0 }))
+        );
+        assert!(sim.events.is_empty());
+        // The depth is full: nothing more until completions.
+        assert_eq!(sim.submit_batch(0, 10_000), None);
+    }
+
+    #[test]
+    fn random_bios_of_a_batch_are_requests_of_their_own_and_psync_clat_starts_at_the_call() {
+        let mut random = job("a", Rw::Randread, 4, 1);
+        random.iodepth_batch_submit = 4;
+        random.ioengine = IoEngine::Libaio;
+        let c = config("none", vec![random]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.submit_batch(0, 0);
+        let mut submitted = 0;
+        while let Some((_, event)) = sim.events.pop() {
+            assert!(matches!(event, Event::BlockSubmit { .. }));
+            submitted += 1;
+        }
+        assert_eq!(submitted, 4);
+        let mut psync = job("p", Rw::Read, 1, 1);
+        psync.ioengine = IoEngine::Psync;
+        let c = config("none", vec![psync]);
+        let mut sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.submit_batch(0, 500), Some(500 + c.host.psync.submit_ns));
+        assert_eq!(sim.slots[0].issue_ns, 500);
+    }
+
+    #[test]
+    fn a_rate_limited_process_waits_for_its_next_ios_due_time() {
+        let mut paced = job("a", Rw::Randread, 4, 1);
+        paced.rate_iops = 1_000;
+        let c = config("none", vec![paced]);
+        let mut sim = Simulation::new(&c).unwrap();
+        assert!(sim.submit_batch(0, 0).is_some());
+        assert_eq!(
+            sim.submit_batch(0, 10_000),
+            None,
+            "the next I/O is due at 1 ms"
+        );
+        assert!(sim.processes[0].state.issue_pending);
+        let issue =
+            std::iter::from_fn(|| sim.events.pop()).find(|(_, e)| matches!(e, Event::Issue { .. }));
+        assert_eq!(issue, Some((1_000_000, Event::Issue { process: 0 })));
+    }
+
+    #[test]
+    fn a_sized_process_stops_after_its_bytes_and_finishes_once_nothing_is_in_flight() {
+        let mut sized = job("a", Rw::Read, 1, 1);
+        sized.time_based = false;
+        sized.size_bytes = 8192;
+        let c = config("none", vec![sized]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.active_processes == 0);
+        let p = &sim.processes[0].state;
+        assert_eq!((p.issued, p.bytes_issued, p.inflight), (2, 8192, 0));
+        assert!(p.stopped && p.finished_ns.is_some());
+        assert_eq!(sim.last_finish_ns, p.finished_ns.unwrap());
+    }
+
+    #[test]
+    fn latency_counts_only_inside_the_measurement_window() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.record_latency(0, false, 0, 999_999, 4096); // in the ramp
+        sim.record_latency(0, true, 7_000_000, 7_000_001, 4096); // after the runtime
+        sim.record_latency(0, false, 1_000_000, 1_050_000, 4096);
+        assert_eq!(sim.interval_ios[0], [1, 0]);
+        let stats = &sim.processes[0].stats;
+        assert_eq!((stats.read.result().ios, stats.write.result().ios), (1, 0));
+    }
+
+    #[test]
+    fn the_next_stonewall_group_starts_when_the_last_process_of_the_previous_finishes() {
+        let mut first = job("a", Rw::Read, 1, 1);
+        first.time_based = false;
+        first.size_bytes = 4096;
+        let mut second = job("b", Rw::Read, 1, 1);
+        second.stonewall = true;
+        let c = config("none", vec![first, second]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.group_remaining[0] == 0);
+        let finished = sim.processes[0].state.finished_ns.unwrap();
+        let second = &sim.processes[1].state;
+        assert_eq!(second.start_ns, finished);
+        assert_eq!(second.end_ns, finished + 1_000_000 + 5_000_000);
+        assert!(second.issue_pending);
+    }
+}

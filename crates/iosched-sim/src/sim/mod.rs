@@ -275,3 +275,130 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+impl Simulation<'_> {
+    /// Handle the next event; returns its time, or None when no event is left.
+    fn step(&mut self) -> Option<u64> {
+        let (now, event) = self.events.pop()?;
+        self.handle(now, event);
+        Some(now)
+    }
+
+    /// Start the run and handle its events until `done` holds (or none is left).
+    fn start_and_run_until(&mut self, done: impl Fn(&Self) -> bool) {
+        self.schedule_start();
+        while !done(self) && self.step().is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Rw;
+    use crate::testkit::{config, job};
+
+    #[test]
+    fn a_process_keeps_its_core_while_it_runs_and_is_placed_anew_once_woken() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 2)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        // Forked onto one core each.
+        assert_eq!(
+            (sim.processes[0].state.core, sim.processes[1].state.core),
+            (0, 1)
+        );
+        let booked = sim.run_process(0, 1_000, 5_000);
+        assert_eq!(
+            booked,
+            CpuBooking {
+                core: 0,
+                start_ns: 1_000,
+                end_ns: 6_000
+            }
+        );
+        assert_eq!(sim.processes[0].state.busy_until_ns, 6_000);
+        // Still running at 6 us: it stays, even though core 1 is idle.
+        sim.run_process(1, 0, 7_000);
+        assert_eq!(sim.process_core(0, 6_000), 0);
+        // Asleep later, with its core busy (process 1's work, after a context switch, until 21 us): woken onto
+        // the idle core 1.
+        sim.run_process_on(0, 1, 7_000, 13_000);
+        assert_eq!(sim.process_core(0, 10_000), 1);
+        // Its own core, idle again, is its first choice.
+        assert_eq!(sim.process_core(0, 21_000), 0);
+    }
+
+    #[test]
+    fn a_pinned_process_runs_on_its_core_even_when_it_is_busy() {
+        let mut pinned = job("a", Rw::Randread, 1, 1);
+        pinned.cpus_allowed = vec![1];
+        let c = config("none", vec![pinned]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.host.run(1, 7, 0, 50_000, &mut Default::default());
+        assert_eq!(sim.process_core(0, 10_000), 1);
+        let booked = sim.run_process(0, 10_000, 1_000);
+        // Behind the other work, plus a context switch.
+        assert_eq!(booked.start_ns, 50_000);
+        assert_eq!(booked.end_ns, 50_000 + 1_000 + c.host.context_switch_ns);
+    }
+
+    #[test]
+    fn only_work_inside_the_measurement_window_counts_as_cpu_time() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        // The window starts after the 1 ms ramp.
+        sim.run_process(0, 990_000, 20_000);
+        assert_eq!(sim.processes[0].stats.cpu.cpu_ns, 10_000);
+    }
+
+    #[test]
+    fn merged_bios_chain_from_the_request_head_in_order() {
+        let c = config("none", vec![job("a", Rw::Write, 4, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let slot = |n: u32| IoSlot {
+            process: 0,
+            write: true,
+            device: 0,
+            offset_bytes: n as u64 * 4096,
+            bytes: 4096,
+            request_bytes: 4096,
+            issue_ns: 0,
+            core: 0,
+            hctx: 0,
+            dispatch_hctx: 0,
+            dispatch_ns: 0,
+            next_merged: NO_IO,
+            tail: NO_IO,
+            request: None,
+            live: true,
+            sync: true,
+            kind: BioKind::Fio,
+        };
+        let ios: Vec<u32> = (0..3).map(|n| sim.alloc_slot(slot(n))).collect();
+        sim.link(ios[0], ios[1]);
+        sim.link(ios[0], ios[2]);
+        let mut chain = vec![ios[0]];
+        while let Some(&last) = chain.last() {
+            match sim.slots[last as usize].next_merged {
+                NO_IO => break,
+                next => chain.push(next),
+            }
+        }
+        assert_eq!(chain, ios);
+        assert_eq!(sim.slots[ios[0] as usize].tail, ios[2]);
+        // A freed slot is reused before the table grows.
+        sim.free_slots.push(ios[1]);
+        assert_eq!(sim.alloc_slot(slot(9)), ios[1]);
+    }
+
+    #[test]
+    fn a_run_ends_when_its_processes_have_and_reports_each_of_them() {
+        let c = config("mq-deadline", vec![job("a", Rw::Randread, 8, 2)]);
+        let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+        assert_eq!(result.ios_issued, result.ios_completed);
+        assert!(result.ios_completed > 100, "{}", result.ios_completed);
+        assert_eq!(result.jobs[0].processes.len(), 2);
+        let mut aborted = Simulation::new(&c).unwrap();
+        aborted.start_and_run_until(|sim| sim.ios_completed >= 10);
+        assert!(aborted.ios_completed >= 10 && aborted.active_processes == 2);
+    }
+}

@@ -185,3 +185,35 @@ impl Process {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::host;
+
+    #[test]
+    fn the_flusher_is_made_like_any_process_but_belongs_to_no_job_and_starts_finished() {
+        let flusher = Process::flusher(4, host(4).psync, 9_000);
+        assert!(!flusher.is_job_process());
+        assert_eq!(flusher.params.allowed_cores, vec![0, 1, 2, 3]);
+        assert!(flusher.params.tag_wait == TagWait::Kernel);
+        assert!(flusher.state.stopped && flusher.state.finished_ns == Some(0));
+        assert_eq!((flusher.state.end_ns, flusher.state.inflight), (9_000, 0));
+        assert!(flusher.source.generator.is_none() && flusher.source.buffered.is_none());
+    }
+
+    #[test]
+    fn only_a_submitter_with_a_bio_waiting_for_a_request_sleeps_in_its_call() {
+        let mut p = Process::flusher(1, host(1).psync, 0);
+        p.state.tag_waits = 1;
+        assert!(!p.asleep_on_tag(), "a kernel thread");
+        p.params.tag_wait = TagWait::IoWqWorkers(4);
+        assert!(
+            !p.asleep_on_tag(),
+            "io_uring's workers wait, not the submitter"
+        );
+        p.params.tag_wait = TagWait::Submitter;
+        assert!(p.asleep_on_tag());
+        p.state.tag_waits = 0;
+        assert!(!p.asleep_on_tag());
+    }
+}

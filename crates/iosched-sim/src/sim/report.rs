@@ -196,3 +196,68 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Rw;
+    use crate::testkit::{config, job};
+
+    #[test]
+    fn a_sample_holds_each_jobs_iops_and_each_devices_and_schedulers_state() {
+        let c = config(
+            "kyber",
+            vec![job("a", Rw::Randread, 1, 1), job("b", Rw::Randwrite, 1, 1)],
+        );
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.interval_ios = vec![[3, 0], [0, 5]];
+        sim.sample(1_000_000);
+        let value = |subject: &str, metric: &str| {
+            let s = sim
+                .timeseries
+                .iter()
+                .find(|s| s.subject == subject && s.metric == metric);
+            s.map(|s| (s.source.as_str(), s.value))
+        };
+        // Counts over the 1 ms interval, per second.
+        assert_eq!(value("a", "read_iops"), Some(("job", 3_000.0)));
+        assert_eq!(value("b", "write_iops"), Some(("job", 5_000.0)));
+        assert_eq!(
+            value("/dev/nvme0n1", "write_buffer_bytes"),
+            Some(("device", 0.0))
+        );
+        assert!(sim.timeseries.iter().any(|s| s.source == "scheduler"));
+        assert_eq!(sim.interval_ios, vec![[0, 0], [0, 0]], "counts start again");
+        assert_eq!(sim.events.pop(), Some((2_000_000, Event::Sample)));
+    }
+
+    #[test]
+    fn the_conservation_check_catches_a_bio_that_never_completed() {
+        let c = config("none", vec![job("a", Rw::Randread, 2, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.ios_completed > 0 && sim.processes[0].state.inflight > 0);
+        let e = sim.check_conservation().unwrap_err();
+        assert!(e.starts_with("simulator invariant violated: "), "{e}");
+        assert!(e.contains("bios issued"), "{e}");
+        // Pretend the books balance: the process still has bios in flight.
+        sim.ios_completed = sim.ios_issued;
+        let e = sim.check_conservation().unwrap_err();
+        assert!(e.ends_with("process 0 of job 0 did not finish"), "{e}");
+    }
+
+    #[test]
+    fn a_jobs_result_gathers_its_processes_cpu_split_as_fio_reports_it() {
+        let c = config("none", vec![job("a", Rw::Randread, 4, 2)]);
+        let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+        let job = &result.jobs[0];
+        assert_eq!(job.processes.len(), 2);
+        assert_eq!(job.window_ns, 5_000_000);
+        let cpu: u64 = job.processes.iter().map(|p| p.usr_ns + p.sys_ns).sum();
+        assert_eq!(job.usr_ns + job.sys_ns, cpu);
+        // usr_fraction 0.25
+        let usr = job.usr_ns as f64 / cpu as f64;
+        assert!((usr - 0.25).abs() < 0.001, "{usr}");
+        let ios: u64 = job.processes.iter().map(|p| p.read.ios).sum();
+        assert_eq!(job.read.ios, ios);
+        assert_eq!(result.window_ns, 5_000_000);
+    }
+}

@@ -140,3 +140,66 @@ impl Simulation<'_> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IoEngine, Rw};
+    use crate::testkit::{config, job};
+
+    /// A device with 2 requests per hardware queue (no elevator: the driver tags), and one process submitting
+    /// `batch` random reads in one call with `engine`.
+    fn scarce_requests(engine: IoEngine, batch: u32) -> crate::config::SimConfig {
+        let mut j = job("a", Rw::Randread, batch, 1);
+        j.iodepth_batch_submit = batch;
+        j.ioengine = engine;
+        let mut c = config("none", vec![j]);
+        c.devices[0].queue_depth = 2;
+        c
+    }
+
+    /// Handle events until every bio issued so far has left `BlockSubmit` (or was punted).
+    fn until_all_reached_the_block_layer(sim: &mut Simulation) {
+        sim.submit_batch(0, 0);
+        while let Some((now, event)) = sim.events.pop() {
+            let last =
+                matches!(event, Event::BlockSubmit { io } if io + 1 == sim.ios_issued as u32);
+            sim.handle(now, event);
+            if last {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn io_urings_bios_wait_in_its_workers_and_the_rest_queue_for_a_worker() {
+        // 16 entries on 2 cores: 8 io-wq workers.
+        let c = scarce_requests(IoEngine::IoUring, 16);
+        let mut sim = Simulation::new(&c).unwrap();
+        until_all_reached_the_block_layer(&mut sim);
+        let state = &sim.processes[0].state;
+        assert_eq!(
+            (state.tag_waits, state.punted.len()),
+            (8, 6),
+            "2 got requests"
+        );
+        assert!(!sim.processes[0].asleep_on_tag(), "the submitter goes on");
+        sim.start_and_run_until(|sim| sim.ios_completed >= 16);
+        let state = &sim.processes[0].state;
+        assert_eq!((state.tag_waits, state.punted.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_libaio_submitter_sleeps_in_its_call_and_reaps_nothing_until_it_has_its_request() {
+        let c = scarce_requests(IoEngine::Libaio, 3);
+        let mut sim = Simulation::new(&c).unwrap();
+        until_all_reached_the_block_layer(&mut sim);
+        assert_eq!(sim.processes[0].state.tag_waits, 1);
+        assert!(sim.processes[0].asleep_on_tag());
+        // The first completion finds it asleep: fio has not seen it yet.
+        while sim.ios_completed == 0 && sim.processes[0].state.unreaped.is_empty() {
+            sim.step();
+        }
+        assert_eq!(sim.ios_completed, 0);
+        assert_eq!(sim.processes[0].state.unreaped.len(), 1);
+    }
+}
