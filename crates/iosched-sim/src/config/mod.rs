@@ -1,0 +1,318 @@
+//! The fully resolved input of one simulated run.
+//!
+//! Python parses the user's spec (TOML or fio job file), loads presets, validates everything and hands the
+//! simulator this structure as JSON. Every value is explicit here: no defaults are applied on the Rust side except
+//! where `#[serde(default)]` says so, and unknown fields are rejected, so a mismatch between the two sides fails
+//! loudly instead of silently simulating something else. `SimConfig::validate` (`validate.rs`) repeats the
+//! structural checks, so that no input can make the simulator panic.
+
+use serde::{Deserialize, Serialize};
+
+mod validate;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Root seed; each process derives its own RNG stream from (seed, job index, clone index).
+    pub seed: u64,
+    pub host: HostConfig,
+    pub devices: Vec<DeviceConfig>,
+    pub scheduler: SchedulerConfig,
+    pub jobs: Vec<JobConfig>,
+    /// Interval of the time-series samples (per-job IOPS, device state, scheduler introspection).
+    #[serde(default = "default_sample_interval_ns")]
+    pub sample_interval_ns: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_sample_interval_ns() -> u64 {
+    100_000_000
+}
+
+/// Per-I/O CPU cost of one fio ioengine on this host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineCost {
+    /// CPU time to submit one I/O: the engine's user-space work, the syscall, blk-mq and the NVMe driver.
+    pub submit_ns: u64,
+    /// CPU time to complete one I/O: the interrupt, blk-mq completion and the engine's reaping.
+    pub complete_ns: u64,
+    /// Share of the above that fio reports as usr (the rest is sys).
+    pub usr_fraction: f64,
+    /// Extra CPU time when the process must sleep for its completion and be woken (QD-1 style waits);
+    /// zero for engines that poll.
+    pub sleep_wake_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    pub cores: u32,
+    /// Cost of switching a core from one process to another.
+    pub context_switch_ns: u64,
+    pub io_uring: EngineCost,
+    pub libaio: EngineCost,
+    pub psync: EngineCost,
+    /// Time to move a contended spinlock and the data it protects from one core's cache to another's; paid per
+    /// lock acquisition that changes cores (see `host::SpinLock`).
+    #[serde(default)]
+    pub lock_handoff_ns: u64,
+    /// Scheduler CPU costs per request, by scheduler name; a scheduler without an entry (such as `none`) costs
+    /// nothing extra.
+    #[serde(default)]
+    pub scheduler_costs: std::collections::BTreeMap<String, SchedulerCost>,
+    /// The page cache for buffered jobs (`pagecache.rs`); a host without one cannot run them.
+    #[serde(default)]
+    pub page_cache: Option<PageCacheConfig>,
+}
+
+/// The host's page cache: its size, how fast data is copied in and out, and the kernel's writeback thresholds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageCacheConfig {
+    /// Memory the page cache may use.
+    pub capacity_bytes: u64,
+    /// Rate at which read() and write() copy data between the page cache and the caller's buffer.
+    pub copy_bytes_per_s: u64,
+    /// vm.dirty_background_ratio and vm.dirty_ratio, percent of `capacity_bytes`.
+    pub dirty_background_ratio: u32,
+    pub dirty_ratio: u32,
+    /// Largest readahead window (the queue's read_ahead_kb).
+    pub read_ahead_kb: u32,
+}
+
+/// CPU time a scheduler's hooks add per request, uncontended. It runs under the scheduler's lock when the policy's
+/// hooks take one on that path (`Elevator::lock_acquisitions`); otherwise it is plain CPU work.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerCost {
+    pub insert_ns: u64,
+    pub dispatch_ns: u64,
+    pub complete_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interface {
+    Nvme,
+    Sata,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Condition {
+    /// Every block erased: writes never trigger garbage collection within a run.
+    Fresh,
+    /// Filled sequentially then overwritten randomly (seed 000 §2.1): garbage collection runs from the start.
+    Preconditioned,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Device path as jobs name it (`/dev/nvme0n1`, `/dev/sda`).
+    pub name: String,
+    pub interface: Interface,
+    pub capacity_bytes: u64,
+    pub logical_block_bytes: u32,
+    /// Hardware submission queues (NVMe: one per core, capped by this; SATA: 1).
+    pub max_hw_queues: u32,
+    /// Commands per hardware queue the driver may have outstanding (driver tags).
+    pub queue_depth: u32,
+    /// Host link bandwidth (PCIe or SATA), bytes per second, shared by all transfers.
+    pub link_bytes_per_s: u64,
+    /// Controller front-end cores and the time one command occupies one of them.
+    pub controller_cores: u32,
+    pub command_ns: u64,
+    /// Front-end time of a write command, where it differs from a read's (firmware write paths that update the
+    /// mapping, or a virtual disk's per-request cost); None: `command_ns` for every command.
+    #[serde(default)]
+    pub write_command_ns: Option<u64>,
+    /// Latency added after the flash read (ECC decode, completion posting), not occupying any resource.
+    pub read_pipeline_ns: u64,
+    /// Latency of acknowledging a write once its data sits in the write buffer.
+    pub write_ack_ns: u64,
+    /// Uniform random extra write acknowledgement time in [0, write_ack_jitter_ns] (firmware mapping updates).
+    pub write_ack_jitter_ns: u64,
+    pub channels: u32,
+    pub units_per_channel: u32,
+    /// Channel (flash bus) bandwidth, bytes per second.
+    pub channel_bytes_per_s: u64,
+    pub flash_page_bytes: u32,
+    /// Array read time per page type (e.g. TLC lower/middle/upper): a page's type follows from its address.
+    pub read_ns_by_page_type: Vec<u64>,
+    /// Uniform random extra read time in [0, read_jitter_ns] (temperature, retention, read retries).
+    pub read_jitter_ns: u64,
+    /// Bytes one program operation writes on one unit, and how long it takes.
+    pub program_unit_bytes: u32,
+    pub program_ns: u64,
+    pub erase_ns: u64,
+    /// Program/erase suspend: a read reaching a unit that is programming, copying or erasing suspends that
+    /// operation and starts after this long; the operation resumes, this long again, once no read is left
+    /// queued on the unit. 0: the flash cannot suspend, reads wait for the running operation to finish.
+    #[serde(default)]
+    pub read_suspend_ns: u64,
+    /// Program units per erase block on one unit.
+    pub block_program_units: u32,
+    pub write_buffer_bytes: u64,
+    /// Raw flash bytes beyond the user capacity.
+    pub overprovision_bytes: u64,
+    /// Garbage collection starts when free space falls below this many program units per flash unit.
+    pub gc_free_units_low: u32,
+    pub condition: Condition,
+    /// Fraction of the logical space trimmed after conditioning (raises the effective spare area).
+    pub trimmed_fraction: f64,
+    /// Largest request the block layer builds by merging (`max_sectors_kb`); None: 128 KiB.
+    #[serde(default)]
+    pub max_sectors_kb: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerConfig {
+    pub name: String,
+    /// Tunables by sysfs name and unit (values as integers, as sysfs takes them).
+    #[serde(default)]
+    pub tunables: Vec<(String, i64)>,
+    /// blk-mq scheduler tags per hardware queue, or the legacy request list's sync and async limit
+    /// (`nr_requests`); None: the kernel's default.
+    #[serde(default)]
+    pub nr_requests: Option<u32>,
+    /// "legacy" (the single-queue request_queue of Linux <= 4.x) or "blk-mq"; None: the scheduler's own layer
+    /// (`iosched_policy::block_layers`, the first entry).
+    #[serde(default)]
+    pub block_layer: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    Randread,
+    Randwrite,
+    Randrw,
+    /// fio's `readwrite` / `rw`: sequential mixed.
+    Readwrite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoEngine {
+    #[serde(rename = "io_uring")]
+    IoUring,
+    Libaio,
+    Psync,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    pub name: String,
+    pub rw: Rw,
+    /// Percentage of reads for mixed workloads.
+    pub rwmixread: u32,
+    pub bs_bytes: u64,
+    pub iodepth: u32,
+    /// I/Os submitted per system call (fio's iodepth_batch_submit); they share one plug, where contiguous ones merge.
+    #[serde(default = "one")]
+    pub iodepth_batch_submit: u32,
+    pub numjobs: u32,
+    pub ioengine: IoEngine,
+    /// The job issues I/O from `start_ns` (its `startdelay`) until `start_ns + ramp_ns + runtime_ns`; statistics
+    /// count only after the ramp.
+    #[serde(default)]
+    pub start_ns: u64,
+    pub ramp_ns: u64,
+    pub runtime_ns: u64,
+    /// Without time_based, a process also stops after transferring `size_bytes` (fio's io_size).
+    pub time_based: bool,
+    /// Rate limit per process, I/Os per second (0: unlimited).
+    pub rate_iops: u64,
+    /// Pause after each I/O completes before the next is issued.
+    pub thinktime_ns: u64,
+    /// I/O priority class (0 none, 1 RT, 2 BE, 3 IDLE) and level 0..7.
+    pub prioclass: u32,
+    pub prio: u32,
+    /// cgroup name (empty: the root group) and its weight.
+    pub cgroup: String,
+    pub cgroup_weight: u32,
+    /// Allowed cores; empty means all cores.
+    pub cpus_allowed: Vec<u32>,
+    /// fio's cpus_allowed_policy: false = shared (each process may use any allowed core),
+    /// true = split (process i gets the i-th allowed core).
+    pub cpus_split: bool,
+    /// Region of each device the job addresses.
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+    /// Indices into `devices`; several = fio's colon list, I/Os spread across them.
+    pub devices: Vec<u32>,
+    /// fio's offset_increment: clone i addresses the region starting at offset + i × this.
+    #[serde(default)]
+    pub offset_increment_bytes: u64,
+    /// fio's direct=0: buffered I/O through the host's page cache (sequential read or write, psync).
+    #[serde(default)]
+    pub buffered: bool,
+    /// fio's invalidate: a buffered job drops the clean cached pages of its file when it starts.
+    #[serde(default = "yes")]
+    pub invalidate: bool,
+    /// fio's stonewall: the job starts only once every earlier job has finished.
+    #[serde(default)]
+    pub stonewall: bool,
+    /// Replay this block trace instead of generating I/O (fio's `read_iolog`). `rw`, `rwmixread` and `bs` are then
+    /// not used: each record gives its direction, offset and size. `time_based` replays the trace again from the
+    /// start until the runtime ends; without it the job ends at the trace's end (or its runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceConfig>,
+}
+
+/// The public block-trace formats the replay reads (see `trace.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceFormat {
+    /// SNIA SYSTOR '17 CSV: `Timestamp,Response,IOType,LUN,Offset,Size` (seconds, R/W, bytes).
+    Systor17,
+    /// MSR Cambridge CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime` (FILETIME ticks, Read/Write, bytes).
+    Msr,
+    /// blkparse's default text output: `maj,min cpu seq secs.nsecs pid action rwbs sector + blocks [process]`.
+    Blkparse,
+}
+
+/// Which blkparse events are replayed: D (issued to the driver: what the device saw, after merging) or Q (queued:
+/// what the application submitted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum BlkparseAction {
+    #[default]
+    D,
+    Q,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// The trace file (Python resolves it to an absolute path).
+    pub path: String,
+    /// None: detected from the file's first line.
+    #[serde(default)]
+    pub format: Option<TraceFormat>,
+    /// Replay only this LUN (systor17), disk number (msr) or device `major,minor` (blkparse); None: every record.
+    #[serde(default)]
+    pub lun: Option<String>,
+    #[serde(default)]
+    pub blkparse_action: BlkparseAction,
+    /// fio's `replay_time_scale`: percent of the recorded rate (100: as recorded, 200: twice as fast).
+    pub time_scale_percent: u32,
+    /// fio's `replay_no_stall`: ignore the timestamps and issue as fast as `iodepth` allows.
+    pub no_stall: bool,
+    /// sha256 of the file as Python validated it: names the trace's content in run ids and spec.json (not checked
+    /// here).
+    #[serde(default)]
+    pub sha256: String,
+}
