@@ -7,6 +7,10 @@ use crate::engine::{Event, EventQueue};
 
 impl Device {
     /// Put a write into the buffer if it fits; then it completes after its data crossed the link.
+    ///
+    /// Known bug: with a buffer smaller than a program unit plus the largest write, a write can find no room while
+    /// less than a program unit is buffered, so no program starts and it waits forever (the run then fails its
+    /// conservation check). `validate` only asks for one program unit.
     pub(super) fn accept_write(&mut self, command: Command, events: &mut EventQueue) -> bool {
         let bytes = command.bytes as u64;
         if self.buffer_used_bytes + bytes > self.config.write_buffer_bytes {

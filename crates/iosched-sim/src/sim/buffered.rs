@@ -20,7 +20,8 @@ pub(super) struct Buffered {
 }
 
 impl Simulation<'_> {
-    pub(super) fn copy_ns(&self, bytes: u64) -> u64 {
+    /// CPU time to copy `bytes` between the page cache and a caller's buffer.
+    fn copy_ns(&self, bytes: u64) -> u64 {
         let rate = self
             .config
             .host
@@ -77,28 +78,33 @@ impl Simulation<'_> {
         } = self.run_process(process, at, work);
         let proc = &mut self.processes[p];
         proc.source.buffered.as_mut().unwrap().call = Some((first, count, plan.bytes, start));
-        for (file, run_first, run_pages) in runs {
-            let mut page = run_first;
-            while page < run_first + run_pages {
-                let n = max_pages.min(run_first + run_pages - page);
-                self.submit_cache_bio(
-                    process,
-                    core,
-                    BioKind::Readahead {
-                        file: file as u32,
-                        first: page,
-                        count: n,
-                    },
-                    end,
-                );
-                page += n;
-            }
+        for (file, first, pages) in runs {
+            self.submit_readahead(process, core, file as u32, first..first + pages, end);
         }
         self.events.schedule(end, Event::CallDone { process });
     }
 
+    /// Readahead of `pages` of `file` for `process`, submitted from `core` at `at`: one bio per `max_sectors`.
+    fn submit_readahead(
+        &mut self,
+        process: u32,
+        core: u32,
+        file: u32,
+        pages: std::ops::Range<u64>,
+        at: u64,
+    ) {
+        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let mut first = pages.start;
+        while first < pages.end {
+            let count = max_pages.min(pages.end - first);
+            let kind = BioKind::Readahead { file, first, count };
+            self.submit_cache_bio(process, core, kind, at);
+            first += count;
+        }
+    }
+
     /// A page-cache bio of `process` reaches the block layer at `at`.
-    pub(super) fn submit_cache_bio(&mut self, process: u32, core: u32, kind: BioKind, at: u64) {
+    fn submit_cache_bio(&mut self, process: u32, core: u32, kind: BioKind, at: u64) {
         let (file, first, count, write) = match kind {
             BioKind::Readahead { file, first, count } => (file, first, count, false),
             BioKind::Writeback { file, first, count } => (file, first, count, true),
@@ -160,7 +166,7 @@ impl Simulation<'_> {
     }
 
     /// The call returns at `end`: its latency is recorded and the process makes its next call.
-    pub(super) fn finish_call(&mut self, process: u32, end: u64) {
+    fn finish_call(&mut self, process: u32, end: u64) {
         let b = self.processes[process as usize]
             .source
             .buffered
@@ -244,7 +250,7 @@ impl Simulation<'_> {
 
     /// Whether the flusher should write now: while the run lasts, something is dirty, and the background
     /// threshold is passed or a writer is throttled.
-    pub(super) fn flusher_should_write(&self) -> bool {
+    fn flusher_should_write(&self) -> bool {
         let Some(cache) = &self.cache else {
             return false;
         };
@@ -260,7 +266,7 @@ impl Simulation<'_> {
             })
     }
 
-    pub(super) fn kick_flusher(&mut self, at: u64) {
+    fn kick_flusher(&mut self, at: u64) {
         if self.flusher.is_some() && !self.flusher_busy && self.flusher_should_write() {
             self.flusher_busy = true;
             self.events.schedule(at, Event::FlusherStep);

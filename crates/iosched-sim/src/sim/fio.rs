@@ -62,7 +62,7 @@ impl Simulation<'_> {
     }
 
     /// What the process does after reaping: stop, think, or submit from `end` (returned).
-    pub(super) fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
+    fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
         let proc = &mut self.processes[process as usize];
         if proc.state.stopped {
             self.stop(process, end);
@@ -204,7 +204,7 @@ impl Simulation<'_> {
 
     /// How many trace records the process submits now (at most `batch`): None if it waits for the next record's
     /// time (an Issue event is then pending) or the replay is over (the process stops).
-    pub(super) fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
+    fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
         let proc = &mut self.processes[process as usize];
         let trace = proc.source.trace.as_deref_mut().expect("a trace process");
         let ready = match trace.ready(batch as usize) {
@@ -234,6 +234,8 @@ impl Simulation<'_> {
         }
     }
 
+    /// The process stops issuing at `at`; once nothing of it is in flight it has finished, and the last process of
+    /// a stonewall group to finish starts the next group.
     pub(super) fn stop(&mut self, process: u32, at: u64) {
         let proc = &mut self.processes[process as usize];
         if !proc.state.stopped {
@@ -252,7 +254,7 @@ impl Simulation<'_> {
     }
 
     /// fio's stonewall: the next group of jobs starts when the previous one has finished.
-    pub(super) fn start_group(&mut self, group: u32, at: u64) {
+    fn start_group(&mut self, group: u32, at: u64) {
         for p in 0..self.processes.len() {
             if self.processes[p].params.group != group {
                 continue;
@@ -297,7 +299,7 @@ impl Simulation<'_> {
 
     /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
     /// ends here. Returns when the work ends.
-    pub(super) fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
+    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
         let (process, slot_core, issue_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)

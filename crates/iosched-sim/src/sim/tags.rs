@@ -28,13 +28,13 @@ pub(super) enum TagWait {
 impl Simulation<'_> {
     /// The thread asleep waiting for a request for bio `io` (the submitter, an io-wq worker or the flusher) is
     /// woken: its wake-up is booked on the process's core, and then it asks again (`TagRetry`).
-    pub(super) fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
+    fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let end = self.book_wake_up(self.slots[io as usize].process, now);
         self.events.schedule(end, Event::TagRetry { io });
     }
 
     /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
-    pub(super) fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
+    fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
         let sleep_wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns;
         self.run_process(process, now, sleep_wake_ns).end_ns
     }
