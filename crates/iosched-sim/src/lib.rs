@@ -12,6 +12,8 @@ pub mod pagecache;
 pub mod result;
 pub mod sim;
 pub mod sq;
+#[cfg(test)]
+mod testkit;
 pub mod trace;
 pub mod workload;
 

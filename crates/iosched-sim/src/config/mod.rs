@@ -3,9 +3,12 @@
 //! Python parses the user's spec (TOML or fio job file), loads presets, validates everything and hands the
 //! simulator this structure as JSON. Every value is explicit here: no defaults are applied on the Rust side except
 //! where `#[serde(default)]` says so, and unknown fields are rejected, so a mismatch between the two sides fails
-//! loudly instead of silently simulating something else.
+//! loudly instead of silently simulating something else. `SimConfig::validate` (`validate.rs`) repeats the
+//! structural checks, so that no input can make the simulator panic.
 
 use serde::{Deserialize, Serialize};
+
+mod validate;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

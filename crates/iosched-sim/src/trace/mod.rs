@@ -20,11 +20,21 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 
 use serde::Serialize;
 
 use crate::config::{BlkparseAction, TraceFormat};
+
+mod blkparse;
+mod csv;
+mod detect;
+mod text;
+
+use blkparse::{parse_blkparse, parse_device};
+use csv::{parse_msr, parse_systor17};
+use detect::detect;
+use text::show;
 
 /// One read or write of a trace. `time_ns` is relative to the file's first record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,352 +436,13 @@ fn parse_lun(format: TraceFormat, text: &str) -> Result<LunFilter, String> {
     }
 }
 
-fn parse_device(text: &str) -> Option<(u64, u64)> {
-    let (major, minor) = text.split_once(',')?;
-    Some((major.trim().parse().ok()?, minor.trim().parse().ok()?))
-}
-
-const SYSTOR17_FIELDS: &str = "Timestamp,Response,IOType,LUN,Offset,Size";
-const MSR_FIELDS: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
-const BLKPARSE_FIELDS: &str =
-    "major,minor cpu sequence seconds.nanoseconds pid action rwbs [sector + blocks] [process]";
-
-/// Tell the format from the first non-empty line. Errors carry the line number where there is one.
-fn detect<R: BufRead>(input: &mut R) -> Result<TraceFormat, (Option<u64>, String)> {
-    let mut head = [0u8; 2];
-    let mut line = String::new();
-    let mut line_no = 0;
-    // gzip's magic bytes: the SNIA and MSR traces are distributed compressed.
-    if let Ok(buf) = input.fill_buf() {
-        if buf.len() >= 2 {
-            head.copy_from_slice(&buf[..2]);
-            if head == [0x1f, 0x8b] {
-                return Err((
-                    None,
-                    "gzip-compressed: decompress it first (gunzip), iosched reads the text".into(),
-                ));
-            }
-        }
-    }
-    loop {
-        line.clear();
-        let read = input
-            .by_ref()
-            .take(1 << 20)
-            .read_line(&mut line)
-            .map_err(|e| {
-                (
-                    Some(line_no + 1),
-                    if e.kind() == std::io::ErrorKind::InvalidData {
-                        "not UTF-8 text (a compressed or binary file? decompress it first)".into()
-                    } else {
-                        format!("cannot read: {e}")
-                    },
-                )
-            })?;
-        if read == 0 {
-            return Err((None, "empty trace: no records".into()));
-        }
-        line_no += 1;
-        let text = line.trim().trim_start_matches('\u{feff}'); // a byte-order mark from Windows tools
-        if text.is_empty() {
-            continue;
-        }
-        if text.starts_with("fio version") {
-            return Err((
-                Some(line_no),
-                "fio's own iolog format is not supported: give a trace as SYSTOR '17 CSV, MSR Cambridge CSV or blkparse text".into(),
-            ));
-        }
-        let tokens: Vec<&str> = text.split_whitespace().collect();
-        if tokens.len() >= 7 && parse_device(tokens[0]).is_some() {
-            return Ok(TraceFormat::Blkparse);
-        }
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
-        let is_header = |names: &str| {
-            names
-                .split(',')
-                .zip(&fields)
-                .all(|(n, f)| n.eq_ignore_ascii_case(f))
-                && names.split(',').count() == fields.len()
-        };
-        if fields.len() == 6
-            && (is_header(SYSTOR17_FIELDS) || matches!(fields[2], "R" | "W" | "r" | "w" | ""))
-        {
-            return Ok(TraceFormat::Systor17);
-        }
-        if fields.len() == 7
-            && (is_header(MSR_FIELDS)
-                || fields[3].eq_ignore_ascii_case("read")
-                || fields[3].eq_ignore_ascii_case("write"))
-        {
-            return Ok(TraceFormat::Msr);
-        }
-        return Err((
-            Some(line_no),
-            format!(
-                "cannot tell the trace format from {}: expected SYSTOR '17 CSV ({SYSTOR17_FIELDS}), MSR Cambridge \
-                 CSV ({MSR_FIELDS}) or blkparse text ({BLKPARSE_FIELDS}); name it with read_iolog_format \
-                 (systor17, msr, blkparse)",
-                show(text)
-            ),
-        ));
-    }
-}
-
-/// Split a CSV line into exactly N trimmed fields, or say what was expected.
-fn fields<'a, const N: usize>(line: &'a str, names: &str) -> Result<[&'a str; N], String> {
-    let mut out = [""; N];
-    let mut count = 0;
-    for part in line.split(',') {
-        if count < N {
-            out[count] = part.trim();
-        }
-        count += 1;
-    }
-    if count != N {
-        return Err(format!(
-            "expected {N} comma-separated fields ({names}), got {count} in {}",
-            show(line)
-        ));
-    }
-    Ok(out)
-}
-
-fn parse_systor17(line: &str, first_line: bool) -> Result<Line, String> {
-    let [timestamp, response, io_type, lun, offset, size] = fields::<6>(line, SYSTOR17_FIELDS)?;
-    if first_line && timestamp.eq_ignore_ascii_case("timestamp") {
-        return Ok(Line::Skip);
-    }
-    let raw_time = parse_seconds_ns(timestamp).map_err(|e| format!("Timestamp: {e}"))?;
-    // The recorded response time is not replayed (the simulated device makes its own): a number, or blank.
-    if !response.is_empty() {
-        parse_seconds_ns(response).map_err(|e| format!("Response: {e}"))?;
-    }
-    let write = match io_type {
-        "R" | "r" => Some(false),
-        "W" | "w" => Some(true),
-        "" => None, // the SYSTOR '17 README: IOType is R, W or blank
-        other => {
-            return Err(format!(
-                "IOType: expected R, W or blank, got {}",
-                show(other)
-            ))
-        }
-    };
-    let lun = parse_u64(lun).map_err(|e| format!("LUN: {e}"))?;
-    let offset = parse_u64(offset).map_err(|e| format!("Offset: {e}"))?;
-    let size = parse_size(size)?;
-    Ok(Line::Event {
-        raw_time,
-        lun: Lun::Number(lun),
-        io: write.filter(|_| size > 0).map(|w| (w, offset, size)),
-    })
-}
-
-fn parse_msr(line: &str, first_line: bool) -> Result<Line, String> {
-    let [timestamp, _host, disk, io_type, offset, size, response] = fields::<7>(line, MSR_FIELDS)?;
-    if first_line && timestamp.eq_ignore_ascii_case("timestamp") {
-        return Ok(Line::Skip);
-    }
-    let raw_time = parse_u64(timestamp).map_err(|_| {
-        format!(
-            "Timestamp: expected Windows FILETIME ticks (an integer), got {}",
-            show(timestamp)
-        )
-    })?;
-    let disk = parse_u64(disk).map_err(|e| format!("DiskNumber: {e}"))?;
-    let write = if io_type.eq_ignore_ascii_case("read") {
-        false
-    } else if io_type.eq_ignore_ascii_case("write") {
-        true
-    } else {
-        return Err(format!(
-            "Type: expected Read or Write, got {}",
-            show(io_type)
-        ));
-    };
-    let offset = parse_u64(offset).map_err(|e| format!("Offset: {e}"))?;
-    let size = parse_size(size)?;
-    if !response.is_empty() {
-        parse_u64(response).map_err(|e| format!("ResponseTime: {e}"))?;
-    }
-    Ok(Line::Event {
-        raw_time,
-        lun: Lun::Number(disk),
-        io: (size > 0).then_some((write, offset, size)),
-    })
-}
-
-fn parse_blkparse(line: &str, action: BlkparseAction) -> Result<Line, String> {
-    let mut tokens = line.split_whitespace();
-    let first = tokens.next().unwrap_or("");
-    let Some((major, minor)) = parse_device(first) else {
-        if is_blkparse_summary(line) {
-            return Ok(Line::End);
-        }
-        return Err(format!(
-            "expected a blkparse event line ({BLKPARSE_FIELDS}), got {}",
-            show(line)
-        ));
-    };
-    let mut next = |what: &str| {
-        tokens.next().ok_or_else(|| {
-            format!(
-                "{what}: missing (expected {BLKPARSE_FIELDS}) in {}",
-                show(line)
-            )
-        })
-    };
-    let cpu = next("cpu")?;
-    parse_u64(cpu).map_err(|e| format!("cpu: {e}"))?;
-    let sequence = next("sequence")?;
-    parse_u64(sequence).map_err(|e| format!("sequence: {e}"))?;
-    let time = next("time")?;
-    let raw_time = parse_seconds_ns(time).map_err(|e| format!("time: {e}"))?;
-    let pid = next("pid")?;
-    parse_u64(pid).map_err(|e| format!("pid: {e}"))?;
-    let event = next("action")?;
-    let rwbs = next("rwbs")?;
-    let lun = Lun::Device(major, minor);
-    let wanted = match action {
-        BlkparseAction::D => "D",
-        BlkparseAction::Q => "Q",
-    };
-    if event != wanted {
-        if !is_action(event) {
-            return Err(format!(
-                "action: expected one letter (Q, G, I, D, C, ...), got {}",
-                show(event)
-            ));
-        }
-        // Other actions (G, I, M, C, P, U, A, X, m messages, ...) are not replayed but mark the trace's time.
-        return Ok(Line::Other { raw_time, lun });
-    }
-    // D and Q of a data request: `sector + blocks [process]`; a flush without data has no sector.
-    let (Some(sector), Some(plus)) = (tokens.next(), tokens.next()) else {
-        return Ok(Line::Event {
-            raw_time,
-            lun,
-            io: None,
-        });
-    };
-    if plus != "+" {
-        return Ok(Line::Event {
-            raw_time,
-            lun,
-            io: None,
-        });
-    }
-    let sector = parse_u64(sector).map_err(|e| format!("sector: {e}"))?;
-    let blocks = tokens
-        .next()
-        .ok_or_else(|| format!("blocks: missing after \"+\" in {}", show(line)))?;
-    let blocks = parse_u64(blocks).map_err(|e| format!("blocks: {e}"))?;
-    // RWBS: an optional F (preflush), then R, W, D (discard), E (secure erase) or N, then modifiers.
-    let write = match rwbs.trim_start_matches('F').chars().next() {
-        Some('R') => Some(false),
-        Some('W') => Some(true),
-        Some('D' | 'E' | 'N') | None => None,
-        Some(_) => {
-            return Err(format!(
-                "rwbs: expected R, W, D, E or N (with F/A/S/M modifiers), got {}",
-                show(rwbs)
-            ))
-        }
-    };
-    let bytes = blocks
-        .checked_mul(SECTOR_BYTES)
-        .filter(|&b| b <= u32::MAX as u64)
-        .ok_or_else(|| {
-            format!("blocks: {blocks} sectors is more than one I/O can carry (4 GiB)")
-        })?;
-    let offset = sector
-        .checked_mul(SECTOR_BYTES)
-        .ok_or_else(|| format!("sector: {sector} is beyond any device"))?;
-    Ok(Line::Event {
-        raw_time,
-        lun,
-        io: write.filter(|_| bytes > 0).map(|w| (w, offset, bytes)),
-    })
-}
-
-/// blkparse's actions are one letter (A B C D F G I M P Q S T U X) or `m` for a message.
-fn is_action(token: &str) -> bool {
-    token.len() == 1 && token.chars().all(|c| c.is_ascii_alphabetic())
-}
-
-/// The summary blkparse prints after the events: `CPU0 (259,0):`, `Total (259,0):`, ...
-fn is_blkparse_summary(line: &str) -> bool {
-    let head = line.split(" (").next().unwrap_or("");
-    (head.starts_with("CPU") && head[3..].chars().all(|c| c.is_ascii_digit()) && head.len() > 3)
-        || head == "Total"
-}
-
-fn parse_size(text: &str) -> Result<u64, String> {
-    let size = parse_u64(text).map_err(|e| format!("Size: {e}"))?;
-    if size > u32::MAX as u64 {
-        return Err(format!(
-            "Size: {size} bytes is more than one I/O can carry (4 GiB)"
-        ));
-    }
-    Ok(size)
-}
-
-fn parse_u64(text: &str) -> Result<u64, String> {
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(v) = text.parse() {
-            return Ok(v);
-        }
-    }
-    Err(format!("expected an integer >= 0, got {}", show(text)))
-}
-
-/// Decimal seconds (`1456095145.133076000`, `0.5`, `12`) to integer nanoseconds, exactly (no floating point);
-/// digits beyond nanoseconds are dropped.
-fn parse_seconds_ns(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "expected seconds like 1456095145.133076000, got {}",
-            show(text)
-        )
-    };
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    if whole.is_empty() && fraction.is_empty() {
-        return Err(bad());
-    }
-    if !whole.bytes().all(|b| b.is_ascii_digit()) || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let seconds: u64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| bad())?
-    };
-    let mut nanos: u64 = 0;
-    for i in 0..9 {
-        let digit = fraction.as_bytes().get(i).map_or(0, |b| (b - b'0') as u64);
-        nanos = nanos * 10 + digit;
-    }
-    seconds
-        .checked_mul(1_000_000_000)
-        .and_then(|ns| ns.checked_add(nanos))
-        .ok_or_else(bad)
-}
-
-/// A value as error messages quote it (cut after 80 characters).
-fn show(text: &str) -> String {
-    let cut: String = text.chars().take(80).collect();
-    let ellipsis = if cut.len() < text.len() { "…" } else { "" };
-    format!("\"{}{ellipsis}\"", cut.replace('"', "\\\""))
-}
-
+/// Helpers for the tests of this module's files: a reader over text, and its records or its error.
 #[cfg(test)]
-mod tests {
+mod test_support {
     use super::*;
     use std::io::Cursor;
 
-    fn reader(
+    pub(super) fn reader(
         text: &str,
         format: Option<TraceFormat>,
         lun: Option<&str>,
@@ -785,7 +456,7 @@ mod tests {
         )
     }
 
-    fn records(
+    pub(super) fn records(
         text: &str,
         format: Option<TraceFormat>,
         lun: Option<&str>,
@@ -798,11 +469,11 @@ mod tests {
         Ok(out)
     }
 
-    fn error(text: &str, format: Option<TraceFormat>) -> String {
+    pub(super) fn error(text: &str, format: Option<TraceFormat>) -> String {
         records(text, format, None).unwrap_err().to_string()
     }
 
-    fn rec(time_ns: u64, write: bool, offset_bytes: u64, bytes: u64) -> TraceRecord {
+    pub(super) fn rec(time_ns: u64, write: bool, offset_bytes: u64, bytes: u64) -> TraceRecord {
         TraceRecord {
             time_ns,
             write,
@@ -811,47 +482,17 @@ mod tests {
         }
     }
 
-    const SYSTOR: &str = "Timestamp,Response,IOType,LUN,Offset,Size\n\
+    pub(super) const SYSTOR: &str = "Timestamp,Response,IOType,LUN,Offset,Size\n\
         1456095145.133076000,0.000806000,R,0,899056122368,131072\n\
         1456095145.133100500,0.000100000,W,1,4096,4096\n\
         1456095145.200000000,0.000100000,,0,8192,4096\n\
         1456095146.5,0.0001,w,0,0,512\n";
+}
 
-    #[test]
-    fn systor17_records_are_relative_to_the_first_and_blank_iotypes_are_skipped() {
-        let got = records(SYSTOR, None, None).unwrap();
-        assert_eq!(
-            got,
-            vec![
-                rec(0, false, 899_056_122_368, 131_072),
-                rec(24_500, true, 4096, 4096),
-                rec(1_366_924_000, true, 0, 512),
-            ]
-        );
-        let mut r = reader(SYSTOR, None, None).unwrap();
-        let s = summarize_reader(&mut r).unwrap();
-        assert_eq!(
-            (s.format, s.records, s.skipped, s.reads, s.writes),
-            (TraceFormat::Systor17, 3, 1, 1, 2)
-        );
-        assert_eq!(s.luns, vec!["0", "1"]);
-    }
-
-    #[test]
-    fn a_byte_order_mark_and_blank_response_times_are_accepted() {
-        let text = "\u{feff}\r\nTimestamp,Response,IOType,LUN,Offset,Size\r\n1.0,,R,0,0,4096\r\n";
-        assert_eq!(
-            records(text, None, None).unwrap(),
-            vec![rec(0, false, 0, 4096)]
-        );
-        let msr = "\u{feff}128166372003061629,hm,1,Read,0,4096,\n";
-        assert_eq!(
-            records(msr, None, None).unwrap(),
-            vec![rec(0, false, 0, 4096)]
-        );
-        assert!(error("1.0,x,R,0,0,4096\n", None)
-            .ends_with("Response: expected seconds like 1456095145.133076000, got \"x\""));
-    }
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
 
     #[test]
     fn a_lun_is_selected_and_the_others_skipped_with_the_same_time_zero() {
@@ -862,86 +503,6 @@ mod tests {
         assert_eq!(
             reader(SYSTOR, None, Some("x")).err().unwrap().to_string(),
             "t.csv: replay_lun: a systor17 trace numbers its LUNs: expected an integer >= 0, got \"x\""
-        );
-    }
-
-    #[test]
-    fn msr_ticks_are_100_ns_and_disks_select() {
-        let text = "128166372003061629,hm,1,Read,3154152448,4096,1331\n\
-                    128166372003061639,hm,0,Write,0,65536,200\n\
-                    128166372003071629,hm,1,write,512,512,2\n";
-        assert_eq!(
-            records(text, None, None).unwrap(),
-            vec![
-                rec(0, false, 3_154_152_448, 4096),
-                rec(1_000, true, 0, 65_536),
-                rec(1_000_000, true, 512, 512)
-            ]
-        );
-        assert_eq!(
-            records(text, Some(TraceFormat::Msr), Some("0")).unwrap(),
-            vec![rec(1_000, true, 0, 65_536)]
-        );
-        let header = format!("Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n{text}");
-        assert_eq!(records(&header, None, None).unwrap().len(), 3);
-    }
-
-    const BLKPARSE: &str = "\
-  259,0    3        1     0.000000000   697  Q   R 223490 + 8 [fio]
-  259,0    3        2     0.000001000   697  G   R 223490 + 8 [fio]
-  259,0    3        3     0.000001829   697  P   N [fio]
-  259,0    3        4     0.000002197   697  Q  WS 1000 + 16 [fio]
-  259,0    3        5     0.000002500   697  M  WS 1016 + 8 [fio]
-  259,0    3        6     0.000003000   697  U   N [fio] 1
-  259,0    3        7     0.000004000   697  D   R 223490 + 8 [fio]
-  259,1    3        8     0.000005000   697  D  WS 1000 + 24 [fio]
-  259,0    3        9     0.000005500   697  D  FN [fio]
-  259,0    3       10     0.000006000   697  D   D 5000 + 2048 [fstrim]
-  259,0    0        1     0.000090000     0  C   R 223490 + 8 [0]
-  259,0    3       11     0.000100000   697  m   N cfq697 some message
-CPU0 (259,0):
- Reads Queued:           1,        4KiB\t Writes Queued:           1,        8KiB
-Total (259,0):
-Throughput (R/W): 4KiB/s / 8KiB/s
-";
-
-    #[test]
-    fn blkparse_replays_d_or_q_events_and_stops_at_the_summary() {
-        assert_eq!(
-            records(BLKPARSE, None, None).unwrap(),
-            vec![
-                rec(4_000, false, 223_490 * 512, 4096),
-                rec(5_000, true, 512_000, 12_288)
-            ]
-        );
-        let mut r = TraceReader::new(
-            "t",
-            Cursor::new(BLKPARSE.as_bytes().to_vec()),
-            None,
-            None,
-            BlkparseAction::Q,
-        )
-        .unwrap();
-        let mut q = Vec::new();
-        while let Some(x) = r.next_record().unwrap() {
-            q.push(x);
-        }
-        assert_eq!(
-            q,
-            vec![
-                rec(0, false, 223_490 * 512, 4096),
-                rec(2_197, true, 512_000, 8192)
-            ]
-        );
-        assert_eq!(
-            records(BLKPARSE, None, Some("259,1")).unwrap(),
-            vec![rec(5_000, true, 512_000, 12_288)]
-        );
-        assert_eq!(records(BLKPARSE, None, Some(" 259 , 0 ")).unwrap().len(), 1);
-        let mut r = reader(BLKPARSE, None, None).unwrap();
-        assert_eq!(
-            summarize_reader(&mut r).unwrap().luns,
-            vec!["259,0", "259,1"]
         );
     }
 
@@ -1012,65 +573,6 @@ Throughput (R/W): 4KiB/s / 8KiB/s
         for (text, format, want) in cases {
             assert_eq!(&error(text, *format), want, "{text}");
         }
-    }
-
-    #[test]
-    fn unknown_formats_are_refused_with_what_would_be_accepted() {
-        let e = reader("\n\nhello,world\n", None, None).err().unwrap();
-        assert_eq!(e.line, Some(3));
-        assert!(
-            e.message.starts_with(
-                "cannot tell the trace format from \"hello,world\": expected SYSTOR '17 CSV"
-            ),
-            "{e}"
-        );
-        assert!(e.message.contains("read_iolog_format"), "{e}");
-        let e = reader("fio version 2 iolog\n/dev/sda add\n", None, None)
-            .err()
-            .unwrap();
-        assert!(
-            e.to_string()
-                .starts_with("t.csv: line 1: fio's own iolog format is not supported"),
-            "{e}"
-        );
-        let e = reader("\n \n", None, None).err().unwrap();
-        assert_eq!(e.to_string(), "t.csv: empty trace: no records");
-        let gz = TraceReader::new(
-            "t.gz",
-            Cursor::new(vec![0x1f, 0x8b, 8, 0]),
-            None,
-            None,
-            BlkparseAction::D,
-        );
-        assert!(gz.err().unwrap().message.starts_with("gzip-compressed"));
-        let binary = TraceReader::new(
-            "b",
-            Cursor::new(vec![0xff, 0xfe, b'\n']),
-            Some(TraceFormat::Msr),
-            None,
-            BlkparseAction::D,
-        )
-        .unwrap()
-        .next_record()
-        .unwrap_err();
-        assert!(binary.message.starts_with("not UTF-8 text"), "{binary}");
-    }
-
-    #[test]
-    fn decimal_seconds_convert_exactly() {
-        assert_eq!(
-            parse_seconds_ns("1456095145.133076000"),
-            Ok(1_456_095_145_133_076_000)
-        );
-        assert_eq!(parse_seconds_ns("0.5"), Ok(500_000_000));
-        assert_eq!(parse_seconds_ns("12"), Ok(12_000_000_000));
-        assert_eq!(parse_seconds_ns(".000000001999"), Ok(1));
-        assert!(
-            parse_seconds_ns("").is_err()
-                && parse_seconds_ns(".").is_err()
-                && parse_seconds_ns("-1").is_err()
-        );
-        assert!(parse_seconds_ns("99999999999999999999").is_err());
     }
 
     #[test]

@@ -1,0 +1,440 @@
+//! The flash units: each does one operation at a time (a page read, a program of buffered data, a garbage-collection
+//! copy or erase), reads first, with program/erase suspend where the flash has it; garbage collection reclaims a
+//! victim block per unit and paces host programs behind its copies.
+
+use std::collections::VecDeque;
+
+use rand::RngExt;
+
+use super::{book, jitter, mix, transfer_ns, Command, Device};
+use crate::engine::{Event, EventQueue};
+
+/// What a flash unit is doing.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum UnitOp {
+    Idle,
+    Read { request: u32, bytes: u32 },
+    HostProgram,
+    GcCopy,
+    Erase,
+}
+
+/// One flash page of a read command, queued on the unit the page maps to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PageRead {
+    pub(super) request: u32,
+    pub(super) bytes: u32,
+    pub(super) page_type: u8,
+}
+
+/// One flash unit (a plane): its operation, its queued page reads, its garbage collection and free space.
+pub(super) struct Unit {
+    pub(super) op: UnitOp,
+    pub(super) reads: VecDeque<PageRead>,
+    /// Garbage collection of one victim block in progress on this unit: copies still to do, then an erase.
+    pub(super) gc_copies_left: u32,
+    /// All the copies of the victim being reclaimed: its erase frees the block less these.
+    pub(super) gc_victim_copies: u32,
+    pub(super) gc_active: bool,
+    /// While reclaiming, host programs are paced behind copies: each copy earns `host_programs_per_copy` of
+    /// a host program, each host program spends one.
+    pub(super) host_program_credit: f64,
+    /// Free program units on this unit's blocks: each unit (plane) manages its own space, so one running out
+    /// stops only its own host programs.
+    pub(super) free_program_units: i64,
+    pub(super) in_idle_list: bool,
+    /// Numbers this unit's operations (see `Event::UnitDone`); `done_at_ns` is when the current one ends.
+    pub(super) operation: u32,
+    pub(super) done_at_ns: u64,
+    /// A program, copy or erase suspended for reads, with the time it still needs.
+    pub(super) suspended: Option<(UnitOp, u64)>,
+}
+
+/// A read command's pages still on the flash, and when its last transfer ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ReadTracking {
+    pub(super) pages_left: u32,
+    pub(super) done_at_ns: u64,
+}
+
+impl Unit {
+    /// An idle unit with `free_program_units` of free space.
+    pub(super) fn new(free_program_units: i64) -> Self {
+        Self {
+            op: UnitOp::Idle,
+            reads: VecDeque::new(),
+            gc_copies_left: 0,
+            gc_victim_copies: 0,
+            gc_active: false,
+            host_program_credit: 0.0,
+            free_program_units,
+            in_idle_list: true,
+            operation: 0,
+            done_at_ns: 0,
+            suspended: None,
+        }
+    }
+}
+
+impl Device {
+    pub(super) fn start_read(&mut self, command: Command, events: &mut EventQueue) {
+        self.stats.read_ios += 1;
+        let page = self.config.flash_page_bytes as u64;
+        let first_page = command.offset_bytes / page;
+        let end = command.offset_bytes + command.bytes as u64;
+        let last_page = (end - 1) / page;
+        let request = command.request as usize;
+        if self.reads.len() <= request {
+            self.reads.resize(request + 1, ReadTracking::default());
+        }
+        self.reads[request] = ReadTracking {
+            pages_left: (last_page - first_page + 1) as u32,
+            done_at_ns: 0,
+        };
+        let nr_units = self.units.len() as u64;
+        let page_types = self.config.read_ns_by_page_type.len().max(1) as u64;
+        for page_index in first_page..=last_page {
+            let from = command.offset_bytes.max(page_index * page);
+            let to = end.min((page_index + 1) * page);
+            let hash = mix(page_index ^ self.salt);
+            let unit = (hash % nr_units) as u32;
+            let page_type = ((hash >> 32) % page_types) as u8;
+            self.units[unit as usize].reads.push_back(PageRead {
+                request: command.request,
+                bytes: (to - from) as u32,
+                page_type,
+            });
+            match self.units[unit as usize].op {
+                UnitOp::Idle => self.start_next_op(unit, events),
+                UnitOp::HostProgram | UnitOp::GcCopy | UnitOp::Erase
+                    if self.config.read_suspend_ns > 0 =>
+                {
+                    self.suspend_for_reads(unit, events)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Suspend the unit's program, copy or erase and start its first queued read after the suspend latency.
+    pub(super) fn suspend_for_reads(&mut self, unit: u32, events: &mut EventQueue) {
+        let now = events.now_ns;
+        let u = unit as usize;
+        let remaining_ns = self.units[u].done_at_ns.saturating_sub(now);
+        self.units[u].suspended = Some((self.units[u].op, remaining_ns));
+        self.stats.suspensions += 1;
+        let read = self.units[u]
+            .reads
+            .pop_front()
+            .expect("suspending for a queued read");
+        let array = self.config.read_ns_by_page_type[read.page_type as usize]
+            + jitter(&mut self.rng, self.config.read_jitter_ns);
+        self.run_op(
+            unit,
+            UnitOp::Read {
+                request: read.request,
+                bytes: read.bytes,
+            },
+            now + self.config.read_suspend_ns + array,
+            events,
+        );
+    }
+
+    pub(super) fn run_op(
+        &mut self,
+        unit: u32,
+        op: UnitOp,
+        done_at_ns: u64,
+        events: &mut EventQueue,
+    ) {
+        let unit_state = &mut self.units[unit as usize];
+        unit_state.op = op;
+        unit_state.operation = unit_state.operation.wrapping_add(1);
+        unit_state.done_at_ns = done_at_ns;
+        events.schedule(
+            done_at_ns,
+            Event::UnitDone {
+                device: self.index,
+                unit,
+                operation: unit_state.operation,
+            },
+        );
+    }
+
+    pub(super) fn gc_needed(&self, u: usize) -> bool {
+        self.victim_valid_fraction < 1.0 && self.units[u].free_program_units < self.gc_low_units
+    }
+
+    /// Choose and start what an idle unit does next: reads first, then a suspended operation, then its garbage
+    /// collection, then buffer drain.
+    pub(super) fn start_next_op(&mut self, unit: u32, events: &mut EventQueue) {
+        let now = events.now_ns;
+        let u = unit as usize;
+        let config = &self.config;
+        let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
+            let array = config.read_ns_by_page_type[read.page_type as usize]
+                + jitter(&mut self.rng, config.read_jitter_ns);
+            (
+                UnitOp::Read {
+                    request: read.request,
+                    bytes: read.bytes,
+                },
+                now + array,
+            )
+        } else if let Some((op, remaining_ns)) = self.units[u].suspended.take() {
+            (op, now + config.read_suspend_ns + remaining_ns)
+        } else if !self.units[u].gc_active && self.gc_needed(u) {
+            // Start reclaiming a victim block on this unit.
+            let exact = self.victim_valid_fraction * config.block_program_units as f64
+                + self.victim_copy_carry;
+            let copies = exact.floor() as u32;
+            self.victim_copy_carry = exact - copies as f64;
+            // The unit's place in its copy/host-program cycle starts anywhere: a victim's valid pages are spread
+            // through it. Starting every unit at the same place would make all units program host data in step
+            // and free the buffer in bursts milliseconds apart.
+            let phase = self.rng.random_range(0.0..1.0);
+            let unit_state = &mut self.units[u];
+            unit_state.gc_active = true;
+            unit_state.gc_copies_left = copies;
+            unit_state.gc_victim_copies = copies;
+            unit_state.host_program_credit = phase;
+            return self.start_next_op(unit, events);
+        } else if self.host_program_allowed(u) {
+            if self.units[u].gc_active {
+                self.units[u].host_program_credit -= 1.0;
+            }
+            self.buffer_pending_bytes -= config.program_unit_bytes as u64;
+            self.units[u].free_program_units -= 1;
+            let channel = u / config.units_per_channel as usize;
+            let data_in = book(
+                &mut self.channel_free_at_ns[channel],
+                now,
+                transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
+            );
+            (UnitOp::HostProgram, data_in + config.program_ns)
+        } else if self.units[u].gc_active && self.units[u].gc_copies_left > 0 {
+            // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
+            self.units[u].host_program_credit += self.host_programs_per_copy;
+            self.units[u].gc_copies_left -= 1;
+            (UnitOp::GcCopy, now + self.mean_read_ns + config.program_ns)
+        } else if self.units[u].gc_active && self.units[u].gc_copies_left == 0 {
+            (UnitOp::Erase, now + config.erase_ns)
+        } else {
+            self.units[u].op = UnitOp::Idle;
+            if !self.units[u].in_idle_list {
+                self.units[u].in_idle_list = true;
+                self.idle_units.push(unit);
+            }
+            return;
+        };
+        self.run_op(unit, op, done_at, events);
+    }
+
+    /// A flash unit finished operation number `operation` (unless that one was suspended: then it ends later).
+    pub fn unit_done(&mut self, unit: u32, operation: u32, events: &mut EventQueue) {
+        let now = events.now_ns;
+        let u = unit as usize;
+        if operation != self.units[u].operation {
+            return;
+        }
+        match self.units[u].op {
+            UnitOp::Read { request, bytes } => {
+                let channel = u / self.config.units_per_channel as usize;
+                let off_channel = book(
+                    &mut self.channel_free_at_ns[channel],
+                    now,
+                    transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
+                );
+                let at_host = book(
+                    &mut self.link_to_host_free_at_ns,
+                    off_channel,
+                    transfer_ns(bytes as u64, self.config.link_bytes_per_s),
+                );
+                let done = at_host + self.config.read_pipeline_ns;
+                let tracking = &mut self.reads[request as usize];
+                tracking.pages_left -= 1;
+                tracking.done_at_ns = tracking.done_at_ns.max(done);
+                if tracking.pages_left == 0 {
+                    events.schedule(
+                        tracking.done_at_ns,
+                        Event::DeviceComplete {
+                            device: self.index,
+                            request,
+                        },
+                    );
+                }
+            }
+            UnitOp::HostProgram => {
+                self.stats.host_program_units += 1;
+                self.buffer_used_bytes -= self.config.program_unit_bytes as u64;
+                self.unstall_front_end(events);
+            }
+            UnitOp::GcCopy => self.stats.gc_program_units += 1,
+            UnitOp::Erase => {
+                self.stats.erases += 1;
+                let unit_state = &mut self.units[u];
+                unit_state.gc_active = false;
+                unit_state.free_program_units +=
+                    self.config.block_program_units as i64 - unit_state.gc_victim_copies as i64;
+            }
+            UnitOp::Idle => unreachable!("an idle unit cannot finish an operation"),
+        }
+        self.units[u].op = UnitOp::Idle;
+        self.start_next_op(unit, events);
+        // Freed space or finished garbage collection may let other idle units work.
+        self.drain_to_idle_units(events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Condition;
+    use crate::device::test_support::*;
+    use crate::device::victim_valid_fraction;
+    use crate::testkit::small_device;
+
+    #[test]
+    fn a_lone_read_takes_command_array_transfer_and_pipeline_time() {
+        let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
+        let mut events = EventQueue::new();
+        device.submit(
+            0,
+            Command {
+                request: 7,
+                write: false,
+                offset_bytes: 0,
+                bytes: 4096,
+            },
+            &mut events,
+        );
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 1);
+        let (at, request) = done[0];
+        assert_eq!(request, 7);
+        // 1 us command + 40 or 60 us array + 4096 B at 1 GB/s + at 4 GB/s + 2 us pipeline
+        assert!(
+            at == 1_000 + 40_000 + 4_096 + 1_024 + 2_000
+                || at == 1_000 + 60_000 + 4_096 + 1_024 + 2_000,
+            "{at}"
+        );
+    }
+
+    #[test]
+    fn reads_queue_on_busy_units_so_latency_grows_with_depth() {
+        let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
+        let mut events = EventQueue::new();
+        for i in 0..64 {
+            device.submit(
+                0,
+                Command {
+                    request: i,
+                    write: false,
+                    offset_bytes: i as u64 * 16384,
+                    bytes: 4096,
+                },
+                &mut events,
+            );
+        }
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 64);
+        let last = done.iter().map(|d| d.0).max().unwrap();
+        // 4 units, 64 reads of >= 40 us each: at least 16 rounds deep on some unit.
+        assert!(last > 16 * 40_000 / 2, "{last}");
+    }
+
+    #[test]
+    fn garbage_collection_copies_and_erases_on_a_preconditioned_drive() {
+        let config = small_device(Condition::Preconditioned);
+        let valid = victim_valid_fraction(&config);
+        // spare factor 1/16 -> valid fraction (1 - 1/16)/(1 + 1/16) = 0.882
+        assert!((valid - 0.882).abs() < 0.001, "{valid}");
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 2048);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 2048);
+        assert!(device.stats.erases > 0 && device.stats.gc_program_units > 0);
+        let amplification = (device.stats.host_program_units + device.stats.gc_program_units)
+            as f64
+            / device.stats.host_program_units as f64;
+        assert!(amplification > 3.0, "write amplification {amplification}");
+    }
+
+    /// One 4 KiB write (starts a 0.5 ms program once 64 KiB are buffered: 16 writes), then a read of a page on
+    /// the unit that programs; returns the read's latency.
+    fn read_during_a_program(read_suspend_ns: u64) -> u64 {
+        let mut config = small_device(Condition::Fresh);
+        config.read_suspend_ns = read_suspend_ns;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 16);
+        run_until(&mut device, &mut events, |device| {
+            device
+                .units
+                .iter()
+                .any(|unit| matches!(unit.op, UnitOp::HostProgram))
+        });
+        let programming = device
+            .units
+            .iter()
+            .position(|unit| matches!(unit.op, UnitOp::HostProgram))
+            .unwrap() as u64;
+        // A page that the address hash puts on the programming unit.
+        let page = (0..)
+            .find(|&page: &u64| mix(page ^ device.salt) % 4 == programming)
+            .unwrap();
+        let submitted_at = events.now_ns;
+        device.submit(0, read(10_000, page * 16384), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(
+            device.stats.host_program_units, 1,
+            "the program still completes"
+        );
+        done.iter().find(|d| d.1 == 10_000).unwrap().0 - submitted_at
+    }
+
+    #[test]
+    fn a_read_suspends_a_program_on_its_unit_when_the_flash_can() {
+        let waited = read_during_a_program(0);
+        let suspended = read_during_a_program(30_000);
+        // Without suspend the read waits out the 0.5 ms program; with it, 30 us plus its own 48-68 us.
+        assert!(waited > 300_000, "{waited}");
+        assert!((78_000..=98_200).contains(&suspended), "{suspended}");
+    }
+
+    #[test]
+    fn reclaiming_units_free_buffer_space_steadily_not_in_bursts() {
+        let mut config = small_device(Condition::Preconditioned);
+        config.channels = 4;
+        config.units_per_channel = 4;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 20_000);
+        let mut program_ends = Vec::new();
+        while let Some((at, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => {
+                    let before = device.stats.host_program_units;
+                    device.unit_done(unit, operation, &mut events);
+                    if device.stats.host_program_units > before {
+                        program_ends.push(at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(device.stats.erases > 50, "in the reclaiming steady state");
+        let steady = &program_ends[program_ends.len() / 2..];
+        let mean_gap = (steady[steady.len() - 1] - steady[0]) / (steady.len() as u64 - 1);
+        let max_gap = steady.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        // 16 units in step would leave gaps of a whole copy/program cycle (~16 mean gaps) between bursts.
+        assert!(
+            max_gap < 8 * mean_gap,
+            "max gap {max_gap} ns, mean {mean_gap} ns"
+        );
+    }
+}

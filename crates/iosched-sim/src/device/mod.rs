@@ -1,0 +1,319 @@
+//! An NVMe (or SATA) SSD as a set of queues and servers.
+//!
+//! - Submission queues, one per hardware queue. The controller fetches a command as soon as its doorbell rings (the
+//!   fetch takes far less than the front-end's per-command time, so NVMe's round-robin arbitration never has a
+//!   backlog to order) into one internal command queue, which the front-end works through in fetch order.
+//! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling), or
+//!   `write_command_ns` for a write where that is set.
+//! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
+//!   plus jitter), programs of `program_unit_bytes`, garbage-collection copies and erases. Reads go first when a unit
+//!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
+//!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
+//! - Channels and the host link (one direction each way) move data; they are FIFO servers.
+//! - A write buffer absorbs writes: a write completes once its data is in the buffer. The buffer drains to flash in
+//!   program units on idle flash units. When it is full the front-end core holding the write stalls, and every
+//!   command behind it waits (head-of-line blocking): this is how reads queue behind writes.
+//! - Garbage collection: each unit counts its own free space in program units. Below the low-water mark it reclaims
+//!   a victim block by copying its valid program units and erasing it, and paces its host programs behind the
+//!   copies in the ratio the victim frees space. The victims' valid fraction follows from the spare area of a
+//!   preconditioned drive (see `victim_valid_fraction`); where a unit is in its copy cycle is random, so units do not
+//!   program host data in step.
+//!
+//! Where each part lives: this file holds the device's state, its construction and its interface to the block layer;
+//! `controller.rs` the front end, `flash.rs` the flash units (reads, programs, garbage collection), `write_buffer.rs`
+//! the write buffer and its drain.
+//!
+//! Simplifications, each a named assumption: the logical-to-physical mapping is a hash of the page address (uniform
+//! over units, page type from the same hash) rather than a mapping table; reads of data still in the write buffer go
+//! to flash anyway; a garbage-collection copy takes one array read plus one program (on-die copyback); victims of
+//! sequential overwrites are treated like those of random ones.
+
+use std::collections::VecDeque;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64;
+
+use crate::config::{Condition, DeviceConfig};
+use crate::result::DeviceResult;
+
+mod controller;
+mod flash;
+mod write_buffer;
+
+use controller::FrontEndCore;
+use flash::{ReadTracking, Unit};
+
+/// What the block layer hands the device.
+#[derive(Debug, Clone, Copy)]
+pub struct Command {
+    pub request: u32,
+    pub write: bool,
+    pub offset_bytes: u64,
+    pub bytes: u32,
+}
+
+pub struct Device {
+    pub config: DeviceConfig,
+    index: u32,
+    salt: u64,
+    rng: Pcg64,
+    hw_queues: u32,
+    /// Commands fetched from the submission queues, in fetch (= doorbell) order.
+    fetched_commands: VecDeque<Command>,
+    front_end: Vec<FrontEndCore>,
+    units: Vec<Unit>,
+    idle_units: Vec<u32>,
+    channel_free_at_ns: Vec<u64>,
+    link_to_host_free_at_ns: u64,
+    link_to_device_free_at_ns: u64,
+    reads: Vec<ReadTracking>,
+    buffer_used_bytes: u64,
+    /// Buffered bytes not yet assigned to a program.
+    buffer_pending_bytes: u64,
+    /// Garbage collection starts on a unit below this many free program units.
+    gc_low_units: i64,
+    victim_valid_fraction: f64,
+    victim_copy_carry: f64,
+    host_programs_per_copy: f64,
+    mean_read_ns: u64,
+    /// Commands submitted and not yet completed to the host (what a device-wide in-flight bound limits).
+    outstanding_commands: u32,
+    pub stats: DeviceResult,
+}
+
+/// splitmix64: a fixed, well-mixed hash of a page address (the stand-in for the FTL's mapping).
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Book `duration_ns` on a FIFO server (a channel, a link direction) free from `*free_at_ns`, for work ready at
+/// `ready_ns`. Returns when it ends. Callers book in event order, so the FIFO order is the arrival order.
+#[inline]
+fn book(free_at_ns: &mut u64, ready_ns: u64, duration_ns: u64) -> u64 {
+    *free_at_ns = ready_ns.max(*free_at_ns) + duration_ns;
+    *free_at_ns
+}
+
+/// Uniform extra time in [0, max_ns].
+#[inline]
+fn jitter(rng: &mut Pcg64, max_ns: u64) -> u64 {
+    if max_ns > 0 {
+        rng.random_range(0..=max_ns)
+    } else {
+        0
+    }
+}
+
+#[inline]
+fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
+    (bytes * 1_000_000_000).div_ceil(bytes_per_s)
+}
+
+/// Valid fraction of garbage-collection victims in the steady state of uniform random overwrites with greedy victim
+/// choice: write amplification WA = (1 + r) / (2 r) for spare factor r = spare / live data, so the victims' valid
+/// fraction is 1 - 1/WA = (1 - r) / (1 + r). (A standard first-order approximation of greedy GC; it ignores
+/// hot/cold separation.)
+pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
+    if config.condition == Condition::Fresh {
+        return 0.0;
+    }
+    let raw = (config.capacity_bytes + config.overprovision_bytes) as f64;
+    let live = config.capacity_bytes as f64 * (1.0 - config.trimmed_fraction.clamp(0.0, 1.0));
+    if live <= 0.0 {
+        return 0.0;
+    }
+    let spare_factor = (raw - live) / live;
+    ((1.0 - spare_factor) / (1.0 + spare_factor)).clamp(0.0, 1.0)
+}
+
+impl Device {
+    pub fn new(config: DeviceConfig, index: u32, hw_queues: u32, seed: u64) -> Self {
+        let nr_units = config.channels * config.units_per_channel;
+        let gc_low_units = config.gc_free_units_low as i64;
+        let free_program_units_per_unit = match config.condition {
+            // A preconditioned drive sits at its garbage-collection threshold: the spare area is spread over
+            // blocks as invalid pages, not as free blocks.
+            Condition::Preconditioned => gc_low_units,
+            Condition::Fresh => {
+                ((config.capacity_bytes + config.overprovision_bytes)
+                    / config.program_unit_bytes as u64
+                    / nr_units.max(1) as u64) as i64
+            }
+        };
+        let mean_read_ns = config.read_ns_by_page_type.iter().sum::<u64>()
+            / config.read_ns_by_page_type.len().max(1) as u64;
+        let victim_valid_fraction = victim_valid_fraction(&config);
+        let stats = DeviceResult {
+            name: config.name.clone(),
+            ..Default::default()
+        };
+        Self {
+            index,
+            salt: mix(0xD1CE ^ index as u64),
+            rng: Pcg64::seed_from_u64(mix(seed ^ 0x5EED_0000_0000 ^ index as u64)),
+            hw_queues: hw_queues.max(1),
+            fetched_commands: VecDeque::new(),
+            front_end: (0..config.controller_cores.max(1))
+                .map(|_| FrontEndCore::IDLE)
+                .collect(),
+            units: (0..nr_units)
+                .map(|_| Unit::new(free_program_units_per_unit))
+                .collect(),
+            idle_units: (0..nr_units).rev().collect(),
+            channel_free_at_ns: vec![0; config.channels as usize],
+            link_to_host_free_at_ns: 0,
+            link_to_device_free_at_ns: 0,
+            reads: Vec::new(),
+            buffer_used_bytes: 0,
+            buffer_pending_bytes: 0,
+            gc_low_units,
+            victim_valid_fraction,
+            victim_copy_carry: 0.0,
+            host_programs_per_copy: if victim_valid_fraction > 0.0 {
+                (1.0 - victim_valid_fraction) / victim_valid_fraction
+            } else {
+                f64::INFINITY
+            },
+            mean_read_ns,
+            outstanding_commands: 0,
+            stats,
+            config,
+        }
+    }
+
+    pub fn buffer_used_bytes(&self) -> u64 {
+        self.buffer_used_bytes
+    }
+
+    /// Free program units over all flash units.
+    pub fn free_program_units(&self) -> i64 {
+        self.units.iter().map(|unit| unit.free_program_units).sum()
+    }
+
+    /// The host has taken a command's completion (the block layer's completion path ran).
+    pub fn command_completed(&mut self) {
+        debug_assert!(self.outstanding_commands > 0);
+        self.outstanding_commands -= 1;
+    }
+
+    /// Commands submitted and not yet completed.
+    pub fn outstanding_commands(&self) -> u32 {
+        self.outstanding_commands
+    }
+}
+
+/// Helpers for the tests of this module's files.
+#[cfg(test)]
+mod test_support {
+    use super::*;
+    use crate::engine::{Event, EventQueue};
+
+    /// `count` 4 KiB writes to consecutive offsets on submission queue 0, request ids 0..count.
+    pub(super) fn submit_writes(device: &mut Device, events: &mut EventQueue, count: u32) {
+        for i in 0..count {
+            let command = Command {
+                request: i,
+                write: true,
+                offset_bytes: i as u64 * 4096,
+                bytes: 4096,
+            };
+            device.submit(0, command, events);
+        }
+    }
+
+    pub(super) fn run_until_idle(device: &mut Device, events: &mut EventQueue) -> Vec<(u64, u32)> {
+        let mut completions = Vec::new();
+        while let Some((at, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, events),
+                Event::DeviceComplete { request, .. } => completions.push((at, request)),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        completions
+    }
+
+    /// Run the device's own events (completions are dropped) until `done` holds.
+    pub(super) fn run_until(
+        device: &mut Device,
+        events: &mut EventQueue,
+        done: impl Fn(&Device) -> bool,
+    ) {
+        while !done(device) {
+            match events
+                .pop()
+                .expect("the device stopped before the condition held")
+                .1
+            {
+                Event::ControllerDone { core, .. } => device.controller_done(core, events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, events),
+                _ => {}
+            }
+        }
+    }
+
+    /// A 4 KiB read.
+    pub(super) fn read(request: u32, offset_bytes: u64) -> Command {
+        Command {
+            request,
+            write: false,
+            offset_bytes,
+            bytes: 4096,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+    use crate::engine::EventQueue;
+    use crate::testkit::small_device;
+
+    #[test]
+    fn a_command_is_outstanding_until_the_host_has_taken_its_completion() {
+        let mut device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
+        let mut events = EventQueue::new();
+        device.submit(0, read(1, 0), &mut events);
+        device.submit(0, read(2, 16384), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 2);
+        // Posted, but the block layer's completion path has not run yet.
+        assert_eq!(device.outstanding_commands(), 2);
+        device.command_completed();
+        assert_eq!(device.outstanding_commands(), 1);
+        assert_eq!(device.stats.max_outstanding_commands, 2);
+    }
+
+    #[test]
+    fn devices_of_one_run_map_pages_and_draw_jitter_independently() {
+        let a = Device::new(small_device(Condition::Fresh), 0, 1, 7);
+        let b = Device::new(small_device(Condition::Fresh), 1, 1, 7);
+        assert_ne!(a.salt, b.salt);
+        let again = Device::new(small_device(Condition::Fresh), 1, 1, 7);
+        assert_eq!(b.salt, again.salt, "the same index, the same mapping");
+        assert_eq!(
+            a.free_program_units(),
+            (((1 << 30) + (1 << 26)) / 65536) as i64
+        );
+    }
+
+    #[test]
+    fn trimming_raises_spare_area_and_lowers_victim_valid_fraction() {
+        let mut config = small_device(Condition::Preconditioned);
+        let full = victim_valid_fraction(&config);
+        config.trimmed_fraction = 0.5;
+        assert!(victim_valid_fraction(&config) < full / 2.0);
+        config.condition = Condition::Fresh;
+        assert_eq!(victim_valid_fraction(&config), 0.0);
+    }
+}

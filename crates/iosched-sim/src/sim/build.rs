@@ -1,0 +1,544 @@
+//! Before the first event: a run's block queues and devices from the config, its processes from the jobs (fio's
+//! clones, their stonewall groups, where Linux places them at fork), and the writeback flusher.
+
+use iosched_policy::{BlockLayer, IoprioClass};
+
+use super::buffered::Buffered;
+use super::process::{IoSource, ProcessParams};
+use super::tags::TagWait;
+use super::{Process, SchedulerCosts, Simulation};
+use crate::blk::BlockQueue;
+use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
+use crate::device::Device;
+use crate::engine::EventQueue;
+use crate::host::{ForkPlacement, Host};
+use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
+use crate::workload::{process_rng, Generator, TraceReplay};
+
+impl<'c> Simulation<'c> {
+    /// Build a run from `config`: an error (never a panic) if the config is invalid (`SimConfig::validate`), a
+    /// tunable is unknown to the scheduler, a trace cannot be read or buffered jobs' files overlap.
+    pub fn new(config: &'c SimConfig) -> Result<Self, String> {
+        config.validate()?;
+        let cores = config.host.cores;
+        let (queues, devices) = block_queues_and_devices(config, config.block_layer()?)?;
+        let costs = scheduler_costs(config, &queues[0]);
+        let mut cache = page_cache(config);
+        let (mut processes, group_remaining) = job_processes(config, &mut cache)?;
+        let groups = group_remaining.len() as u32;
+        place_at_fork(&mut processes, groups, cores);
+        mark_may_sleep_on_tags(&mut processes, &queues);
+        // With stonewall groups the run ends by the sum of the groups' longest spans at the latest.
+        let end_ns = (0..groups)
+            .map(|g| {
+                processes
+                    .iter()
+                    .filter(|p| p.params.group == g)
+                    .map(|p| p.state.end_ns)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .sum::<u64>();
+        let window_start_ns = processes
+            .iter()
+            .filter(|p| p.params.group == 0)
+            .map(|p| p.state.stats_start_ns)
+            .min()
+            .unwrap_or(0);
+        let user_processes = processes.len();
+        // The writeback flusher: a kernel thread on any core, issuing asynchronous writes as the page cache's owner.
+        let flusher = if config.jobs.iter().any(|j| j.buffered && j.rw == Rw::Write) {
+            processes.push(Process::flusher(cores, config.host.psync.clone(), end_ns));
+            Some((processes.len() - 1) as u32)
+        } else {
+            None
+        };
+        let mut host = Host::new(cores, config.host.context_switch_ns);
+        host.set_window(window_start_ns, end_ns);
+        Ok(Self {
+            config,
+            events: EventQueue::new(),
+            host,
+            active_processes: user_processes,
+            processes,
+            stonewalled: groups > 1,
+            group_remaining,
+            cache,
+            flusher,
+            flusher_busy: false,
+            cache_bios_in_flight: 0,
+            last_finish_ns: 0,
+            queues,
+            devices,
+            slots: Vec::with_capacity(4096),
+            free_slots: Vec::new(),
+            costs,
+            ios_issued: 0,
+            ios_completed: 0,
+            woken_hctxs: Vec::new(),
+            woken_bios: Vec::new(),
+            end_ns,
+            window_start_ns,
+            interval_ios: vec![[0, 0]; config.jobs.len()],
+            timeseries: Vec::new(),
+            failure: None,
+        })
+    }
+}
+
+/// Per device: its block queue (blk-mq's hardware queues, one per core up to the device's, or the legacy layer's
+/// single request list) with its own instance of the scheduler, and its model.
+fn block_queues_and_devices(
+    config: &SimConfig,
+    layer: BlockLayer,
+) -> Result<(Vec<BlockQueue>, Vec<Device>), String> {
+    let mut queues = Vec::new();
+    let mut devices = Vec::new();
+    for (index, device) in config.devices.iter().enumerate() {
+        let nr_hw_queues = match layer {
+            BlockLayer::Mq => config.host.cores.min(device.max_hw_queues),
+            BlockLayer::Legacy => 1,
+        };
+        let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
+        for (name, value) in &config.scheduler.tunables {
+            elevator
+                .set_tunable(name, *value)
+                .map_err(|e| format!("scheduler {}: {e}", config.scheduler.name))?;
+        }
+        let mut queue = match layer {
+            BlockLayer::Mq => BlockQueue::new(
+                elevator,
+                nr_hw_queues,
+                device.queue_depth,
+                config.scheduler.nr_requests,
+            ),
+            BlockLayer::Legacy => {
+                BlockQueue::legacy(elevator, device.queue_depth, config.scheduler.nr_requests)
+            }
+        };
+        if let Some(kib) = device.max_sectors_kb {
+            queue.set_max_sectors_kb(kib);
+        }
+        queue.set_lock_handoff_ns(config.host.lock_handoff_ns);
+        queues.push(queue);
+        devices.push(Device::new(
+            device.clone(),
+            index as u32,
+            nr_hw_queues,
+            config.seed,
+        ));
+    }
+    Ok((queues, devices))
+}
+
+/// The scheduler's CPU costs on this host, with how often its hooks take its lock (from `queue`'s elevator; every
+/// device runs the same scheduler). A scheduler without an entry in the host's `scheduler_costs` costs nothing.
+fn scheduler_costs(config: &SimConfig, queue: &BlockQueue) -> SchedulerCosts {
+    config
+        .host
+        .scheduler_costs
+        .get(&config.scheduler.name)
+        .map(|c| {
+            let acquisitions = queue.lock_acquisitions();
+            SchedulerCosts {
+                insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
+                complete_ns: c.complete_ns,
+                submit_acquisitions: acquisitions.submit,
+                complete_acquisitions: acquisitions.complete,
+            }
+        })
+        .unwrap_or_default()
+}
+
+fn page_cache(config: &SimConfig) -> Option<PageCache> {
+    config.host.page_cache.as_ref().map(|pc| {
+        let capacity_pages = pc.capacity_bytes / PAGE_BYTES;
+        PageCache::new(PageCacheLimits {
+            capacity_pages,
+            background_pages: capacity_pages * pc.dirty_background_ratio as u64 / 100,
+            dirty_limit_pages: capacity_pages * pc.dirty_ratio as u64 / 100,
+        })
+    })
+}
+
+/// Every job's processes (`numjobs` clones each, in job order), and how many processes each stonewall group has:
+/// a `stonewall` job starts a new group unless nothing came before it.
+fn job_processes(
+    config: &SimConfig,
+    cache: &mut Option<PageCache>,
+) -> Result<(Vec<Process>, Vec<u32>), String> {
+    let read_ahead_pages = config
+        .host
+        .page_cache
+        .as_ref()
+        .map(|pc| pc.read_ahead_kb as u64 * 1024 / PAGE_BYTES)
+        .unwrap_or(1);
+    let mut cgroups: Vec<&str> = vec![""];
+    let mut processes = Vec::new();
+    let mut group = 0u32;
+    let mut group_remaining = vec![0u32];
+    for (index, job) in config.jobs.iter().enumerate() {
+        if job.stonewall && index > 0 && group_remaining[group as usize] > 0 {
+            group += 1;
+            group_remaining.push(0);
+        }
+        group_remaining[group as usize] += job.numjobs;
+        let cgroup = match cgroups.iter().position(|c| *c == job.cgroup) {
+            Some(i) => i,
+            None => {
+                cgroups.push(&job.cgroup);
+                cgroups.len() - 1
+            }
+        } as u32;
+        let layout = JobLayout::new(config, index as u32, job, group, cgroup);
+        for clone in 0..job.numjobs {
+            processes.push(layout.process(config, clone, cache, read_ahead_pages)?);
+        }
+    }
+    Ok((processes, group_remaining))
+}
+
+/// What the processes (clones) of one job share.
+struct JobLayout<'j> {
+    index: u32,
+    job: &'j JobConfig,
+    group: u32,
+    cgroup: u32,
+    /// The job's cpus_allowed, or every core.
+    allowed: Vec<u32>,
+    /// The job's region: the smallest its devices leave after its offset, and at most its size.
+    region_bytes: u64,
+    /// The largest logical block of its devices.
+    block_bytes: u64,
+}
+
+impl<'j> JobLayout<'j> {
+    fn new(config: &SimConfig, index: u32, job: &'j JobConfig, group: u32, cgroup: u32) -> Self {
+        let allowed = if job.cpus_allowed.is_empty() {
+            (0..config.host.cores).collect()
+        } else {
+            job.cpus_allowed.clone()
+        };
+        let region_bytes = job
+            .devices
+            .iter()
+            .map(|&d| config.devices[d as usize].capacity_bytes - job.offset_bytes)
+            .min()
+            .unwrap_or(0)
+            .min(if job.size_bytes > 0 {
+                job.size_bytes
+            } else {
+                u64::MAX
+            });
+        let block_bytes = job
+            .devices
+            .iter()
+            .map(|&d| config.devices[d as usize].logical_block_bytes as u64)
+            .max()
+            .unwrap_or(512);
+        Self {
+            index,
+            job,
+            group,
+            cgroup,
+            allowed,
+            region_bytes,
+            block_bytes,
+        }
+    }
+
+    /// Clone `clone` of the job: its I/O source (generator, trace replay, buffered file) and its parameters.
+    fn process(
+        &self,
+        config: &SimConfig,
+        clone: u32,
+        cache: &mut Option<PageCache>,
+        read_ahead_pages: u64,
+    ) -> Result<Process, String> {
+        let job = self.job;
+        // fio: every clone of a job replays the whole trace.
+        let trace = match &job.trace {
+            Some(t) => Some(Box::new(
+                TraceReplay::open(t, job, self.region_bytes, self.block_bytes)
+                    .map_err(|e| format!("job {}: read_iolog: {e}", job.name))?,
+            )),
+            None => None,
+        };
+        let allowed_cores = if job.cpus_split {
+            vec![self.allowed[clone as usize % self.allowed.len()]]
+        } else {
+            let mut sorted = self.allowed.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted
+        };
+        // Unpinned processes get their starting core at fork (`place_at_fork`), once all processes are known.
+        let core = allowed_cores[0];
+        let offset = job.offset_bytes + clone as u64 * job.offset_increment_bytes;
+        let buffered = match (cache.as_mut(), job.buffered) {
+            (Some(cache), true) => {
+                let file = cache.file(job.devices[0], offset, self.region_bytes)?;
+                if job.invalidate && self.group == 0 {
+                    cache.invalidate_clean(file);
+                }
+                Some(Buffered {
+                    file,
+                    write: job.rw == Rw::Write,
+                    readahead: Readahead::new(read_ahead_pages),
+                    call: None,
+                    waiting: false,
+                })
+            }
+            _ => None,
+        };
+        let rng = process_rng(config.seed, self.index, clone);
+        let generator = Generator::new(job, rng, self.region_bytes).at_offset(offset);
+        let params = self.params(config, clone, allowed_cores, trace.is_some());
+        let source = IoSource {
+            generator: Some(generator),
+            trace,
+            buffered,
+        };
+        let (start_ns, stats_start_ns) = (job.start_ns, job.start_ns + job.ramp_ns);
+        let end_ns = stats_start_ns + job.runtime_ns;
+        Ok(Process::new(
+            params,
+            source,
+            core,
+            start_ns,
+            stats_start_ns,
+            end_ns,
+        ))
+    }
+
+    fn params(
+        &self,
+        config: &SimConfig,
+        clone: u32,
+        allowed_cores: Vec<u32>,
+        replay: bool,
+    ) -> ProcessParams {
+        let job = self.job;
+        let cost = match job.ioengine {
+            IoEngine::IoUring => &config.host.io_uring,
+            IoEngine::Libaio => &config.host.libaio,
+            IoEngine::Psync => &config.host.psync,
+        };
+        ProcessParams {
+            job: self.index,
+            clone,
+            group: self.group,
+            allowed_cores,
+            devices: job.devices.clone(),
+            iodepth: if job.ioengine == IoEngine::Psync {
+                1
+            } else {
+                job.iodepth
+            },
+            batch: job.iodepth_batch_submit,
+            size_limit_bytes: if replay {
+                u64::MAX // the trace, not size, says how much a replay transfers
+            } else {
+                self.region_bytes
+            },
+            time_based: job.time_based,
+            // 0: unlimited.
+            rate_period_ns: 1_000_000_000u64.checked_div(job.rate_iops).unwrap_or(0),
+            thinktime_ns: job.thinktime_ns,
+            tag_wait: match job.ioengine {
+                // fio sizes the ring (SQ entries) to iodepth.
+                IoEngine::IoUring => {
+                    TagWait::IoWqWorkers(job.iodepth.min(4 * config.host.cores).max(1))
+                }
+                IoEngine::Libaio | IoEngine::Psync => TagWait::Submitter,
+            },
+            clat_after_call: job.ioengine != IoEngine::Psync,
+            may_sleep_on_tags: false, // set once every process's depth is known (`mark_may_sleep_on_tags`)
+            cost: cost.clone(),
+            ioprio_class: IoprioClass::from_fio(job.prioclass).unwrap_or(IoprioClass::None),
+            ioprio_level: job.prio as u8,
+            cgroup: self.cgroup,
+            cgroup_weight: job.cgroup_weight,
+        }
+    }
+}
+
+/// Where the processes fio forks start (Linux spreads them over idle CPUs): per stonewall group, as only one group
+/// runs at a time. Pinned processes keep their core and count as placed there.
+fn place_at_fork(processes: &mut [Process], groups: u32, cores: u32) {
+    for g in 0..groups {
+        let mut fork = ForkPlacement::new(cores);
+        let in_group = |p: &&mut Process| p.params.group == g;
+        for p in processes.iter_mut().filter(in_group) {
+            if p.params.allowed_cores.len() == 1 {
+                fork.pin(p.state.core);
+            }
+        }
+        for p in processes.iter_mut().filter(in_group) {
+            if p.params.allowed_cores.len() > 1 {
+                p.state.core = fork.place(&p.params.allowed_cores);
+            }
+        }
+    }
+}
+
+/// Requests can run out on a device when its processes' depths together exceed the fewest an elevator lets a kind
+/// of request hold (BFQ's async writes with weight-raised queues: 3/16 of nr_requests), or the driver tags without
+/// one. A bound, not the exact limit: it only decides whether submissions may be booked ahead.
+fn mark_may_sleep_on_tags(processes: &mut [Process], queues: &[BlockQueue]) {
+    let scarce: Vec<bool> = queues
+        .iter()
+        .enumerate()
+        .map(|(d, queue)| {
+            let depth: u64 = processes
+                .iter()
+                .filter(|p| p.params.devices.contains(&(d as u32)))
+                .map(|p| p.params.iodepth as u64)
+                .sum();
+            let fewest = if queue.has_elevator {
+                (queue.request_tags as u64 * 3 / 16).max(1)
+            } else {
+                queue.request_tags as u64
+            };
+            depth > fewest
+        })
+        .collect();
+    for p in processes.iter_mut() {
+        p.params.may_sleep_on_tags = p.params.tag_wait == TagWait::Submitter
+            && p.params.devices.iter().any(|&d| scarce[d as usize]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{buffered_job, config, job};
+
+    #[test]
+    fn an_engines_depth_clat_start_and_tag_wait_follow_fio_and_the_kernel() {
+        let mut psync = job("p", Rw::Randread, 8, 1);
+        psync.ioengine = IoEngine::Psync;
+        let mut libaio = job("l", Rw::Randread, 8, 1);
+        libaio.ioengine = IoEngine::Libaio;
+        let ring = job("u", Rw::Randread, 64, 1);
+        let c = config("none", vec![psync, libaio, ring]);
+        let sim = Simulation::new(&c).unwrap();
+        let [p, l, u] = [0, 1, 2].map(|i| &sim.processes[i].params);
+        assert_eq!(
+            (p.iodepth, p.clat_after_call),
+            (1, false),
+            "psync: one I/O per call"
+        );
+        assert_eq!((l.iodepth, l.clat_after_call), (8, true));
+        assert!(p.tag_wait == TagWait::Submitter && l.tag_wait == TagWait::Submitter);
+        // A ring of 64 entries on 2 cores: min(64, 4 x 2) io-wq workers.
+        assert!(u.tag_wait == TagWait::IoWqWorkers(8));
+        assert!(sim.flusher.is_none());
+    }
+
+    #[test]
+    fn stonewall_groups_run_one_after_the_other_and_the_run_spans_them_all() {
+        let first = job("a", Rw::Randread, 1, 2);
+        let mut second = job("b", Rw::Randwrite, 1, 3);
+        second.stonewall = true;
+        second.runtime_ns = 2_000_000;
+        let c = config("none", vec![first, second]);
+        let sim = Simulation::new(&c).unwrap();
+        let groups: Vec<u32> = sim.processes.iter().map(|p| p.params.group).collect();
+        assert_eq!(groups, vec![0, 0, 1, 1, 1]);
+        assert_eq!(sim.group_remaining, vec![2, 3]);
+        assert!(sim.stonewalled);
+        // 1 ms ramp + 5 ms, then 1 ms ramp + 2 ms; statistics from the first group's ramp on.
+        assert_eq!((sim.end_ns, sim.window_start_ns), (9_000_000, 1_000_000));
+        // Each group is forked onto the idle cores anew.
+        let cores: Vec<u32> = sim.processes.iter().map(|p| p.state.core).collect();
+        assert_eq!(cores, vec![0, 1, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_stonewall_on_the_first_job_starts_no_empty_group() {
+        let mut first = job("a", Rw::Randread, 1, 1);
+        first.stonewall = true;
+        let sim_config = config("none", vec![first]);
+        let sim = Simulation::new(&sim_config).unwrap();
+        assert_eq!(sim.group_remaining, vec![1]);
+        assert!(!sim.stonewalled);
+    }
+
+    #[test]
+    fn submitters_may_sleep_on_tags_only_where_their_depths_can_exhaust_the_requests() {
+        let depth_config = |iodepth: u32, engine: IoEngine| {
+            let mut j = job("a", Rw::Randread, iodepth, 1);
+            j.ioengine = engine;
+            config("mq-deadline", vec![j])
+        };
+        let may_sleep = |c: &SimConfig| {
+            Simulation::new(c).unwrap().processes[0]
+                .params
+                .may_sleep_on_tags
+        };
+        // mq-deadline's requests: 2 x min(queue depth 64, 128) = 128; the fewest a kind may hold: 3/16 of them = 24.
+        assert!(!may_sleep(&depth_config(24, IoEngine::Libaio)));
+        assert!(may_sleep(&depth_config(25, IoEngine::Libaio)));
+        assert!(
+            !may_sleep(&depth_config(25, IoEngine::IoUring)),
+            "io_uring's submitter never sleeps"
+        );
+    }
+
+    #[test]
+    fn buffered_writers_bring_the_flusher_and_clones_get_their_own_files() {
+        let c = config("none", vec![buffered_job("w", Rw::Write, 2, 1 << 20)]);
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.flusher, Some(2));
+        assert_eq!(
+            sim.active_processes, 2,
+            "the flusher does not keep the run going"
+        );
+        let files: Vec<usize> = sim.processes[..2]
+            .iter()
+            .map(|p| p.source.buffered.as_ref().unwrap().file)
+            .collect();
+        assert_eq!(files, vec![0, 1]);
+        let readers = config("none", vec![buffered_job("r", Rw::Read, 1, 1 << 20)]);
+        assert!(Simulation::new(&readers).unwrap().flusher.is_none());
+    }
+
+    #[test]
+    fn errors_found_while_building_name_their_source() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
+        c.scheduler.tunables = vec![("no_such_tunable".into(), 1)];
+        let e = Simulation::new(&c).err().unwrap();
+        assert!(e.starts_with("scheduler mq-deadline: "), "{e}");
+        let mut overlapping = buffered_job("w", Rw::Write, 2, 1 << 20);
+        overlapping.offset_increment_bytes = 1 << 19;
+        let e = Simulation::new(&config("none", vec![overlapping]))
+            .err()
+            .unwrap();
+        assert!(e.starts_with("buffered jobs' files overlap"), "{e}");
+    }
+
+    #[test]
+    fn a_scheduler_without_costs_on_the_host_costs_nothing() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.costs.insert_dispatch_ns + sim.costs.complete_ns, 0);
+        c.host.scheduler_costs.insert(
+            "mq-deadline".into(),
+            crate::config::SchedulerCost {
+                insert_ns: 300,
+                dispatch_ns: 200,
+                complete_ns: 100,
+            },
+        );
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!(
+            (sim.costs.insert_dispatch_ns, sim.costs.complete_ns),
+            (500, 100)
+        );
+        assert!(
+            sim.costs.submit_acquisitions > 0,
+            "mq-deadline's hooks take its lock"
+        );
+    }
+}

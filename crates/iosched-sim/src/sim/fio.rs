@@ -1,0 +1,469 @@
+//! fio's side of an I/O: the submit/reap loop of each process (depth, `iodepth_batch_submit` batches sharing a
+//! plug, rate and think time, trace replay batches), reaping completions and recording their latency, and the end
+//! of a process and of a stonewall group.
+
+use iosched_policy::SECTOR_BYTES;
+
+use super::{BioKind, IoSlot, Simulation, NO_IO};
+use crate::engine::Event;
+
+impl Simulation<'_> {
+    /// fio's submit/reap loop: submit one batch at a time (its submission path, then its scheduler hooks, run
+    /// before the next batch is submitted: `SubmitNext`) for as long as the depth, rate and time allow; then reap
+    /// the completions that arrived meanwhile, and submit again if that freed depth.
+    pub(super) fn try_issue(&mut self, process: u32, now: u64) {
+        if self.processes[process as usize].state.submitting {
+            return; // the pending SubmitNext continues the loop
+        }
+        if self.processes[process as usize].asleep_on_tag() {
+            return; // asleep in its submission call: the request it gets wakes it (`tag_granted`)
+        }
+        if self.processes[process as usize].source.buffered.is_some() {
+            return self.buffered_call(process, now);
+        }
+        let mut at = now;
+        loop {
+            if let Some(end) = self.submit_batch(process, at) {
+                if self.costs.insert_dispatch_ns == 0
+                    && !self.processes[process as usize].params.may_sleep_on_tags
+                {
+                    // Nothing is booked between this batch and the next (no scheduler hooks to run on the core),
+                    // and no bio of it can put the process to sleep waiting for a request, so the loop can go on
+                    // at once; completions meanwhile are booked behind these submissions.
+                    at = end;
+                    continue;
+                }
+                let proc = &mut self.processes[process as usize];
+                proc.state.submitting = true;
+                self.events.schedule(end, Event::SubmitNext { process });
+                return;
+            }
+            if self.processes[process as usize].state.unreaped.is_empty() {
+                return;
+            }
+            match self.reap(process, at) {
+                Some(end) => at = end,
+                None => return,
+            }
+        }
+    }
+
+    /// Reap every completion waiting for the process. Returns when it may submit again, or None if it stopped or
+    /// thinks first.
+    pub(super) fn reap(&mut self, process: u32, at: u64) -> Option<u64> {
+        let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
+        let mut end = at;
+        for &io in &unreaped {
+            end = self.reap_bio(io, at, false);
+        }
+        unreaped.clear();
+        self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
+        self.after_reap(process, end)
+    }
+
+    /// What the process does after reaping: stop, think, or submit from `end` (returned).
+    fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
+        let proc = &mut self.processes[process as usize];
+        if proc.state.stopped {
+            self.stop(process, end);
+            None
+        } else if proc.params.thinktime_ns > 0 {
+            if !proc.state.issue_pending {
+                proc.state.issue_pending = true;
+                let at = end + proc.params.thinktime_ns;
+                self.events.schedule(at, Event::Issue { process });
+            }
+            None
+        } else {
+            Some(end)
+        }
+    }
+
+    /// Submit one batch (`iodepth_batch_submit` I/Os sharing a plug) if depth, rate and time allow. Returns when
+    /// its submission path ends on the core.
+    pub(super) fn submit_batch(&mut self, process: u32, at: u64) -> Option<u64> {
+        let batch = self.batch_size(process, at)?;
+        let proc = &self.processes[process as usize];
+        let (submit_ns, clat_after_call) =
+            (proc.params.cost.submit_ns, proc.params.clat_after_call);
+        let booked = self.run_process(process, at, submit_ns * batch as u64);
+        let mut previous = NO_IO;
+        for i in 0..batch {
+            // An async engine's call returns no earlier than its submission path's end (`block_submit` and
+            // `tag_obtained` move this on past the hooks and any sleep for a request).
+            let issue_ns = if clat_after_call {
+                booked.end_ns
+            } else {
+                booked.start_ns + i as u64 * submit_ns
+            };
+            let io = self.issue_fio_bio(process, booked.core, issue_ns);
+            // The plug: a bio contiguous with the previous one of this batch joins it.
+            if previous != NO_IO && self.plug_merge(previous, io) {
+                continue;
+            }
+            self.events
+                .schedule(booked.end_ns, Event::BlockSubmit { io });
+            previous = io;
+        }
+        Some(booked.end_ns)
+    }
+
+    /// How many I/Os the process submits in one call at `at`: None if it may not now (its depth is full or short
+    /// of a whole batch, its rate or its trace makes it wait: an Issue event is then pending) or it stops.
+    fn batch_size(&mut self, process: u32, at: u64) -> Option<u32> {
+        let proc = &self.processes[process as usize];
+        if proc.state.stopped || proc.state.inflight >= proc.params.iodepth {
+            return None;
+        }
+        if at >= proc.state.end_ns
+            || (!proc.params.time_based && proc.state.bytes_issued >= proc.params.size_limit_bytes)
+        {
+            self.stop(process, at);
+            return None;
+        }
+        let free_slots = proc.params.iodepth - proc.state.inflight;
+        let mut batch = proc.params.batch.min(proc.params.iodepth);
+        if free_slots < batch {
+            // fio gathers iodepth_batch_submit I/Os before committing them; it waits for more completions.
+            return None;
+        }
+        if proc.params.rate_period_ns > 0 {
+            // fio's linear rate: I/O k is due at start + k * period; a late process catches up at once.
+            let due = proc.state.start_ns + proc.state.issued * proc.params.rate_period_ns;
+            if due > at {
+                let wake = due.min(proc.state.end_ns);
+                if !proc.state.issue_pending {
+                    self.processes[process as usize].state.issue_pending = true;
+                    self.events.schedule(wake, Event::Issue { process });
+                }
+                return None;
+            }
+            batch = 1;
+        }
+        if proc.source.trace.is_some() {
+            batch = self.trace_batch(process, at, batch)?;
+        }
+        Some(batch)
+    }
+
+    /// The process's next I/O (from its trace or its generator) as a new bio submitted from `core`, with fio's
+    /// clat starting at `issue_ns`.
+    fn issue_fio_bio(&mut self, process: u32, core: u32, issue_ns: u64) -> u32 {
+        let proc = &mut self.processes[process as usize];
+        let plan = match proc.source.trace.as_deref_mut() {
+            Some(trace) => trace.next_io(),
+            None => proc
+                .source
+                .generator
+                .as_mut()
+                .expect("a job's process")
+                .next(),
+        };
+        let device = proc.params.devices[plan.device_slot];
+        proc.state.inflight += 1;
+        proc.state.issued += 1;
+        self.ios_issued += 1;
+        proc.state.bytes_issued += plan.bytes as u64;
+        let hctx = core % self.queues[device as usize].nr_hw_queues;
+        self.alloc_slot(IoSlot {
+            process,
+            write: plan.write,
+            device,
+            offset_bytes: plan.offset_bytes,
+            bytes: plan.bytes,
+            request_bytes: plan.bytes,
+            issue_ns,
+            core,
+            hctx,
+            dispatch_hctx: hctx,
+            dispatch_ns: 0,
+            next_merged: NO_IO,
+            tail: NO_IO,
+            request: None,
+            live: true,
+            sync: true,
+            kind: BioKind::Fio,
+        })
+    }
+
+    /// Merge bio `io` in the plug into the request headed by `head` if it continues it (same device and direction,
+    /// contiguous, within `max_sectors`). Returns whether it did.
+    fn plug_merge(&mut self, head: u32, io: u32) -> bool {
+        let (h, bio) = (&self.slots[head as usize], &self.slots[io as usize]);
+        let max_bytes = self.queues[bio.device as usize].max_sectors as u64 * SECTOR_BYTES;
+        let contiguous = h.device == bio.device
+            && h.write == bio.write
+            && h.offset_bytes + h.request_bytes as u64 == bio.offset_bytes
+            && h.request_bytes as u64 + bio.bytes as u64 <= max_bytes;
+        if contiguous {
+            self.slots[head as usize].request_bytes += self.slots[io as usize].bytes;
+            self.link(head, io);
+        }
+        contiguous
+    }
+
+    /// How many trace records the process submits now (at most `batch`): None if it waits for the next record's
+    /// time (an Issue event is then pending) or the replay is over (the process stops).
+    fn trace_batch(&mut self, process: u32, at: u64, batch: u32) -> Option<u32> {
+        let proc = &mut self.processes[process as usize];
+        let trace = proc.source.trace.as_deref_mut().expect("a trace process");
+        let ready = match trace.ready(batch as usize) {
+            Ok(ready) => ready,
+            Err(e) => {
+                let job = &self.config.jobs[proc.params.job as usize].name;
+                self.failure
+                    .get_or_insert_with(|| format!("job {job}: read_iolog: {e}"));
+                0
+            }
+        };
+        if ready == 0 {
+            self.stop(process, at);
+            return None;
+        }
+        match trace.next_due_ns() {
+            None => Some(ready as u32), // replay_no_stall: as fast as the depth allows
+            Some(due) if due > at => {
+                if !proc.state.issue_pending {
+                    proc.state.issue_pending = true;
+                    let wake = due.min(proc.state.end_ns);
+                    self.events.schedule(wake, Event::Issue { process });
+                }
+                None
+            }
+            Some(_) => Some(1), // with timing, one record at a time, each at its time
+        }
+    }
+
+    /// The process stops issuing at `at`; once nothing of it is in flight it has finished, and the last process of
+    /// a stonewall group to finish starts the next group.
+    pub(super) fn stop(&mut self, process: u32, at: u64) {
+        let proc = &mut self.processes[process as usize];
+        if !proc.state.stopped {
+            proc.state.stopped = true;
+        }
+        if proc.state.inflight == 0 && proc.state.finished_ns.is_none() {
+            proc.state.finished_ns = Some(at);
+            self.active_processes -= 1;
+            self.last_finish_ns = self.last_finish_ns.max(at);
+            let group = proc.params.group as usize;
+            self.group_remaining[group] -= 1;
+            if self.group_remaining[group] == 0 && group + 1 < self.group_remaining.len() {
+                self.start_group(group as u32 + 1, at);
+            }
+        }
+    }
+
+    /// fio's stonewall: the next group of jobs starts when the previous one has finished.
+    fn start_group(&mut self, group: u32, at: u64) {
+        for p in 0..self.processes.len() {
+            if self.processes[p].params.group != group {
+                continue;
+            }
+            let job = &self.config.jobs[self.processes[p].params.job as usize];
+            let (start, ramp, runtime, invalidate) = (
+                at + job.start_ns,
+                job.ramp_ns,
+                job.runtime_ns,
+                job.invalidate,
+            );
+            let proc = &mut self.processes[p];
+            proc.state.start_ns = start;
+            proc.state.stats_start_ns = start + ramp;
+            proc.state.end_ns = start + ramp + runtime;
+            proc.state.issue_pending = true;
+            if let (Some(b), Some(cache)) = (&proc.source.buffered, &mut self.cache) {
+                if invalidate {
+                    cache.invalidate_clean(b.file);
+                }
+            }
+            self.events
+                .schedule(start, Event::Issue { process: p as u32 });
+        }
+    }
+
+    /// The completion path of one bio on its submitting core, then the process's next I/O.
+    /// The kernel finished bio `io` at `now`: fio reaps it at once if it is waiting for completions, or after
+    /// its current submission loop.
+    pub(super) fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
+        let process = self.slots[io as usize].process;
+        let proc = &self.processes[process as usize];
+        if proc.state.submitting || proc.asleep_on_tag() {
+            self.processes[process as usize].state.unreaped.push(io);
+            return;
+        }
+        let end = self.reap_bio(io, now, sleeping);
+        if let Some(at) = self.after_reap(process, end) {
+            self.try_issue(process, at);
+        }
+    }
+
+    /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
+    /// ends here. Returns when the work ends.
+    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
+        let (process, slot_core, issue_ns, write, bytes) = {
+            let s = &self.slots[io as usize];
+            (s.process, s.core, s.issue_ns, s.write, s.bytes)
+        };
+        let slot = &mut self.slots[io as usize];
+        assert!(slot.live, "bio {io} completed twice");
+        slot.live = false;
+        self.free_slots.push(io);
+        let proc = &self.processes[process as usize];
+        // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on,
+        // or, asleep, where its wake-up places it, paying the sleep/wake path if that core was idle (as pinned
+        // processes do on theirs).
+        let (core, sleeping) = if proc.params.allowed_cores.len() == 1 {
+            (slot_core, sleeping)
+        } else if now < proc.state.busy_until_ns {
+            (proc.state.core, false)
+        } else {
+            let core = self
+                .host
+                .wake_core(&proc.params.allowed_cores, proc.state.core, now);
+            (core, self.host.idle_at(core, now))
+        };
+        let cost = &self.processes[process as usize].params.cost;
+        let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
+        let end = self.run_process_on(core, process, now, work).end_ns;
+        self.record_latency(process, write, issue_ns, end, bytes);
+        let proc = &mut self.processes[process as usize];
+        proc.state.inflight -= 1;
+        self.ios_completed += 1;
+        end
+    }
+
+    /// Record one I/O of the process, `bytes` long, whose latency runs from `start_ns` to `end_ns`, if it ended
+    /// inside the process's measurement window.
+    pub(super) fn record_latency(
+        &mut self,
+        process: u32,
+        write: bool,
+        start_ns: u64,
+        end_ns: u64,
+        bytes: u32,
+    ) {
+        let proc = &mut self.processes[process as usize];
+        if end_ns >= proc.state.stats_start_ns && end_ns <= proc.state.end_ns {
+            let stats = if write {
+                &mut proc.stats.write
+            } else {
+                &mut proc.stats.read
+            };
+            stats.record(end_ns - start_ns, bytes as u64);
+            self.interval_ios[proc.params.job as usize][write as usize] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{IoEngine, Rw};
+    use crate::testkit::{config, job};
+
+    #[test]
+    fn a_batch_books_one_submission_path_and_its_contiguous_bios_share_one_request() {
+        let mut sequential = job("a", Rw::Write, 4, 1);
+        sequential.iodepth_batch_submit = 4;
+        let c = config("none", vec![sequential]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let submit_ns = c.host.io_uring.submit_ns;
+        assert_eq!(sim.submit_batch(0, 0), Some(4 * submit_ns));
+        assert_eq!((sim.ios_issued, sim.processes[0].state.inflight), (4, 4));
+        let head = &sim.slots[0];
+        assert_eq!((head.request_bytes, head.tail), (4 * 4096, 3));
+        // io_uring: clat starts when the call returns.
+        assert!(sim.slots.iter().all(|s| s.issue_ns == 4 * submit_ns));
+        // One request reaches the block layer.
+        assert_eq!(
+            sim.events.pop(),
+            Some((4 * submit_ns, Event::BlockSubmit { io: 0 }))
+        );
+        assert!(sim.events.is_empty());
+        // The depth is full: nothing more until completions.
+        assert_eq!(sim.submit_batch(0, 10_000), None);
+    }
+
+    #[test]
+    fn random_bios_of_a_batch_are_requests_of_their_own_and_psync_clat_starts_at_the_call() {
+        let mut random = job("a", Rw::Randread, 4, 1);
+        random.iodepth_batch_submit = 4;
+        random.ioengine = IoEngine::Libaio;
+        let c = config("none", vec![random]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.submit_batch(0, 0);
+        let mut submitted = 0;
+        while let Some((_, event)) = sim.events.pop() {
+            assert!(matches!(event, Event::BlockSubmit { .. }));
+            submitted += 1;
+        }
+        assert_eq!(submitted, 4);
+        let mut psync = job("p", Rw::Read, 1, 1);
+        psync.ioengine = IoEngine::Psync;
+        let c = config("none", vec![psync]);
+        let mut sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.submit_batch(0, 500), Some(500 + c.host.psync.submit_ns));
+        assert_eq!(sim.slots[0].issue_ns, 500);
+    }
+
+    #[test]
+    fn a_rate_limited_process_waits_for_its_next_ios_due_time() {
+        let mut paced = job("a", Rw::Randread, 4, 1);
+        paced.rate_iops = 1_000;
+        let c = config("none", vec![paced]);
+        let mut sim = Simulation::new(&c).unwrap();
+        assert!(sim.submit_batch(0, 0).is_some());
+        assert_eq!(
+            sim.submit_batch(0, 10_000),
+            None,
+            "the next I/O is due at 1 ms"
+        );
+        assert!(sim.processes[0].state.issue_pending);
+        let issue =
+            std::iter::from_fn(|| sim.events.pop()).find(|(_, e)| matches!(e, Event::Issue { .. }));
+        assert_eq!(issue, Some((1_000_000, Event::Issue { process: 0 })));
+    }
+
+    #[test]
+    fn a_sized_process_stops_after_its_bytes_and_finishes_once_nothing_is_in_flight() {
+        let mut sized = job("a", Rw::Read, 1, 1);
+        sized.time_based = false;
+        sized.size_bytes = 8192;
+        let c = config("none", vec![sized]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.active_processes == 0);
+        let p = &sim.processes[0].state;
+        assert_eq!((p.issued, p.bytes_issued, p.inflight), (2, 8192, 0));
+        assert!(p.stopped && p.finished_ns.is_some());
+        assert_eq!(sim.last_finish_ns, p.finished_ns.unwrap());
+    }
+
+    #[test]
+    fn latency_counts_only_inside_the_measurement_window() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.record_latency(0, false, 0, 999_999, 4096); // in the ramp
+        sim.record_latency(0, true, 7_000_000, 7_000_001, 4096); // after the runtime
+        sim.record_latency(0, false, 1_000_000, 1_050_000, 4096);
+        assert_eq!(sim.interval_ios[0], [1, 0]);
+        let stats = &sim.processes[0].stats;
+        assert_eq!((stats.read.result().ios, stats.write.result().ios), (1, 0));
+    }
+
+    #[test]
+    fn the_next_stonewall_group_starts_when_the_last_process_of_the_previous_finishes() {
+        let mut first = job("a", Rw::Read, 1, 1);
+        first.time_based = false;
+        first.size_bytes = 4096;
+        let mut second = job("b", Rw::Read, 1, 1);
+        second.stonewall = true;
+        let c = config("none", vec![first, second]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.group_remaining[0] == 0);
+        let finished = sim.processes[0].state.finished_ns.unwrap();
+        let second = &sim.processes[1].state;
+        assert_eq!(second.start_ns, finished);
+        assert_eq!(second.end_ns, finished + 1_000_000 + 5_000_000);
+        assert!(second.issue_pending);
+    }
+}

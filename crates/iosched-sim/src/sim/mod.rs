@@ -1,0 +1,404 @@
+//! One simulated run: processes issue I/O on host cores, through blk-mq and an elevator, to SSDs.
+//!
+//! The life of one I/O:
+//! 1. `Issue`: the process books its submission path on its core (engine submit cost per I/O). A batch of
+//!    `iodepth_batch_submit` I/Os shares one plug, in which contiguous bios merge.
+//! 2. `BlockSubmit` (when the submission path reaches blk-mq): the scheduler's insert and dispatch cost is booked on
+//!    the core, under the scheduler's lock if it has one (spinning while another CPU holds it), then `BlockInsert`:
+//!    merge into a queued request, or take a request tag (or wait for one), insert into the elevator, run the
+//!    hardware queue: dispatch while driver tags last, onto the device's submission queue.
+//! 3. The device (`ControllerDone`, `UnitDone`) and `DeviceComplete`.
+//! 4. On the submitting core: the scheduler's completion cost; then each bio's completion path (plus the
+//!    sleep/wake path when the core had gone idle) where the process runs: a pinned process on its core, an
+//!    unpinned one on the core it is still running on, or, asleep, on the core its wake-up picks (`host.rs`);
+//!    then the process issues its next I/O there.
+//!
+//! Where each part lives:
+//! - this file: the run's state, the event loop, bio slots, and booking a process's work on a core;
+//! - `build.rs`: queues, devices and processes from the config (fork placement, stonewall groups, the flusher);
+//! - `process.rs`: a process's parameters, I/O source, loop state and statistics;
+//! - `fio.rs`: steps 1 and 4 on fio's side (the submit/reap loop, rate, think time, trace batches, latency);
+//! - `block.rs`: steps 2 and 4 in the block layer (hooks, merge, insert, dispatch, timers, request completion);
+//! - `tags.rs`: a bio that finds no free request (who waits, wake-ups, retries);
+//! - `buffered.rs`: buffered I/O through the page cache (calls, readahead, writeback, the flusher);
+//! - `report.rs`: samples during the run, the conservation check and the result at its end.
+
+use iosched_policy::Request;
+
+use crate::blk::BlockQueue;
+use crate::config::SimConfig;
+use crate::device::Device;
+use crate::engine::{Event, EventQueue};
+use crate::host::Host;
+use crate::pagecache::PageCache;
+use crate::result::{Sample, SimResult};
+
+mod block;
+mod buffered;
+mod build;
+mod fio;
+mod process;
+mod report;
+mod tags;
+
+use process::Process;
+
+const NO_IO: u32 = u32::MAX;
+
+/// What a bio is for: a fio I/O, or page-cache I/O (readahead into, writeback from, pages `first..first + count`
+/// of a file).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BioKind {
+    Fio,
+    Readahead { file: u32, first: u64, count: u64 },
+    Writeback { file: u32, first: u64, count: u64 },
+}
+
+#[derive(Clone)]
+struct IoSlot {
+    process: u32,
+    write: bool,
+    device: u32,
+    offset_bytes: u64,
+    /// This bio's own size, and (on a request's head bio) the whole request's size after plug merges.
+    bytes: u32,
+    request_bytes: u32,
+    /// Where fio's completion latency (clat) starts: the submission call's start for a sync engine (psync), when
+    /// the call returns for an async one (libaio, io_uring; see `ProcessParams::clat_after_call`).
+    issue_ns: u64,
+    core: u32,
+    hctx: u32,
+    dispatch_hctx: u32,
+    dispatch_ns: u64,
+    /// Next bio merged into the same request (a singly linked chain from the request's head bio).
+    next_merged: u32,
+    tail: u32,
+    request: Option<Request>,
+    /// In use (between issue and completion); a second completion of the same bio is a bug caught here.
+    live: bool,
+    sync: bool,
+    kind: BioKind,
+}
+
+/// Where and when a piece of a process's work ran (`Simulation::run_process`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CpuBooking {
+    core: u32,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct SchedulerCosts {
+    insert_dispatch_ns: u64,
+    complete_ns: u64,
+    /// Lock acquisitions per request on each path (from the policy: how often its kernel hooks take the lock).
+    submit_acquisitions: u32,
+    complete_acquisitions: u32,
+}
+
+pub struct Simulation<'c> {
+    config: &'c SimConfig,
+    events: EventQueue,
+    host: Host,
+    processes: Vec<Process>,
+    queues: Vec<BlockQueue>,
+    devices: Vec<Device>,
+    slots: Vec<IoSlot>,
+    free_slots: Vec<u32>,
+    costs: SchedulerCosts,
+    /// Processes of each stonewall group not yet finished.
+    group_remaining: Vec<u32>,
+    cache: Option<PageCache>,
+    /// The writeback flusher's process index, and whether a step is pending or its last request not yet accepted.
+    flusher: Option<u32>,
+    flusher_busy: bool,
+    /// Readahead and writeback bios not yet completed (the run drains them after the last process finished).
+    cache_bios_in_flight: u64,
+    stonewalled: bool,
+    last_finish_ns: u64,
+    active_processes: usize,
+    ios_issued: u64,
+    ios_completed: u64,
+    /// Scratch list of hardware queues the elevator woke (reused between completions).
+    woken_hctxs: Vec<u32>,
+    /// Scratch: bios whose threads a freed request tag woke.
+    woken_bios: Vec<u32>,
+    end_ns: u64,
+    window_start_ns: u64,
+    interval_ios: Vec<[u64; 2]>,
+    timeseries: Vec<Sample>,
+    /// A trace that turned out unreadable mid-run: the run ends with this error.
+    failure: Option<String>,
+}
+
+impl Simulation<'_> {
+    /// Run to the end. `progress` gets the fraction of simulated time done now and then; returning false aborts.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<SimResult, String> {
+        self.schedule_start();
+        let mut next_progress_check = 1u64 << 16;
+        while self.active_processes > 0 || self.cache_bios_in_flight > 0 {
+            let Some((now, event)) = self.events.pop() else {
+                break;
+            };
+            self.handle(now, event);
+            if self.events.processed >= next_progress_check {
+                next_progress_check += 1 << 16;
+                if let Some(failure) = self.failure.take() {
+                    return Err(failure);
+                }
+                if !progress(now as f64 / self.end_ns.max(1) as f64) {
+                    return Err("interrupted".into());
+                }
+            }
+        }
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        progress(1.0);
+        self.check_conservation()?;
+        Ok(self.into_result())
+    }
+
+    /// The first events: the first stonewall group's processes start, and the first sample.
+    fn schedule_start(&mut self) {
+        for p in 0..self.processes.len() {
+            if self.processes[p].params.group != 0 {
+                continue; // later stonewall groups, and the flusher
+            }
+            let start = self.processes[p].state.start_ns;
+            self.processes[p].state.issue_pending = true;
+            self.events
+                .schedule(start, Event::Issue { process: p as u32 });
+        }
+        self.events.schedule(
+            self.config.sample_interval_ns.min(self.end_ns.max(1)),
+            Event::Sample,
+        );
+    }
+
+    fn alloc_slot(&mut self, slot: IoSlot) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn nr_hw_queues(&self, device: u32) -> u32 {
+        self.queues[device as usize].nr_hw_queues
+    }
+
+    /// Handle one event, at `now`.
+    fn handle(&mut self, now: u64, event: Event) {
+        match event {
+            Event::Issue { process } => {
+                self.processes[process as usize].state.issue_pending = false;
+                self.try_issue(process, now);
+            }
+            Event::SubmitNext { process } => {
+                self.processes[process as usize].state.submitting = false;
+                self.try_issue(process, now);
+            }
+            Event::BlockSubmit { io } => self.block_submit(io, now),
+            Event::BlockInsert { io } => self.block_insert(io, now),
+            Event::TagRetry { io } => self.tag_retry(io, now),
+            Event::ControllerDone { device, core } => {
+                self.devices[device as usize].controller_done(core, &mut self.events)
+            }
+            Event::UnitDone {
+                device,
+                unit,
+                operation,
+            } => self.devices[device as usize].unit_done(unit, operation, &mut self.events),
+            Event::DeviceComplete { device, request } => {
+                self.complete_request(device, request, now)
+            }
+            Event::SchedulerTimer { device } => self.scheduler_timer(device, now),
+            Event::Sample => self.sample(now),
+            Event::CallDone { process } => self.call_done(process, now),
+            Event::FlusherStep => self.flusher_step(now),
+        }
+    }
+
+    /// The core on which `process` runs work from `at_ns`: a pinned process's core; the core it is running on, if
+    /// its work booked so far lasts until then (a running process is not migrated); else, woken from sleep, the
+    /// core Linux's wake-up placement would pick (`Host::wake_core`).
+    #[inline]
+    fn process_core(&self, process: u32, at_ns: u64) -> u32 {
+        let proc = &self.processes[process as usize];
+        if proc.params.allowed_cores.len() == 1 {
+            proc.params.allowed_cores[0]
+        } else if at_ns <= proc.state.busy_until_ns {
+            proc.state.core
+        } else {
+            self.host
+                .wake_core(&proc.params.allowed_cores, proc.state.core, at_ns)
+        }
+    }
+
+    /// Book `work_ns` of `process`'s own work (its submission path, reaping, copies, a wake-up), runnable from
+    /// `at_ns`, on the core it runs on then (`process_core`): it is running there until the work ends.
+    fn run_process(&mut self, process: u32, at_ns: u64, work_ns: u64) -> CpuBooking {
+        let core = self.process_core(process, at_ns);
+        self.run_process_on(core, process, at_ns, work_ns)
+    }
+
+    /// `run_process` on a core the caller chose.
+    fn run_process_on(&mut self, core: u32, process: u32, at_ns: u64, work_ns: u64) -> CpuBooking {
+        let proc = &mut self.processes[process as usize];
+        let (start_ns, end_ns) = self
+            .host
+            .run(core, process, at_ns, work_ns, &mut proc.stats.cpu);
+        (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
+        CpuBooking {
+            core,
+            start_ns,
+            end_ns,
+        }
+    }
+
+    /// Append bio `io` to the chain of the request headed by `head`.
+    fn link(&mut self, head: u32, io: u32) {
+        let tail = self.slots[head as usize].tail;
+        if tail == NO_IO {
+            self.slots[head as usize].next_merged = io;
+        } else {
+            self.slots[tail as usize].next_merged = io;
+        }
+        self.slots[head as usize].tail = io;
+    }
+}
+
+#[cfg(test)]
+impl Simulation<'_> {
+    /// Handle the next event; returns its time, or None when no event is left.
+    fn step(&mut self) -> Option<u64> {
+        let (now, event) = self.events.pop()?;
+        self.handle(now, event);
+        Some(now)
+    }
+
+    /// Start the run and handle its events until `done` holds (or none is left).
+    fn start_and_run_until(&mut self, done: impl Fn(&Self) -> bool) {
+        self.schedule_start();
+        while !done(self) && self.step().is_some() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Rw;
+    use crate::testkit::{config, job};
+
+    #[test]
+    fn a_process_keeps_its_core_while_it_runs_and_is_placed_anew_once_woken() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 2)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        // Forked onto one core each.
+        assert_eq!(
+            (sim.processes[0].state.core, sim.processes[1].state.core),
+            (0, 1)
+        );
+        let booked = sim.run_process(0, 1_000, 5_000);
+        assert_eq!(
+            booked,
+            CpuBooking {
+                core: 0,
+                start_ns: 1_000,
+                end_ns: 6_000
+            }
+        );
+        assert_eq!(sim.processes[0].state.busy_until_ns, 6_000);
+        // Still running at 6 us: it stays, even though core 1 is idle.
+        sim.run_process(1, 0, 7_000);
+        assert_eq!(sim.process_core(0, 6_000), 0);
+        // Asleep later, with its core busy (process 1's work, after a context switch, until 21 us): woken onto
+        // the idle core 1.
+        sim.run_process_on(0, 1, 7_000, 13_000);
+        assert_eq!(sim.process_core(0, 10_000), 1);
+        // Its own core, idle again, is its first choice.
+        assert_eq!(sim.process_core(0, 21_000), 0);
+    }
+
+    #[test]
+    fn a_pinned_process_runs_on_its_core_even_when_it_is_busy() {
+        let mut pinned = job("a", Rw::Randread, 1, 1);
+        pinned.cpus_allowed = vec![1];
+        let c = config("none", vec![pinned]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.host.run(1, 7, 0, 50_000, &mut Default::default());
+        assert_eq!(sim.process_core(0, 10_000), 1);
+        let booked = sim.run_process(0, 10_000, 1_000);
+        // Behind the other work, plus a context switch.
+        assert_eq!(booked.start_ns, 50_000);
+        assert_eq!(booked.end_ns, 50_000 + 1_000 + c.host.context_switch_ns);
+    }
+
+    #[test]
+    fn only_work_inside_the_measurement_window_counts_as_cpu_time() {
+        let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        // The window starts after the 1 ms ramp.
+        sim.run_process(0, 990_000, 20_000);
+        assert_eq!(sim.processes[0].stats.cpu.cpu_ns, 10_000);
+    }
+
+    #[test]
+    fn merged_bios_chain_from_the_request_head_in_order() {
+        let c = config("none", vec![job("a", Rw::Write, 4, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let slot = |n: u32| IoSlot {
+            process: 0,
+            write: true,
+            device: 0,
+            offset_bytes: n as u64 * 4096,
+            bytes: 4096,
+            request_bytes: 4096,
+            issue_ns: 0,
+            core: 0,
+            hctx: 0,
+            dispatch_hctx: 0,
+            dispatch_ns: 0,
+            next_merged: NO_IO,
+            tail: NO_IO,
+            request: None,
+            live: true,
+            sync: true,
+            kind: BioKind::Fio,
+        };
+        let ios: Vec<u32> = (0..3).map(|n| sim.alloc_slot(slot(n))).collect();
+        sim.link(ios[0], ios[1]);
+        sim.link(ios[0], ios[2]);
+        let mut chain = vec![ios[0]];
+        while let Some(&last) = chain.last() {
+            match sim.slots[last as usize].next_merged {
+                NO_IO => break,
+                next => chain.push(next),
+            }
+        }
+        assert_eq!(chain, ios);
+        assert_eq!(sim.slots[ios[0] as usize].tail, ios[2]);
+        // A freed slot is reused before the table grows.
+        sim.free_slots.push(ios[1]);
+        assert_eq!(sim.alloc_slot(slot(9)), ios[1]);
+    }
+
+    #[test]
+    fn a_run_ends_when_its_processes_have_and_reports_each_of_them() {
+        let c = config("mq-deadline", vec![job("a", Rw::Randread, 8, 2)]);
+        let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+        assert_eq!(result.ios_issued, result.ios_completed);
+        assert!(result.ios_completed > 100, "{}", result.ios_completed);
+        assert_eq!(result.jobs[0].processes.len(), 2);
+        let mut aborted = Simulation::new(&c).unwrap();
+        aborted.start_and_run_until(|sim| sim.ios_completed >= 10);
+        assert!(aborted.ios_completed >= 10 && aborted.active_processes == 2);
+    }
+}

@@ -1,0 +1,219 @@
+//! A process: one clone of a fio job, or the writeback flusher. Its parts are kept apart by how they change during
+//! a run: its parameters (from its job, fixed), the source of its I/Os, the state of its submit/reap loop, and its
+//! statistics.
+
+use std::collections::VecDeque;
+
+use iosched_policy::IoprioClass;
+
+use super::buffered::Buffered;
+use super::tags::TagWait;
+use crate::config::EngineCost;
+use crate::host::CpuAccount;
+use crate::metrics::LatencyStats;
+use crate::workload::{Generator, TraceReplay};
+
+/// The job index of the writeback flusher, which belongs to no job.
+pub(super) const FLUSHER_JOB: u32 = u32::MAX;
+
+pub(super) struct Process {
+    pub(super) params: ProcessParams,
+    pub(super) source: IoSource,
+    pub(super) state: LoopState,
+    pub(super) stats: ProcessStats,
+}
+
+/// What a process is, from its job (or, for the flusher, from the kernel): fixed once the run is built.
+pub(super) struct ProcessParams {
+    /// Index of its job in the config (`FLUSHER_JOB` for the flusher), and which of the job's clones it is.
+    pub(super) job: u32,
+    pub(super) clone: u32,
+    /// Jobs separated by `stonewall` run in groups, one after the other.
+    pub(super) group: u32,
+    /// Sorted, without duplicates; one core: pinned.
+    pub(super) allowed_cores: Vec<u32>,
+    pub(super) devices: Vec<u32>,
+    pub(super) iodepth: u32,
+    /// I/Os per submission call (`iodepth_batch_submit`).
+    pub(super) batch: u32,
+    /// Without `time_based`, the process stops after issuing this much.
+    pub(super) size_limit_bytes: u64,
+    pub(super) time_based: bool,
+    /// fio's `rate_iops` as the time between I/Os (0: unlimited), and its `thinktime`.
+    pub(super) rate_period_ns: u64,
+    pub(super) thinktime_ns: u64,
+    /// Where its bios wait when the block layer has no request for them (`TagWait`).
+    pub(super) tag_wait: TagWait,
+    /// An async engine (libaio, io_uring): fio stamps an I/O's issue time once io_submit / io_uring_enter returns
+    /// (fio's `fio_libaio_queued`, `fio_ioring_queued`), so the call's own time (the submission path, the
+    /// scheduler hooks, and a libaio submitter's sleep waiting for a request) is submission latency (slat), not
+    /// completion latency (clat), which is what fio reports and results hold. psync stamps it before the call.
+    pub(super) clat_after_call: bool,
+    /// Whether the submitter can go to sleep on its devices (their requests can run out at the depths of all
+    /// processes), which rules out booking submissions ahead (`try_issue`). Set once every process is known.
+    pub(super) may_sleep_on_tags: bool,
+    /// CPU cost of its ioengine's paths.
+    pub(super) cost: EngineCost,
+    pub(super) ioprio_class: IoprioClass,
+    pub(super) ioprio_level: u8,
+    /// Index of its cgroup (0: the root group) and the cgroup's weight.
+    pub(super) cgroup: u32,
+    pub(super) cgroup_weight: u32,
+}
+
+/// Where a process's I/Os come from: fio's generator, a trace replay, and for a buffered job its file in the page
+/// cache. All None for the flusher, which writes back what the page cache hands it.
+#[derive(Default)]
+pub(super) struct IoSource {
+    pub(super) generator: Option<Generator>,
+    /// A trace replay (`read_iolog`) instead of the generator.
+    pub(super) trace: Option<Box<TraceReplay>>,
+    pub(super) buffered: Option<Buffered>,
+}
+
+/// The state of a process's submit/reap loop: where it runs, what it has in flight, what it waits for.
+pub(super) struct LoopState {
+    /// The core it runs on, or last ran on.
+    pub(super) core: u32,
+    /// When the work last booked in its own context (submission, reaping, copies) ends: until then it is running
+    /// on `core`, and stays there; a process woken later is placed anew (`process_core`).
+    pub(super) busy_until_ns: u64,
+    pub(super) inflight: u32,
+    pub(super) issued: u64,
+    pub(super) bytes_issued: u64,
+    /// When it starts issuing, when its statistics start (after the ramp), and when it stops: set again when its
+    /// stonewall group starts.
+    pub(super) start_ns: u64,
+    pub(super) stats_start_ns: u64,
+    pub(super) end_ns: u64,
+    /// An Issue event is pending for it.
+    pub(super) issue_pending: bool,
+    /// In its submission loop: a SubmitNext event is pending. Completions that arrive meanwhile wait in
+    /// `unreaped` (posted by the kernel, not yet seen by fio) until the loop ends.
+    pub(super) submitting: bool,
+    pub(super) unreaped: Vec<u32>,
+    /// Its bios waiting for a request in the block layer.
+    pub(super) tag_waits: u32,
+    /// io_uring: bios that found no request while every io-wq worker was already waiting with one, in order.
+    pub(super) punted: VecDeque<u32>,
+    pub(super) stopped: bool,
+    pub(super) finished_ns: Option<u64>,
+}
+
+/// What fio reports for a process: latency by direction, and CPU time.
+#[derive(Default)]
+pub(super) struct ProcessStats {
+    pub(super) read: LatencyStats,
+    pub(super) write: LatencyStats,
+    pub(super) cpu: CpuAccount,
+}
+
+impl Process {
+    /// A process that has issued nothing yet, starting on `core`, issuing from `start_ns` until `end_ns` with
+    /// statistics from `stats_start_ns`.
+    pub(super) fn new(
+        params: ProcessParams,
+        source: IoSource,
+        core: u32,
+        start_ns: u64,
+        stats_start_ns: u64,
+        end_ns: u64,
+    ) -> Self {
+        Self {
+            params,
+            source,
+            state: LoopState {
+                core,
+                busy_until_ns: 0,
+                inflight: 0,
+                issued: 0,
+                bytes_issued: 0,
+                start_ns,
+                stats_start_ns,
+                end_ns,
+                issue_pending: false,
+                submitting: false,
+                unreaped: Vec::new(),
+                tag_waits: 0,
+                punted: VecDeque::new(),
+                stopped: false,
+                finished_ns: None,
+            },
+            stats: ProcessStats::default(),
+        }
+    }
+
+    /// The writeback flusher: a kernel thread on any of `cores` cores, issuing asynchronous writes one at a time
+    /// as the page cache's owner, with psync's path costs (`cost`), until the run ends at `end_ns`. It is not one
+    /// of the processes whose end ends the run, so it counts as finished from the start.
+    pub(super) fn flusher(cores: u32, cost: EngineCost, end_ns: u64) -> Self {
+        let params = ProcessParams {
+            job: FLUSHER_JOB,
+            clone: 0,
+            group: u32::MAX,
+            allowed_cores: (0..cores).collect(),
+            devices: Vec::new(),
+            iodepth: 1,
+            batch: 1,
+            size_limit_bytes: 0,
+            time_based: false,
+            rate_period_ns: 0,
+            thinktime_ns: 0,
+            tag_wait: TagWait::Kernel,
+            clat_after_call: false,
+            may_sleep_on_tags: false,
+            cost,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            cgroup: 0,
+            cgroup_weight: 100,
+        };
+        let mut flusher = Self::new(params, IoSource::default(), 0, 0, 0, end_ns);
+        flusher.state.stopped = true;
+        flusher.state.finished_ns = Some(0);
+        flusher
+    }
+
+    /// One of a job's processes (not the flusher).
+    pub(super) fn is_job_process(&self) -> bool {
+        self.params.job != FLUSHER_JOB
+    }
+
+    /// Asleep in its submission call, waiting for a request for one of its bios (`TagWait::Submitter`).
+    pub(super) fn asleep_on_tag(&self) -> bool {
+        self.params.tag_wait == TagWait::Submitter && self.state.tag_waits > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::host;
+
+    #[test]
+    fn the_flusher_is_made_like_any_process_but_belongs_to_no_job_and_starts_finished() {
+        let flusher = Process::flusher(4, host(4).psync, 9_000);
+        assert!(!flusher.is_job_process());
+        assert_eq!(flusher.params.allowed_cores, vec![0, 1, 2, 3]);
+        assert!(flusher.params.tag_wait == TagWait::Kernel);
+        assert!(flusher.state.stopped && flusher.state.finished_ns == Some(0));
+        assert_eq!((flusher.state.end_ns, flusher.state.inflight), (9_000, 0));
+        assert!(flusher.source.generator.is_none() && flusher.source.buffered.is_none());
+    }
+
+    #[test]
+    fn only_a_submitter_with_a_bio_waiting_for_a_request_sleeps_in_its_call() {
+        let mut p = Process::flusher(1, host(1).psync, 0);
+        p.state.tag_waits = 1;
+        assert!(!p.asleep_on_tag(), "a kernel thread");
+        p.params.tag_wait = TagWait::IoWqWorkers(4);
+        assert!(
+            !p.asleep_on_tag(),
+            "io_uring's workers wait, not the submitter"
+        );
+        p.params.tag_wait = TagWait::Submitter;
+        assert!(p.asleep_on_tag());
+        p.state.tag_waits = 0;
+        assert!(!p.asleep_on_tag());
+    }
+}
