@@ -3,7 +3,7 @@
 
 use crate::config::{
     Condition, DeviceConfig, EngineCost, HostConfig, Interface, IoEngine, JobConfig,
-    PageCacheConfig, Rw, SchedulerConfig, SimConfig,
+    PageCacheConfig, Rw, SchedulerConfig, SchedulerCost, SimConfig,
 };
 
 /// A 1 GiB NVMe SSD of 2 channels x 2 units, with a 1 MiB write buffer and 1 us per command.
@@ -51,7 +51,8 @@ fn engine(submit_ns: u64, complete_ns: u64) -> EngineCost {
     }
 }
 
-/// A host of `cores` cores with a 64 MiB page cache and no scheduler costs.
+/// A host of `cores` cores with a 64 MiB page cache and zero scheduler costs (an explicit entry for every scheduler
+/// with an elevator, as `HostConfig::check_scheduler_costs` asks).
 pub fn host(cores: u32) -> HostConfig {
     HostConfig {
         cores,
@@ -60,7 +61,11 @@ pub fn host(cores: u32) -> HostConfig {
         libaio: engine(2_500, 1_500),
         psync: engine(3_000, 2_000),
         lock_handoff_ns: 0,
-        scheduler_costs: Default::default(),
+        scheduler_costs: iosched_policy::REGISTRY
+            .iter()
+            .filter(|s| s.is_elevator())
+            .map(|s| (s.name.to_string(), SchedulerCost::default()))
+            .collect(),
         page_cache: Some(PageCacheConfig {
             capacity_bytes: 64 << 20,
             copy_bytes_per_s: 4_000_000_000,

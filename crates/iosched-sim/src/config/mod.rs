@@ -91,7 +91,7 @@ pub struct PageCacheConfig {
 
 /// CPU time a scheduler's hooks add per request, uncontended. It runs under the scheduler's lock when the policy's
 /// hooks take one on that path (`Elevator::lock_acquisitions`); otherwise it is plain CPU work.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerCost {
     pub insert_ns: u64,

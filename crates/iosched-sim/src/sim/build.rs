@@ -21,7 +21,10 @@ impl<'c> Simulation<'c> {
     pub fn new(config: &'c SimConfig) -> Result<Self, String> {
         config.validate()?;
         let cores = config.host.cores;
-        let (queues, devices) = block_queues_and_devices(config, config.block_layer()?)?;
+        let layer = config.block_layer()?;
+        // After the block-layer check, whose error says more about an impossible scheduler than a missing cost.
+        config.host.check_scheduler_costs(&config.scheduler.name)?;
+        let (queues, devices) = block_queues_and_devices(config, layer)?;
         let costs = scheduler_costs(config, &queues[0]);
         let mut cache = page_cache(config);
         let (mut processes, group_remaining) = job_processes(config, &mut cache)?;
@@ -147,7 +150,7 @@ fn scheduler_costs(config: &SimConfig, queue: &BlockQueue) -> SchedulerCosts {
                 complete_acquisitions: acquisitions.complete,
             }
         })
-        .unwrap_or_default()
+        .unwrap_or_default() // only `none`, which has no hooks (`check_scheduler_costs`)
 }
 
 fn page_cache(config: &SimConfig) -> Option<PageCache> {
@@ -519,10 +522,17 @@ mod tests {
     }
 
     #[test]
-    fn a_scheduler_without_costs_on_the_host_costs_nothing() {
+    fn a_schedulers_costs_come_from_its_host_entry_and_a_missing_entry_is_refused() {
         let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
         let sim = Simulation::new(&c).unwrap();
-        assert_eq!(sim.costs.insert_dispatch_ns + sim.costs.complete_ns, 0);
+        assert_eq!(
+            sim.costs.insert_dispatch_ns + sim.costs.complete_ns,
+            0,
+            "the test host's entries are zeros"
+        );
+        c.host.scheduler_costs.remove("mq-deadline");
+        let e = Simulation::new(&c).err().unwrap();
+        assert!(e.contains("mq-deadline"), "{e}");
         c.host.scheduler_costs.insert(
             "mq-deadline".into(),
             crate::config::SchedulerCost {
