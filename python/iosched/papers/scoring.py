@@ -265,12 +265,17 @@ def share_checks(scored: list[Scored], target: float = TARGET_SHARE) -> list[Che
 @dataclass(frozen=True)
 class PointScoring:
     """How an experiment is scored point by point: the reference table (loaded on first use), the panels it
-    reproduces, how its runs become values, how points are classified, and per panel why its misses miss."""
+    reproduces, how its runs become values, how points are classified, and per panel why its misses miss (text,
+    or a function of the measured values, so that a note quoting simulated numbers stays true as the model
+    changes)."""
     reference: Callable[[], list[RefPoint]]
     figures: tuple[str, ...]
     measure: Callable[[Results], Values]
     classify: Classifier | None = None
-    why: dict[str, str] = field(default_factory=dict)
+    why: dict[str, str] | Callable[[Values], dict[str, str]] = field(default_factory=dict)
+
+    def notes(self, res: Results) -> dict[str, str]:
+        return self.why(self.measure(res)) if callable(self.why) else dict(self.why)
 
     def points(self) -> list[RefPoint]:
         return [p for p in self.reference() if p.figure in self.figures]

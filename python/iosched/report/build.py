@@ -137,7 +137,7 @@ def paper_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
             from ..papers import scoring
 
             sec.points = exp.points.score(res)
-            sec.why = dict(exp.points.why)
+            sec.why = exp.points.notes(res)
             sec.checks += scoring.share_checks(sec.points)
         sec.tables = list(exp.tables(res))
         sec.figures = list(exp.figures(res))

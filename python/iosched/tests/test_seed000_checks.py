@@ -190,3 +190,15 @@ def test_setups_follow_the_artifact():
     runs = registry.get("seed000-throughput").runs(False)
     assert all(r.jobs[0].config["ioengine"] == "io_uring" for _, r in runs)
     assert copy.deepcopy(s.KYBER_FULL) == {"duration": "10s", "ramp": "6s"}
+
+
+def test_the_why_notes_follow_the_measured_values():
+    """Each experiment's notes on its misses are computed from the values (so they stay true as the model moves)."""
+    half = scaled(REF, 0.5)
+    for e in registry.experiments():
+        if e.seed != "000":
+            continue
+        notes = e.points.why(half) if callable(e.points.why) else e.points.why
+        assert notes and all(isinstance(t, str) and t for t in notes.values()), e.name
+        assert set(notes) <= set(e.points.figures), e.name
+    assert "0.50x" in s.throughput_why(half)["fig-10"]
