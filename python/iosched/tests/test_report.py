@@ -110,7 +110,7 @@ def test_results_doc_is_rewritten_between_markers(toy_dir, tmp_path):
     update_results_doc(doc, report, toy_dir)
     text = doc.read_text()
     assert "old numbers" not in text and text.endswith("## Next\n") and text.count(BEGIN) == 1
-    assert "| 999 | [toy](#toy) | Fig. 1, Fig. 2, Table 1 | 1 of 2 |" in text
+    assert "| 999 | [toy](#toy) | Fig. 1, Fig. 2, Table 1 | 1 of 2 | – |" in text
     assert "| Fig. 1 | T1 | kyber KIOPS at QD 16 | 0.5 | 1.00 | 2.00 | yes |" in text
     assert "--results-md docs/results.md" in text and "--readme" not in text
     update_results_doc(doc, report, toy_dir)
