@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from .. import store
 from ..backends.kernel.blockdev import BlockDevice
 from . import fit as fitting
 from .measure import measure_kernel, reuse_measurements
@@ -66,6 +67,6 @@ def calibrate(device_path: str, out: Path, *, host: str | None, duration_s: floa
     for k, (kv, sv) in report.items():
         lines.append(f"| {k} | {kv:,.2f} | {sv:,.2f} | {sv / kv if kv else float('nan'):.2f} |")
     table = "\n".join(lines)
-    (work / "fit.md").write_text(table + "\n")
+    store.write_text(work, "fit.md", table + "\n")
     echo(table)
     echo(f"wrote device preset {out} (kernel runs and fit.md in {work})")
