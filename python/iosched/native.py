@@ -95,6 +95,11 @@ def scheduler_tunables(name: str) -> list[tuple[str, int]] | None:
     return _module().scheduler_tunables(name)
 
 
+def tunable_error(name: str, tunables: list[tuple[str, int]]) -> tuple[str, str] | None:
+    """The first of ``tunables`` (set in order, as a run does) that scheduler ``name`` refuses, and why."""
+    return _module().tunable_error(name, tunables)
+
+
 def scheduler_metrics(name: str) -> int | None:
     """How many time-series metrics scheduler ``name`` reports per device and sample (None for an unknown name)."""
     return _module().scheduler_metrics(name)

@@ -458,6 +458,12 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         tunables[k] = v
     if sched.nr_requests is not None:
         limits.check_int(sched.nr_requests, 1, limits.U32_MAX, lambda m: SpecError(file, "scheduler.nr_requests", m))
+    if known is not None and tunables and real is None:
+        # The simulator's scheduler takes the tunables (names and values), in the order a run sets them: checked
+        # here, so the error names the key (the kernel backend has the kernel's own tunables, checked there).
+        refused = native.tunable_error(sched.name, sorted(tunables.items()))
+        if refused is not None:
+            raise SpecError(file, f"scheduler.{refused[0]}", f"{refused[1]} ({sched.name})")
     duration = parse_time(spec.duration, file=file, key="duration") if spec.duration is not None else None
     if duration is not None and duration <= 0:
         raise SpecError(file, "duration", f"expected a time > 0, got {show(spec.duration)}")
@@ -470,6 +476,9 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
               if spec.sample_interval is not None else DEFAULT_SAMPLE_INTERVAL_NS)
     if sample <= 0:
         raise SpecError(file, "sample_interval", f"expected a time > 0, got {show(spec.sample_interval)}")
+    if sample > limits.U64_MAX:        # the simulator's nanoseconds (longer than a run is harmless: one sample)
+        raise SpecError(file, "sample_interval", f"expected a time below 2^64 ns (584 years), got "
+                                                 f"{show(spec.sample_interval)}")
     infos = [DeviceInfo(d["name"], d["capacity_bytes"], d["logical_block_bytes"]) for d in devices]
     rjobs: list[ResolvedJob] = []
     notes: list[str] = []

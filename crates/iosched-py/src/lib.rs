@@ -228,6 +228,20 @@ fn scheduler_metrics(name: &str) -> Option<usize> {
         .map(|elevator| elevator.introspect().len())
 }
 
+/// The first of `tunables` (sysfs name, value), set in order as a run sets them, that scheduler `name` refuses:
+/// (tunable, why), or None when it takes them all (or the name is unknown: Python checks names first). Python names
+/// the spec's file and key with it before anything runs.
+#[pyfunction]
+fn tunable_error(name: &str, tunables: Vec<(String, i64)>) -> Option<(String, String)> {
+    let mut elevator = iosched_policy::by_name(name, 1).ok()?;
+    for (tunable, value) in tunables {
+        if let Err(e) = elevator.set_tunable(&tunable, value) {
+            return Some((tunable, e.to_string()));
+        }
+    }
+    None
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulatorPanic", m.py().get_type::<SimulatorPanic>())?;
@@ -239,5 +253,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(source_digest, m)?)?;
     m.add_function(wrap_pyfunction!(scheduler_tunables, m)?)?;
     m.add_function(wrap_pyfunction!(scheduler_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(tunable_error, m)?)?;
     Ok(())
 }
