@@ -19,13 +19,27 @@ def _fail(msg: str, code: int = 2):
     sys.exit(code)
 
 
+def _usage_error(e: click.UsageError):
+    """A command-line mistake (an unknown option, a bad value) as one line, like every other error."""
+    hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+    _fail(f"{e.format_message()}{hint}", e.exit_code)
+
+
 class _Group(click.Group):
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            _usage_error(e)
+
     def invoke(self, ctx):
         # Every command under the one interrupt mechanism (iosched.interrupt): SIGINT, SIGTERM and SIGHUP unwind
         # and end in one "interrupted" line and exit 130.
         with interrupt.signals():
             try:
                 return super().invoke(ctx)
+            except click.UsageError as e:
+                _usage_error(e)
             except SpecError as e:
                 _fail(str(e))
             except native.NotBuilt as e:

@@ -314,6 +314,12 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     except BaseException:
         bar.close()
         _stop(executor, list(futures))
+        # An error (not an interruption, which must end within its second): the pool is shut down for good, so
+        # multiprocessing's resource tracker has no leaked semaphores to warn about after the error line.
+        try:
+            executor.close()
+        except Exception:  # noqa: BLE001 - the error on its way out matters, not this
+            pass
         raise
     finally:
         outcome.wall_s = time.monotonic() - t0
