@@ -75,6 +75,15 @@ def file_name(name: str, suffix: str = "") -> str:
     return safe + suffix
 
 
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file; a path the file system cannot hold (too long, a NUL, a ~user that does not
+    exist) is none, not an exception."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def _parts(rel: str | os.PathLike[str], root: Path) -> list[str]:
     text = os.fspath(rel)
     where = str(root)

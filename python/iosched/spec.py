@@ -18,7 +18,7 @@ from . import limits, native
 from . import presets as presets_mod
 from .errors import SpecError, show
 from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
-from .safepath import check_name
+from .safepath import check_name, is_file
 from .units import parse_time
 
 DEFAULT_HOST = "xeon-silver-4210r-10c"
@@ -191,7 +191,7 @@ def parse_toml(path: str, raw: bytes) -> dict[str, Any]:
 def load_experiment(path: str, overrides: Overrides | None = None) -> Experiment:
     """Read a TOML spec or a fio job file and apply CLI overrides; validates the spec's shape."""
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise SpecError(path, None, "no such file")
     if is_toml(path):
         data = parse_toml(path, limits.read_input(Path(path), path, "spec"))
@@ -225,7 +225,7 @@ def experiment_from_data(path: str, data: dict[str, Any], kind: str = "toml",
     if spec.jobfile is not None:
         jf = p.parent / spec.jobfile
         display = path if kind == "fio" else str(Path(path).parent / spec.jobfile)
-        if kind == "toml" and not jf.is_file():
+        if kind == "toml" and not is_file(jf):
             raise SpecError(path, "jobfile", f"no such file: {display}")
         jobs.extend(parse_jobfile(jf, display))
     processes = limits.limit("processes")
