@@ -569,6 +569,9 @@ def expand_runs(exp: Experiment, real: RealSystem | None = None) -> list[Resolve
     shape = " x ".join([str(len(v)) for _, v in axes] + ([f"repeat {spec.repeat}"] if spec.repeat > 1 else []))
     limits.limit("runs").check(n_runs, file=exp.file, key="sweep" if axes else "repeat",
                                what=f"{n_runs:,} runs ({shape or 'one run'})")
+    if spec.seed + spec.repeat - 1 > limits.U64_MAX:      # repetition r runs with seed + r (the simulator's u64)
+        raise SpecError(exp.file, "seed", f"expected seed + repeat - 1 below 2^64 (repetition r runs with seed + r), "
+                                          f"got seed {spec.seed} with repeat {spec.repeat}")
     runs: list[ResolvedRun] = []
     for combo in itertools.product(*(vals for _, vals in axes)):
         point = {k: v for (k, _), v in zip(axes, combo)}

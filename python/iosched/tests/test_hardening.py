@@ -345,6 +345,8 @@ ISSUE_INPUTS = [
     ('duration = "20ms"\n[[job]]\nname = "a\\nb"\n', "job[0].name: expected a job name of printable characters, "
                                                       'got "a\\nb" (the control character U+000A)'),
     ('duration = "20ms"\nhost = { preset = "' + "y" * 300 + '" }\n' + JOB, "host.preset: expected a host preset"),
+    ('duration = "20ms"\nseed = 18446744073709551615\nrepeat = 2\n' + JOB,
+     "seed: expected seed + repeat - 1 below 2^64"),
 ]
 
 
