@@ -397,6 +397,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     if isinstance(increment, Percent):
         increment = int(capacity * increment / 100) // lbs * lbs
     increment = increment or 0
+    if increment > capacity:       # (with numjobs = 1 it is not used; the simulator's u64 must still hold it)
+        raise _err(raw, opts["offset_increment"][0], f"expected at most the device capacity ({capacity} bytes), "
+                                                     f"got {show(opts['offset_increment'][1])}")
     if increment % lbs or (buffered and increment % 4096):
         raise _err(raw, opts["offset_increment"][0],
                    f"expected a multiple of {4096 if buffered else lbs} bytes, got {increment}")
