@@ -364,6 +364,7 @@ def test_restore_after_a_signal(loop, queue_guard, state_dir, tmp_path, sig):
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     exit_s = time.monotonic() - t0
+    print(f"{signal.Signals(sig).name}: exit 130 {exit_s:.3f} s after the signal")
     assert proc.returncode == 130, err        # iosched.interrupt: 130 for SIGINT, SIGTERM and SIGHUP alike
     assert exit_s < 1.0, f"exited {exit_s:.2f} s after the signal"
     lines = [ln for ln in err.splitlines() if ln.startswith("interrupted")]
