@@ -23,12 +23,13 @@ How (docs/spec.md, "Interrupting a run"):
   come back, or in a thread join at exit), it removes the registered temporaries, prints the line if the CLI has
   not, and ends the process with `os._exit(EXIT_CODE)`.
 
-A new backend complies by running its work in the CLI's process under `signals()` (nothing to do: the CLI does
-it), letting `Interrupted` unwind (``try/finally`` for its own clean-up, no bare ``except BaseException`` that
-swallows it), making every temporary thing it writes known through `temporary()` (or store.new_run_dir), stopping
-its children itself on the way out (``start_new_session=True`` and a kill of the session), wrapping clean-up that
-must not be cut in `critical()`, and checking for signals at least every 100 ms in anything that waits (Python
-code does so by itself; native code must call back into Python).
+A new backend complies (docs/contributing.md, "Interrupts in a new backend") by running its work in the CLI's
+process under `signals()` (nothing to do: the CLI does it); letting `Interrupted` unwind (``try/finally`` for its
+own clean-up, no ``except BaseException`` that swallows it); writing through iosched.store, which makes its
+temporaries known here (`track`/`untrack`, `temporary`); waiting in short steps (a blocked ``waitpid`` does not run a
+handler when the signal went to another thread; native code must call back into Python); stopping its children
+itself (``start_new_session=True`` and a kill of the session); wrapping what must not be cut in `critical()`; and
+loading what its unwinding needs before the work starts (store.preload).
 """
 
 from __future__ import annotations
