@@ -467,11 +467,11 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     duration = parse_time(spec.duration, file=file, key="duration") if spec.duration is not None else None
     if duration is not None and duration <= 0:
         raise SpecError(file, "duration", f"expected a time > 0, got {show(spec.duration)}")
-    for key, ns, given in (("duration", duration, spec.duration), ("ramp", None, spec.ramp)):
-        ns = parse_time(given, file=file, key=key) if ns is None and given is not None else ns
-        if ns is not None:
-            limits.limit("sim_time").check(ns, file=file, key=key, what=show(given))
+    sim_time = limits.limit("sim_time")
+    if duration is not None:
+        sim_time.check(duration, file=file, key="duration", what=show(spec.duration))
     ramp = parse_time(spec.ramp, file=file, key="ramp")
+    sim_time.check(ramp, file=file, key="ramp", what=show(spec.ramp))
     sample = (parse_time(spec.sample_interval, file=file, key="sample_interval")
               if spec.sample_interval is not None else DEFAULT_SAMPLE_INTERVAL_NS)
     if sample <= 0:
