@@ -31,8 +31,8 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 IODEPTH_MAX = 65536
 # Tables and arrays in a spec nest at most this deep (a real spec: 3).
 NESTING_MAX = 32
-# The scheduler's time-series metrics per device are at most this many plus two per cgroup (checked by a test
-# against every scheduler): used to bound a run's time-series values before it runs.
+# A scheduler's time-series metrics per device when the simulator is not built to say (a spec is then only
+# checked, not run); with it, each scheduler's own count is used (spec.timeseries_values).
 SCHEDULER_METRICS_MAX = 32
 
 MEMORY_BOUND_BYTES = 2 * GIB
