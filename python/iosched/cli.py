@@ -490,6 +490,10 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
     out_path = Path(out)
     if out_path.suffix != ".toml":
         raise SpecError("--out", None, f"expected a .toml file, got {out}")
+    if host is not None:
+        from .devcal.calibrate import host_preset_path
+
+        host_preset_path(out_path, host)       # a bad name fails before anything is measured
     work_dir = Path(work) if work else out_path.with_suffix(".calibration")
     with _kernel_errors(lambda e: f"interrupted ({e})"):
         run_calibration(device_path, out_path, host=host, duration_s=duration, ramp_s=ramp, work=work_dir,

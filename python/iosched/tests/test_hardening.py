@@ -466,3 +466,14 @@ def test_a_panic_is_one_line_not_a_traceback(tmp_path, monkeypatch):
                                     str(tmp_path / "o")])
     assert res.exit_code == 1 and res.output.strip().splitlines()[-1] == (
         "error: internal error: the simulator panicked (index out of bounds); please report it with the spec")
+
+
+def test_calibrates_host_name_cannot_leave_the_presets_folder(tmp_path):
+    """`iosched calibrate --host NAME` writes presets/hosts/NAME.toml: NAME is a preset name, refused before
+    anything is measured when it would be a path."""
+    native_or_skip()
+    out = tmp_path / "presets" / "devices" / "x.toml"
+    for name in ("../../../escaped", "/tmp/escaped", ".hidden", "a\nb"):
+        one_line_error(CliRunner().invoke(main, ["calibrate", "/dev/null", "--out", str(out), "--host", name]),
+                       "--host: expected a host preset name")
+    assert list(tmp_path.rglob("*")) == []
