@@ -22,8 +22,6 @@ import math
 import os
 import random
 import re
-import resource
-import select
 import shutil
 import signal
 import subprocess
