@@ -55,10 +55,17 @@ def test_mountinfo_numbers_and_escapes():
 
 def test_findings_name_every_problem():
     f = safety.Findings(device=None, mounted=["/dev/loop3 on /mnt (xfs)"], partitions=["loop3p1"],
-                        holders=["dm-0"], signature="a xfs filesystem")
+                        holders=["dm-0"], signature="an xfs filesystem")
     assert f.problems() == ["is mounted (/dev/loop3 on /mnt (xfs))", "has partitions (loop3p1)",
-                            "has holders (dm-0)", "carries a xfs filesystem"]
+                            "has holders (dm-0)", "carries an xfs filesystem"]
     assert safety.Findings(device=None).problems() == []
+
+
+def test_a_or_an_before_a_signature():
+    assert [f"{safety.article(n)} {n}" for n in ("ext4", "xfs", "f2fs", "btrfs", "dos", "gpt", "LVM2_member",
+                                                 "swap", "iso9660", "vfat")] == [
+        "an ext4", "an xfs", "an f2fs", "a btrfs", "a dos", "a gpt", "an LVM2_member", "a swap", "an iso9660",
+        "a vfat"]
 
 
 def test_fio_picks_the_first_blkio_or_cgroup2_hierarchy(tmp_path):
