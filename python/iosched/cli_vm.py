@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from . import interrupt
 from .errors import SpecError
 
 _lab_option = click.option("--lab", "lab_dir", type=click.Path(file_okay=False), default=None,
@@ -176,8 +177,8 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
     except VmError as e:
         _fail(str(e))
     except Interrupted as e:
-        click.echo(f"interrupted ({e}); the guest was stopped", err=True)
-        sys.exit(128 + e.signum)
+        interrupt.report(f"interrupted ({e}); the guest was stopped, finished runs are in {out}")
+        interrupt.exit()
     if outcome.skipped:
         click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
                    f"{out}/runs/<id>/ or use another --out to measure them again)")

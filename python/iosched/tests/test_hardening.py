@@ -148,6 +148,12 @@ ALLOWED_WRITERS = {
     "reproduce.py": "--out itself",
     "devcal/presetfiles.py": "a temporary presets tree (tempfile.mkdtemp) for the presets a command is given",
     "report/build.py": "checks.parquet into a memory buffer; the bytes go through store.write_file",
+    "backends/vm/collect.py": "a run's files from the guest, each path from safepath.inside(the run's folder)",
+    "backends/vm/lab.py": "the lab's cache folder (~/.cache/iosched/lab or IOSCHED_LAB_DIR)",
+    "backends/vm/packages.py": "Debian packages unpacked in the lab's cache folder",
+    "backends/vm/qemu.py": "qemu's log and the accelerator probe's record in the lab's cache folder",
+    "backends/vm/runner.py": "a batch's scratch folder and disk images in the lab's cache folder",
+    "cli_vm.py": "iosched vm check and shell: scratch folders and images in the lab's cache folder",
 }
 
 
@@ -294,9 +300,12 @@ from iosched import interrupt
 p = pathlib.Path({str(tmp)!r}); p.mkdir()
 interrupt.track(p)
 with interrupt.signals():
-    print("ready", flush=True)
+    ready = False
     while True:
-        try:
+        try:                  # "ready" inside the try: the signal may arrive as print returns
+            if not ready:
+                ready = True
+                print("ready", flush=True)
             time.sleep(10)
         except KeyboardInterrupt:
             pass          # swallowed: only the watchdog can end this
@@ -306,7 +315,7 @@ with interrupt.signals():
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and err.strip() == "interrupted"
+    assert proc.returncode == 130 and err.strip() == "interrupted", err
     assert time.monotonic() - t0 < 1.0 and not tmp.exists()
 
 

@@ -14,6 +14,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from ... import safepath
+from ...errors import SpecError
 from ..kernel import KernelError
 from ..kernel.blockdev import parse_scheduler_line
 from ..kernel.sampler import cpu_shares, parse_proc_stat
@@ -24,14 +26,18 @@ CONTENDED_WAIT = 0.10        # qemu's threads waiting this share of their runnab
 
 
 def unpack(data: bytes, dest: Path) -> list[str]:
-    """Extract a run's tar (regular files and folders only, nothing outside ``dest``)."""
+    """Extract a run's tar (regular files and folders only; each path proven inside ``dest`` by safepath, since
+    ``dest`` is a run's folder under --out and the names come from the guest)."""
     names = []
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
         for m in tf.getmembers():
             rel = os.path.normpath(m.name)
             if rel == "." or rel.startswith(("/", "..")) or not (m.isfile() or m.isdir()):
                 continue
-            target = dest / rel
+            try:
+                target = safepath.inside(dest, rel)
+            except SpecError:
+                continue        # a name the guest should never send (NUL, too long): not ours to write
             if m.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
