@@ -22,9 +22,10 @@
  *    period by the time it took the active cgroups to run out (see kf_refill()).
  *
  * Locking: insert and bio merge take the submitting CPU's staging lock, dispatch the hardware queue's lock (as
- * Kyber), and each cgroup's own lock for its budget: nothing device-wide per request.  The refill (a work item,
- * once per period or when every active cgroup has run out) takes the slot table's lock and each cgroup's lock in
- * turn.  Completions run in interrupt context and touch only Kyber's tokens and histograms.
+ * Kyber), and each cgroup's own lock for its budget: nothing device-wide per request.  The refill (a work item
+ * once per period; at once in the dispatch path when every active cgroup has run out) takes the slot table's lock
+ * and each cgroup's lock in turn.  Completions run in interrupt context and touch only Kyber's tokens and
+ * histograms.
  */
 
 #include <linux/kernel.h>
@@ -189,7 +190,6 @@ struct kf_queue {
 	unsigned int nr_slots;			/* highest slot in use + 1 */
 	unsigned long flags;
 	struct delayed_work refill_work;
-	bool refill_running;
 	u64 period_ns;
 	bool per_cgroup_prediction;
 	u64 period_start_ns;
@@ -411,12 +411,6 @@ static bool kf_active_budgets_spent(struct kf_queue *kfq)
 	return spent;
 }
 
-static void kf_refill_now(struct kf_queue *kfq)
-{
-	if (!READ_ONCE(kfq->refill_running))
-		mod_delayed_work(system_wq, &kfq->refill_work, 0);
-}
-
 /* Tokens used over throttled_ns, scaled to a whole period (at most x KF_MAX_PREDICTION_SCALE). */
 static u64 kf_per_period(u64 used, u64 throttled_ns, u64 period_ns)
 {
@@ -433,8 +427,12 @@ static u64 kf_per_period(u64 used, u64 throttled_ns, u64 period_ns)
  * gets U x weight / (sum of active weights) (at least 1; weight x 16 when nothing was used).  A cgroup that
  * neither inserted nor used anything and has nothing waiting goes idle: weight x 16, no share.  With
  * per_cgroup_prediction the total is sum(u_i x P / t_i) instead.
+ *
+ * Runs from the period's work item, and at once (early) in the dispatch path when every active cgroup has run
+ * out: an early refill re-checks that under the lock (another may have come first) and moves the next periodic
+ * one to a period from now.
  */
-static void kf_refill(struct kf_queue *kfq)
+static void kf_refill(struct kf_queue *kfq, bool early)
 {
 	u64 now = ktime_get_ns(), start, elapsed, period, used_total = 0, active_weight = 0, latest = 0;
 	u64 per_cgroup_total = 0, predicted;
@@ -445,7 +443,10 @@ static void kf_refill(struct kf_queue *kfq)
 	unsigned int i, n;
 
 	spin_lock_irqsave(&kfq->groups_lock, flags);
-	WRITE_ONCE(kfq->refill_running, true);
+	if (early && !kf_active_budgets_spent(kfq)) {
+		spin_unlock_irqrestore(&kfq->groups_lock, flags);
+		return;
+	}
 	start = kfq->period_start_ns;
 	elapsed = now > start ? now - start : 0;
 	period = READ_ONCE(kfq->period_ns);
@@ -510,9 +511,10 @@ static void kf_refill(struct kf_queue *kfq)
 	if (elapsed < period)
 		kfq->early_refills++;
 	kfq->period_start_ns = now;
-	WRITE_ONCE(kfq->refill_running, false);
 	spin_unlock_irqrestore(&kfq->groups_lock, flags);
 
+	if (early)
+		mod_delayed_work(system_wq, &kfq->refill_work, nsecs_to_jiffies(period));
 	if (run)
 		blk_mq_run_hw_queues(kfq->q, true);
 }
@@ -521,8 +523,8 @@ static void kf_refill_workfn(struct work_struct *work)
 {
 	struct kf_queue *kfq = container_of(to_delayed_work(work), struct kf_queue, refill_work);
 
-	kf_refill(kfq);
-	/* The next period; an early refill asked for meanwhile (queued with no delay) stays as it is. */
+	kf_refill(kfq, false);
+	/* The next period (unless an early refill meanwhile queued it already). */
 	queue_delayed_work(system_wq, &kfq->refill_work, nsecs_to_jiffies(READ_ONCE(kfq->period_ns)));
 }
 
@@ -550,7 +552,7 @@ static void kf_charge(struct kf_queue *kfq, struct kf_group *g, struct request *
 	}
 	spin_unlock(&g->lock);
 	if (check && kf_active_budgets_spent(kfq))
-		kf_refill_now(kfq);
+		kf_refill(kfq, true);
 }
 
 /* ------------------------------------------------------------------------------------------ the blkcg policy */
@@ -1138,10 +1140,14 @@ static struct request *kf_dispatch_request(struct blk_mq_hw_ctx *hctx)
 	struct kf_queue *kfq = hctx->queue->elevator->elevator_data;
 	struct kf_hctx *khd = hctx->sched_data;
 	unsigned int h = hctx->queue_num, n, k, start;
-	struct kf_group *served = NULL;
-	struct request *rq = NULL;
-	bool throttled = false;
+	struct kf_group *served;
+	struct request *rq;
+	bool throttled, refilled = false;
 
+again:
+	served = NULL;
+	rq = NULL;
+	throttled = false;
 	spin_lock(&khd->lock);
 	rcu_read_lock();
 	n = READ_ONCE(kfq->nr_slots);
@@ -1172,8 +1178,13 @@ static struct request *kf_dispatch_request(struct blk_mq_hw_ctx *hctx)
 		atomic64_inc(&kfq->dispatched);
 	} else if (throttled) {
 		atomic64_inc(&kfq->throttled);
-		if (kf_active_budgets_spent(kfq))
-			kf_refill_now(kfq);
+		/* Every active cgroup is out of tokens: refill now and try once more (the simulator's refill is
+		 * due at this very instant and re-runs the queues). */
+		if (!refilled && kf_active_budgets_spent(kfq)) {
+			kf_refill(kfq, true);
+			refilled = true;
+			goto again;
+		}
 	}
 	return rq;
 }
