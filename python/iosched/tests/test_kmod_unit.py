@@ -296,3 +296,13 @@ def test_fairness_check():
     assert any("of none's" in p for p in checks.shares_by_weight({n: v / 2 for n, v in by_weight.items()}, weights,
                                                                  864))
     assert checks.shares_by_weight(dict(by_weight, w100=0), weights, 864)
+
+
+def test_build_modules_command(tmp_path):
+    from click.testing import CliRunner
+    from iosched.cli import main
+
+    res = CliRunner().invoke(main, ["vm", "build-modules", "--lab", str(tmp_path / "nolab")])
+    assert res.exit_code == 1 and "the VM lab is not prepared: run `iosched vm prepare`" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert "--no-modules" in CliRunner().invoke(main, ["vm", "prepare", "--help"]).output
