@@ -306,3 +306,31 @@ def test_build_modules_command(tmp_path):
     assert res.exit_code == 1 and "the VM lab is not prepared: run `iosched vm prepare`" in res.output
     assert len(res.output.strip().splitlines()) == 1
     assert "--no-modules" in CliRunner().invoke(main, ["vm", "prepare", "--help"]).output
+
+
+def test_a_build_error_is_one_line_with_the_log(tmp_path):
+    """With the lab's cached kernel headers (skipped without them): a C error fails the build with the compiler's
+    words and the log's path, and leaves no scratch folder behind."""
+    from iosched.backends.vm import lab
+
+    folder = lab.lab_dir()
+    roots = sorted((folder / "kmod").glob("kernel-*/done.json"))
+    if not roots:
+        pytest.skip(f"no cached kernel headers in {folder / 'kmod'} (iosched vm build-modules)")
+    root = roots[-1].parent
+    abi = json.loads(roots[-1].read_text())["abi"]
+    src = tmp_path / "kmod"
+    for m in kmod.MODULES.values():
+        (src / m.folder).mkdir(parents=True)
+        for p in (kmod.source_dir() / m.folder).iterdir():
+            if p.is_file():
+                (src / m.folder / p.name).write_bytes(p.read_bytes())
+    c = src / "k2" / "k2-iosched.c"
+    c.write_text(c.read_text().replace("static int k2_init_sched(", "static int k2_init_sched(broken "))
+    out = tmp_path / "kmodcache" / "build" / "key"
+    with pytest.raises(VmError) as e:
+        kmod._build(src, root, abi, out, kmod.tools(root, abi), False, lambda s: None)
+    msg = str(e.value)
+    assert msg.startswith("building kmod/k2 failed: ") and "error" in msg and "\n" not in msg
+    assert (tmp_path / "kmodcache" / "build" / "last-failure.log").is_file()
+    assert not out.exists() and not list((tmp_path / "kmodcache").glob(".build-*"))

@@ -154,12 +154,14 @@ def test_kyber_fairness_shares_by_weight(boot):
 
 
 def test_the_command_line_loads_k2_on_demand(tmp_path):
-    """The documented command, with a bound K2 never reaches here (blk-mq holds dispatches once the device's 16
-    tags are taken): the bound check must fail on it, so it is not vacuous."""
+    """The documented command (`--scheduler k2 --set max_inflight=N` on a spec of none), with a bound K2 never
+    reaches here (blk-mq holds dispatches once the device's 16 tags are taken): the bound check must fail on it, so
+    it is not vacuous."""
+    spec = _spec(tmp_path, "k2-cli", "vm-k2-table2.fio", '{ name = "none" }')
     out = tmp_path / "out"
     t0 = time.monotonic()
-    res = CliRunner().invoke(main, ["run", str(EXPERIMENTS / "vm-k2-table2.toml"), "--backend", "vm", "--device",
-                                    DEVICE, "--scheduler", "k2", "--set", "max_inflight=1000", "--duration", "3s",
+    res = CliRunner().invoke(main, ["run", str(spec), "--backend", "vm", "--device", DEVICE, "--scheduler", "k2",
+                                    "--set", "max_inflight=1000", "--set", "nr_requests=256", "--duration", "3s",
                                     "--out", str(out), "--no-report"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     print(f"\ncommand-line boot: {time.monotonic() - t0:.1f} s wall")
@@ -170,4 +172,4 @@ def test_the_command_line_loads_k2_on_demand(tmp_path):
     assert c["inflight_peak"] > 8 and checks.bound_held(c, 8), c
     assert c["inserted"] == c["dispatched"] == c["completed"] == _device_ios(s)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert "vm-k2-table2@vm" in manifest["experiments"]
+    assert "k2-cli@vm" in manifest["experiments"]

@@ -276,6 +276,7 @@ def _build(src: Path, root: Path, abi: str, out: Path, found: dict, btf: bool, e
     clean); the .ko files and the log into out."""
     t0 = time.monotonic()
     headers = root / "usr" / "src" / f"linux-headers-{abi}-{packages.FLAVOUR}"
+    out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=out.parent.parent, prefix=".build-"))
     log: list[str] = []
     warnings: list[str] = []
@@ -309,7 +310,6 @@ def _build(src: Path, root: Path, abi: str, out: Path, found: dict, btf: bool, e
                            for m in MODULES.values()},
                 "seconds": round(time.monotonic() - t0, 1)}
         shutil.rmtree(out, ignore_errors=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
         os.rename(tmp_out, out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
