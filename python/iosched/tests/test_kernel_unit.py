@@ -34,11 +34,20 @@ def test_simulator_only_schedulers_come_from_the_registry(monkeypatch):
                     "deadline": "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq "
                                 "port)",
                     "cfq": "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)"}
-    assert blockdev._sim_only_hint("k2") == "; k2 is the RTSS'19 K2 scheduler: run it with --backend sim"
-    assert blockdev._sim_only_hint("kyber") == "", "a mainline scheduler gets no hint"
-    # Without the native module the kernel backend still refuses, without the hint.
+    assert blockdev.elsewhere_hint("cfq") == ("; cfq is a legacy single-queue scheduler (removed in Linux 5.0; bfq "
+                                             "took its place): run it with --backend sim")
+    assert blockdev.elsewhere_hint("kyber") == "", "a mainline scheduler gets no hint"
+    # Our modules point to the VM lab, which builds and loads them (one line, no mention of the simulator).
+    for name in ("k2", "kyber-fairness"):
+        hint = blockdev.elsewhere_hint(name)
+        assert "run it with --backend vm" in hint and "--backend sim" not in hint and "\n" not in hint, hint
+    assert blockdev.elsewhere_hint("k2") == ("; k2 is the RTSS'19 K2 scheduler, a module of iosched's own (kmod/k2) "
+                                            "that this kernel does not have: run it with --backend vm, which builds "
+                                            "and loads it in the lab's kernel")
+    # Without the native module the kernel backend still refuses, without the simulator's hint.
     monkeypatch.setattr(blockdev, "scheduler_registry", lambda: None)
-    assert blockdev.simulator_only() == {} and blockdev._sim_only_hint("k2") == ""
+    assert blockdev.simulator_only() == {} and blockdev.elsewhere_hint("cfq") == ""
+    assert "--backend vm" in blockdev.elsewhere_hint("k2"), "the modules' hint needs no native module"
 
 
 def test_mountinfo_numbers_and_escapes():

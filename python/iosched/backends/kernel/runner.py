@@ -32,7 +32,7 @@ from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
 from ...version import __version__
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
-from .blockdev import BlockDevice, simulator_only
+from .blockdev import BlockDevice, elsewhere_hint
 from .sampler import Sampler, ensure_debugfs
 
 FIO_TERM_GRACE_S = 10.0
@@ -238,8 +238,7 @@ def _check_scheduler(name: object, file: str, key: str, devices: list[BlockDevic
     for d in devices:
         offered = d.schedulers()[0]
         if name not in offered:
-            what = simulator_only().get(name) if isinstance(name, str) else None
-            hint = f"; {name} is {what}: run it with --backend sim" if what else ""
+            hint = elsewhere_hint(name) if isinstance(name, str) else ""
             raise SpecError(file, key, f"{show(name)} is not offered by this kernel for {d.path} "
                             f"(it offers: {', '.join(offered)}){hint}")
 

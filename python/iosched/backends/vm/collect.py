@@ -2,7 +2,8 @@
 
 The guest's folder holds jobs.fio, fio.json (json+), fio.log, fio.rc, fio.start / fio.end (guest uptime),
 stat.log (/proc/stat samples: ``@ UPTIME`` then the cpuN lines), queue-dK.txt (each device's queue as the run saw
-it), cgroup-G.txt and cgroup-G.io.stat, dmesg.txt and fio's IOPS logs under logs/.
+it), cgroup-G.txt and cgroup-G.io.stat, dmesg.txt, fio's IOPS logs under logs/, diskstat-dK.before / .after
+(/sys/block/<dev>/stat around fio) and sched-dK/ (the scheduler's debugfs files after fio).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,58 @@ def job_results(doc: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
         return fioresult.job_results(doc, names)
     except KernelError as e:
         raise VmError(str(e)) from None
+
+
+# Lines of a kernel log that mean something went wrong in the kernel (a module of ours, most likely): WARN_ON and
+# WARN_ONCE, BUG and oopses, lockdep and lockup reports.  Tainting by an out-of-tree, unsigned module is expected.
+KERNEL_PROBLEM_RE = re.compile(r"WARNING: |BUG: |kernel BUG |Oops|general protection fault|Call Trace:|"
+                               r"hard LOCKUP|rcu: INFO: |INFO: task .* blocked for more than|"
+                               r"possible circular locking|inconsistent lock state|UBSAN: |KASAN: ")
+
+
+def kernel_problems(text: str) -> list[str]:
+    """The lines of a kernel log (dmesg) that report a warning, a bug or an oops."""
+    return [ln.strip() for ln in text.splitlines() if KERNEL_PROBLEM_RE.search(ln)]
+
+
+def read_sched_state(folder: Path) -> dict[str, Any]:
+    """A run's copy of the scheduler's debugfs files (sched-dK/): each file's text, and the files of KEY=VALUE
+    lines (our modules' ``counters``) as numbers; ``groups`` (kyber-fairness: a line of KEY=VALUE per cgroup) as a
+    list of rows."""
+    out: dict[str, Any] = {}
+    if not folder.is_dir():
+        return out
+    for p in sorted(folder.iterdir()):
+        text = p.read_text(errors="replace")
+        if p.name == "counters":
+            out["counters"] = {k: _number(v) for k, v in read_kv(text).items()}
+        elif p.name == "groups":
+            out["groups"] = [{k: _number(v) for k, _, v in (item.partition("=") for item in line.split())}
+                             for line in text.splitlines() if line.strip()]
+        else:
+            out[p.name] = text.strip()
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+DISKSTAT_FIELDS = ("read_ios", "read_merges", "read_sectors", "read_ticks", "write_ios", "write_merges",
+                   "write_sectors", "write_ticks", "in_flight", "io_ticks", "time_in_queue", "discard_ios",
+                   "discard_merges", "discard_sectors", "discard_ticks", "flush_ios", "flush_ticks")
+
+
+def diskstat_delta(before: str, after: str) -> dict[str, int] | None:
+    """/sys/block/<dev>/stat before and after fio → the counters' change (in_flight: the value after); None when
+    either is missing.  read_ios + write_ios + discard_ios are the requests the device completed."""
+    a, b = before.split(), after.split()
+    if not a or not b or len(a) != len(b) or not all(x.isdigit() for x in a + b):
+        return None
+    out = {}
+    for name, x, y in zip(DISKSTAT_FIELDS, a, b):
+        out[name] = int(y) if name == "in_flight" else int(y) - int(x)
+    return out
