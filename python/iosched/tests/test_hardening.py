@@ -151,6 +151,7 @@ ALLOWED_WRITERS = {
     "backends/vm/collect.py": "a run's files from the guest, each path from safepath.inside(the run's folder)",
     "backends/vm/lab.py": "the lab's cache folder (~/.cache/iosched/lab or IOSCHED_LAB_DIR)",
     "backends/vm/packages.py": "Debian packages unpacked in the lab's cache folder",
+    "backends/vm/kmod.py": "the modules' headers and builds in the lab's cache folder",
     "backends/vm/qemu.py": "qemu's log and the accelerator probe's record in the lab's cache folder",
     "backends/vm/runner.py": "a batch's scratch folder and disk images in the lab's cache folder",
     "cli_vm.py": "iosched vm check and shell: scratch folders and images in the lab's cache folder",
