@@ -10,26 +10,45 @@ from typing import Any, Callable
 
 import click
 
-from . import native
-from .errors import SpecError
+from . import interrupt, native
+from .errors import SpecError, one_line
 
 
 def _fail(msg: str, code: int = 2):
-    click.echo(f"error: {msg}", err=True)
+    click.echo(f"error: {one_line(msg)}", err=True)
     sys.exit(code)
 
 
+def _usage_error(e: click.UsageError):
+    """A command-line mistake (an unknown option, a bad value) as one line, like every other error."""
+    hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+    _fail(f"{e.format_message()}{hint}", e.exit_code)
+
+
 class _Group(click.Group):
-    def invoke(self, ctx):
+    def make_context(self, *args, **kwargs):
         try:
-            return super().invoke(ctx)
-        except SpecError as e:
-            _fail(str(e))
-        except native.NotBuilt as e:
-            _fail(str(e), 1)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as e:
+            _usage_error(e)
+
+    def invoke(self, ctx):
+        # Every command under the one interrupt mechanism (iosched.interrupt): SIGINT, SIGTERM and SIGHUP unwind
+        # and end in one "interrupted" line and exit 130.
+        with interrupt.signals():
+            try:
+                return super().invoke(ctx)
+            except click.UsageError as e:
+                _usage_error(e)
+            except SpecError as e:
+                _fail(str(e))
+            except native.NotBuilt as e:
+                _fail(str(e), 1)
+            except native.SimulatorPanic as e:
+                _fail(f"internal error: the simulator panicked ({e}); please report it with the spec", 1)
+            except KeyboardInterrupt:
+                interrupt.report()
+                interrupt.exit()
 
 
 @click.group(cls=_Group)
@@ -47,7 +66,7 @@ def _need_native() -> None:
 @contextmanager
 def _kernel_errors(interrupted: Callable[[Any], str] | None = None):
     """The kernel backend's failures as one line and exit 1; an interruption (with ``interrupted`` given) as its
-    message and exit 128 + signal."""
+    message and exit 130 (iosched.interrupt)."""
     from .backends.kernel import KernelError
     from .backends.kernel.state import Interrupted
 
@@ -58,8 +77,8 @@ def _kernel_errors(interrupted: Callable[[Any], str] | None = None):
     except Interrupted as e:
         if interrupted is None:
             raise
-        click.echo(interrupted(e), err=True)
-        sys.exit(128 + e.signum)
+        interrupt.report(interrupted(e))
+        interrupt.exit()
 
 
 def _interrupted_run(e) -> str:
@@ -178,8 +197,8 @@ def reproduce(names, list_, quick, out, jobs, cluster, no_static):
         report = run_reproduce([e.name for e in exps], quick=quick, out=out_dir, jobs=jobs, cluster=cluster,
                                static=not no_static, echo=lambda s: click.echo(s, err=True))
     except KeyboardInterrupt:
-        click.echo(f"interrupted: finished runs are in {out_dir}; run the same command again to resume", err=True)
-        sys.exit(130)
+        interrupt.report(f"interrupted: finished runs are in {out_dir}; run the same command again to resume")
+        interrupt.exit()
     _print_checks(report)
     click.echo(f"report: {out_dir}/report.html")
 
@@ -494,6 +513,10 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
     out_path = Path(out)
     if out_path.suffix != ".toml":
         raise SpecError("--out", None, f"expected a .toml file, got {out}")
+    if host is not None:
+        from .devcal.calibrate import host_preset_path
+
+        host_preset_path(out_path, host)       # a bad name fails before anything is measured
     work_dir = Path(work) if work else out_path.with_suffix(".calibration")
     with _kernel_errors(lambda e: f"interrupted ({e})"):
         run_calibration(device_path, out_path, host=host, duration_s=duration, ramp_s=ramp, work=work_dir,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from . import interrupt
 from .errors import SpecError
 
 _lab_option = click.option("--lab", "lab_dir", type=click.Path(file_okay=False), default=None,
@@ -38,11 +39,13 @@ def vm():
 @_lab_option
 @click.option("--kernel", "pin", default=None, metavar="ABI",
               help="Debian kernel ABI to take instead of the pinned one (e.g. 6.12.115+deb12).")
-@click.option("--rebuild", is_flag=True, help="Build the guest image again even if it is up to date.")
-def prepare(lab_dir, pin, rebuild):
+@click.option("--rebuild", is_flag=True, help="Build the guest image (and our modules) again even if up to date.")
+@click.option("--no-modules", is_flag=True, help="Do not build our scheduler modules (k2, kyber-fairness).")
+def prepare(lab_dir, pin, rebuild, no_modules):
     """Fetch the guest's kernel, busybox and fio (with its libraries) from Debian's archive with apt-get download,
-    and build the guest image; offline and quick when the cache is current."""
-    from .backends.vm import VmError, lab, packages
+    and build the guest image, then our scheduler modules (iosched vm build-modules); offline and quick when the
+    cache is current."""
+    from .backends.vm import VmError, kmod, lab, packages
 
     folder = lab.lab_dir(lab_dir)
     try:
@@ -55,6 +58,36 @@ def prepare(lab_dir, pin, rebuild):
                f"{'' if k['source_available'] else ' not in the archive'}), fio {lb.info['packages']['fio']}, "
                f"{len(lb.info['packages'])} packages")
     click.echo(f"cache {folder}: packages {sizes['debs'] / 2**20:.0f} MiB, built {sizes['build'] / 2**20:.0f} MiB")
+    if not no_modules:
+        # The stock schedulers need none of this: a module that does not build is a warning here, and an error
+        # only for a run that names it.
+        try:
+            built = kmod.ensure_built(folder, lb.info, echo=_echo, force=rebuild)
+            click.echo(f"modules: {', '.join(kmod.MODULES)} in {built.dir}")
+        except VmError as e:
+            click.echo(f"warning: the scheduler modules were not built: {e}", err=True)
+
+
+@vm.command("build-modules")
+@_lab_option
+@click.option("--rebuild", is_flag=True, help="Build them again even if the cached build is current.")
+def build_modules(lab_dir, rebuild):
+    """Build our scheduler modules (kmod/: k2, kyber-fairness) for the lab's kernel: its headers packages and the
+    private block/*.h of the matching linux-source are fetched once and cached; rebuilt when the sources, the
+    kernel or the compiler change."""
+    from .backends.vm import VmError, kmod, lab
+
+    folder = lab.lab_dir(lab_dir)
+    t0 = time.monotonic()
+    try:
+        lb = lab.load(folder, echo=_echo)
+        built = kmod.ensure_built(folder, lb.info, echo=_echo, force=rebuild)
+    except VmError as e:
+        _fail(str(e))
+    for name, m in kmod.MODULES.items():
+        click.echo(f"{name}: {built.ko(name)}")
+    click.echo(f"kernel {lb.release}, sources {built.info['sources']}, BTF {'yes' if built.info['btf'] else 'no'}"
+               f" ({time.monotonic() - t0:.1f} s)")
 
 
 @vm.command()
@@ -176,8 +209,8 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
     except VmError as e:
         _fail(str(e))
     except Interrupted as e:
-        click.echo(f"interrupted ({e}); the guest was stopped", err=True)
-        sys.exit(128 + e.signum)
+        interrupt.report(f"interrupted ({e}); the guest was stopped, finished runs are in {out}")
+        interrupt.exit()
     if outcome.skipped:
         click.echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
                    f"{out}/runs/<id>/ or use another --out to measure them again)")

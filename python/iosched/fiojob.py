@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from . import replay as replay_mod
+from . import limits
 from .errors import SpecError, show
+from .limits import read_input
+from .safepath import check_name
 from .units import Percent, parse_cpu_list, parse_size, parse_time
 
 RW_VALUES = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite",
@@ -90,12 +93,12 @@ _COMMENT_RE = re.compile(r"\s[;#].*$")
 
 def parse_jobfile(path: Path, display: str) -> list[RawJob]:
     """Parse a fio job file: [global] and job sections, key=value or bare keys, ;/# comments."""
+    raw = read_input(path, display, "job")
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError(display, None, f"cannot read job file: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise SpecError(display, None, "cannot read job file: not UTF-8 text") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise SpecError(display, f"line {line}", "not UTF-8 text (a fio job file is text)") from None
     global_opts: dict[str, str | None] = {}
     jobs: list[tuple[str, dict[str, str | None], int]] = []
     section: str | None = None
@@ -109,6 +112,7 @@ def parse_jobfile(path: Path, display: str) -> list[RawJob]:
             if not s.endswith("]") or len(s) < 3:
                 raise SpecError(display, f"line {lineno}", f"expected a section header like [name], got {show(s)}")
             section = s[1:-1].strip()
+            check_name(section, file=display, key=f"line {lineno}", what="a job name (the section's)")
             if section == "global":
                 current = global_opts
             else:
@@ -148,7 +152,7 @@ def _int(raw: RawJob, key: str, v: Any, lo: int | None = None, hi: int | None = 
         raise _err(raw, key, f"expected {want}, got {'nothing' if v is None else show(v)}")
     if isinstance(v, int):
         x = v
-    elif isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d+\s*", v):
+    elif isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d{1,40}\s*", v):
         x = int(v)
     else:
         raise _err(raw, key, f"expected {want}, got {show(v)}")
@@ -229,7 +233,7 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         bs = parse_size(v, file=raw.file, key=_err(raw, key, "").key)
         if bs < 1:
             raise _err(raw, key, f"expected a block size >= 1, got {show(v)}")
-    iodepth = _int(raw, *opts["iodepth"], 1) if "iodepth" in opts else 1
+    iodepth = _int(raw, *opts["iodepth"], 1, limits.IODEPTH_MAX) if "iodepth" in opts else 1
     batch = _int(raw, *opts["iodepth_batch_submit"], 0) if "iodepth_batch_submit" in opts else 1
     numjobs = _int(raw, *opts["numjobs"], 1, 4096) if "numjobs" in opts else 1
     engine = "io_uring"
@@ -268,7 +272,10 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         key, v = opts[name]
         if v is None:
             raise _err(raw, key, "expected a time, got nothing")
-        return parse_time(v, default_unit=unit, file=raw.file, key=_err(raw, key, "").key)
+        ns = parse_time(v, default_unit=unit, file=raw.file, key=_err(raw, key, "").key)
+        # No time option can be longer than a whole run may be (and the simulator's u64 nanoseconds hold it).
+        limits.limit("sim_time").check(ns, file=raw.file, key=_err(raw, key, "").key, what=show(v))
+        return ns
 
     runtime = time_opt("runtime", "s")
     if runtime is not None and runtime <= 0:
@@ -285,7 +292,7 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         key, v = opts["rate_iops"]
         if isinstance(v, str) and "," in v:
             raise _err(raw, key, f"{show(v)}: separate read/write rates are not supported by iosched")
-        rate_iops = _int(raw, key, v, 0)
+        rate_iops = _int(raw, key, v, 0, limits.U64_MAX)
     if "rate" in opts:
         # fio's rate caps bytes/s per process; with one block size that is a cap of rate / bs I/Os per second.
         key, v = opts["rate"]
@@ -297,9 +304,14 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
             raise _err(raw, key, "a trace replay's records have their own sizes: use replay_time_scale")
         rate_bytes = parse_size(v, file=raw.file, key=_err(raw, key, "").key)
         rate_iops = max(1, -(-rate_bytes // bs)) if rate_bytes else 0
+        if rate_iops > limits.U64_MAX:
+            raise _err(raw, key, f"expected a rate of at most {limits.U64_MAX} I/Os per second "
+                                 f"({limits.U64_MAX} x bs bytes), got {show(v)}")
     prioclass = _int(raw, *opts["prioclass"], 0, 3) if "prioclass" in opts else 0
     prio = _int(raw, *opts["prio"], 0, 7) if "prio" in opts else 0
     cgroup = _str(raw, *opts["cgroup"]) if "cgroup" in opts else ""
+    if cgroup:
+        check_name(cgroup, file=raw.file, key=_err(raw, opts["cgroup"][0], "").key, what="a cgroup name")
     weight = _int(raw, *opts["cgroup_weight"], 1, 1000) if "cgroup_weight" in opts else 100
     if "cgroup_weight" in opts and not cgroup:
         # fio sets up a cgroup (and its weight) only for a job with `cgroup`; the job runs in the root cgroup.
@@ -308,11 +320,13 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     cpus: list[int] = []
     if "cpus_allowed" in opts:
         key, v = opts["cpus_allowed"]
-        cpus = parse_cpu_list(v, file=raw.file, key=_err(raw, key, "").key)
-        bad = [c for c in cpus if c >= ctx.cores]
-        if bad:
-            raise _err(raw, f"cpus_allowed {show(_strval(v))}",
-                       f"host has {ctx.cores} cores (0-{ctx.cores - 1})")
+        try:     # checked against the host's cores before any range is expanded
+            cpus = parse_cpu_list(v, file=raw.file, key=_err(raw, key, "").key, cores=ctx.cores)
+        except SpecError as e:
+            if e.message.startswith("CPU "):
+                raise _err(raw, f"cpus_allowed {show(_strval(v))}",
+                           f"host has {ctx.cores} cores (0-{ctx.cores - 1})") from None
+            raise
     split = False
     if "cpus_allowed_policy" in opts:
         key, v = opts["cpus_allowed_policy"]
@@ -376,10 +390,16 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                    f"expected a multiple of the logical block size {lbs}, got {bs}")
     if bs > size:
         raise _err(raw, opts["bs"][0] if "bs" in opts else "bs", f"block size {bs} is larger than size {size}")
+    if bs > limits.U32_MAX:
+        raise _err(raw, opts["bs"][0] if "bs" in opts else "bs",
+                   f"expected a block size below 4 GiB (the simulator's requests), got {show(opts['bs'][1])}")
     increment = size_opt("offset_increment")
     if isinstance(increment, Percent):
         increment = int(capacity * increment / 100) // lbs * lbs
     increment = increment or 0
+    if increment > capacity:       # (with numjobs = 1 it is not used; the simulator's u64 must still hold it)
+        raise _err(raw, opts["offset_increment"][0], f"expected at most the device capacity ({capacity} bytes), "
+                                                     f"got {show(opts['offset_increment'][1])}")
     if increment % lbs or (buffered and increment % 4096):
         raise _err(raw, opts["offset_increment"][0],
                    f"expected a multiple of {4096 if buffered else lbs} bytes, got {increment}")
@@ -446,7 +466,7 @@ def _trace(raw: RawJob, opts: dict[str, tuple[str, Any]],
         fmt = _str(raw, fkey, fv)
         if fmt not in replay_mod.FORMATS:
             raise _err(raw, fkey, f"expected one of {', '.join(replay_mod.FORMATS)}, got {show(fmt)}")
-    scale = _int(raw, *opts["replay_time_scale"], 1) if "replay_time_scale" in opts else 100
+    scale = _int(raw, *opts["replay_time_scale"], 1, limits.U32_MAX) if "replay_time_scale" in opts else 100
     no_stall = _bool(raw, *opts["replay_no_stall"]) if "replay_no_stall" in opts else False
     if no_stall and "replay_time_scale" in opts:
         notes.append(f"{raw.file}: {raw.label}: replay_time_scale has no effect with replay_no_stall=1")
@@ -467,6 +487,12 @@ def _trace(raw: RawJob, opts: dict[str, tuple[str, Any]],
         if action not in replay_mod.BLKPARSE_ACTIONS:
             raise _err(raw, akey, f"expected D (issued to the driver) or Q (queued), got {show(action)}")
     display = path.as_posix()
+    try:
+        trace_bytes = path.stat().st_size
+    except OSError as e:
+        raise _err(raw, key, f"cannot read {display}: {e.strerror}") from None
+    limits.limit("trace_bytes").check(trace_bytes, file=raw.file, key=_err(raw, key, "").key,
+                                      what=f"{display} is {limits.format_value(trace_bytes, 'bytes')}")
     try:
         summary = replay_mod.summarize(path, display, fmt, lun, action)
     except SpecError as e:

@@ -14,6 +14,11 @@ from typing import Any, Callable
 NOT_BUILT = "the simulator (iosched._native) is not built: run `maturin develop --release`"
 
 
+class SimulatorPanic(Exception):
+    """The simulator panicked (a bug: every input should give a clear error instead); the native module raises its
+    own SimulatorPanic, turned into this one by the calls below."""
+
+
 class NotBuilt(ImportError):
     """The native module is missing (a source tree without ``./scripts/setup`` or ``maturin develop``)."""
 
@@ -40,8 +45,13 @@ def available() -> bool:
 
 def simulate_json(config_json: str, progress: Callable[[float], None] | None = None) -> str:
     """One simulation: a serialised SimConfig in, a serialised SimResult out. ``progress``, if given, is called with
-    the fraction of simulated time done. Raises ValueError when the simulator rejects the config."""
-    return _module().simulate(config_json, progress)
+    the fraction of simulated time done. Raises ValueError when the simulator rejects the config, and whatever a
+    signal handler or ``progress`` raises (iosched.interrupt: the simulation stops at once)."""
+    m = _module()
+    try:
+        return m.simulate(config_json, progress)
+    except m.SimulatorPanic as e:
+        raise SimulatorPanic(str(e)) from None
 
 
 def canonical_json(obj: Any) -> str:
@@ -94,6 +104,21 @@ def scheduler_tunables(name: str) -> list[tuple[str, int]] | None:
     return _module().scheduler_tunables(name)
 
 
+def tunable_error(name: str, tunables: list[tuple[str, int]]) -> tuple[str, str] | None:
+    """The first of ``tunables`` (set in order, as a run does) that scheduler ``name`` refuses, and why."""
+    return _module().tunable_error(name, tunables)
+
+
+def scheduler_metrics(name: str) -> int | None:
+    """How many time-series metrics scheduler ``name`` reports per device and sample (None for an unknown name)."""
+    return _module().scheduler_metrics(name)
+
+
 def trace_summary(*args: Any) -> str:
-    """The simulator's trace parser over a whole trace (see iosched.replay.summarize): JSON, a summary or an error."""
-    return _module().trace_summary(*args)
+    """The simulator's trace parser over a whole trace (see iosched.replay.summarize): JSON, a summary or an error.
+    Interruptible as `simulate_json` is."""
+    m = _module()
+    try:
+        return m.trace_summary(*args)
+    except m.SimulatorPanic as e:
+        raise SimulatorPanic(str(e)) from None

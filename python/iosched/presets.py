@@ -9,7 +9,7 @@ from typing import Any
 
 from . import native
 from .datadir import data_dir
-from .errors import SpecError
+from .errors import SpecError, show
 
 KINDS = ("device", "host")
 _DIRS = {"device": "devices", "host": "hosts"}
@@ -239,12 +239,17 @@ _cache: dict[tuple[str, str, str], Preset] = {}
 def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None) -> Preset:
     """The preset ``name`` of ``kind``; an unknown name is a SpecError at (file, key)."""
     root = presets_dir()
-    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-        raise SpecError(file, key, f"expected a {kind} preset name, got {name!r}")
+    if (not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name
+            or len(name.encode("utf-8", "surrogatepass")) > 200):
+        raise SpecError(file, key, f"expected a {kind} preset name, got {show(name)}")
     path = root / _DIRS[kind] / f"{name}.toml"
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):      # a name the file system cannot hold
+        found = False
+    if not found:
         have = preset_names(kind, root)
-        raise SpecError(file, key, f'unknown {kind} preset "{name}" (have: {", ".join(have) or f"none in {root}"})')
+        raise SpecError(file, key, f'unknown {kind} preset {show(name)} (have: {", ".join(have) or f"none in {root}"})')
     ck = (str(root), kind, name)
     if ck not in _cache:
         _cache[ck] = load_preset_file(path, kind)
@@ -255,7 +260,11 @@ def find_preset(name: str) -> Preset:
     """A preset of either kind by name (for ``iosched presets NAME``)."""
     root = presets_dir()
     for kind in KINDS:
-        if (root / _DIRS[kind] / f"{name}.toml").is_file():
+        try:
+            found = "/" not in name and (root / _DIRS[kind] / f"{name}.toml").is_file()
+        except (OSError, ValueError):
+            found = False
+        if found:
             return load_preset(kind, name)
     have = [p for k in KINDS for p in preset_names(k, root)]
-    raise SpecError(None, None, f'unknown preset "{name}" (have: {", ".join(have) or "none"})')
+    raise SpecError(None, None, f'unknown preset {show(name)} (have: {", ".join(have) or "none"})')

@@ -17,6 +17,7 @@ from pathlib import Path
 from . import native
 from .datadir import data_dir
 from .errors import SpecError
+from .safepath import is_file
 
 FORMATS = ("systor17", "msr", "blkparse")
 BLKPARSE_ACTIONS = ("D", "Q")
@@ -35,11 +36,14 @@ def sample_traces() -> list[Path]:
 def find_trace(value: str, base: Path) -> Path | None:
     """A read_iolog value as a file: absolute; else relative to the file that names it, to the working directory
     (where fio looks), or a shipped sample, in that order."""
-    p = Path(value).expanduser()
+    try:
+        p = Path(value).expanduser()
+    except RuntimeError:          # ~user of a user that does not exist
+        return None
     if p.is_absolute():
-        return p if p.is_file() else None
+        return p if is_file(p) else None
     for candidate in (base / p, p, traces_dir() / p):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
     return None
 

@@ -37,6 +37,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import store
 from .replay import traces_dir
 
 KIB = 1024
@@ -209,9 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in bad:
             print(f"{out / name}: differs from what iosched.sample_traces writes", file=sys.stderr)
         return 1 if bad else 0
-    out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
-        (out / name).write_text(text)
+        store.write_text(out, name, text)
         print(f"wrote {out / name} ({len(text.encode()) // 1024} KiB)")
     return 0
 

@@ -14,10 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import native
+from . import limits, native
 from . import presets as presets_mod
 from .errors import SpecError, show
 from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
+from .safepath import check_name, is_file
 from .units import parse_time
 
 DEFAULT_HOST = "xeon-silver-4210r-10c"
@@ -165,51 +166,85 @@ class Experiment:
     kind: str                       # "toml" or "fio"
 
 
+def is_toml(path: str) -> bool:
+    """A TOML spec (``.toml``, in any case); anything else is read as a fio job file."""
+    return Path(path).suffix.lower() == ".toml"
+
+
+def parse_toml(path: str, raw: bytes) -> dict[str, Any]:
+    """A TOML document as a dict; every problem (syntax, encoding, too deep) is a SpecError naming the file."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise SpecError(path, f"line {line}", "not UTF-8 text (TOML files are UTF-8)") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(path, None, f"invalid TOML: {e}") from None
+    except RecursionError:
+        raise SpecError(path, None, f"invalid spec: tables and arrays nested too deeply (at most "
+                                    f"{limits.NESTING_MAX} levels)") from None
+    except ValueError:    # an integer of more than 4300 digits (Python refuses to read it)
+        raise SpecError(path, None, "invalid TOML: an integer of more than 4300 digits") from None
+    if limits.nesting_depth(data) > limits.NESTING_MAX:
+        raise SpecError(path, None, f"invalid spec: tables and arrays nested too deeply (at most "
+                                    f"{limits.NESTING_MAX} levels)")
+    return data
+
+
 def load_experiment(path: str, overrides: Overrides | None = None) -> Experiment:
     """Read a TOML spec or a fio job file and apply CLI overrides; validates the spec's shape."""
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise SpecError(path, None, "no such file")
-    if p.suffix == ".toml":
-        try:
-            with open(p, "rb") as f:
-                data = tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:
-            raise SpecError(path, None, f"invalid TOML: {e}") from None
-        except OSError as e:
-            raise SpecError(path, None, f"cannot read: {e.strerror}") from None
+    if is_toml(path):
+        data = parse_toml(path, limits.read_input(Path(path), path, "spec"))
         kind = "toml"
     else:
         data = {"name": p.stem, "jobfile": p.name}
         kind = "fio"
+    named = kind == "toml" and "name" in data
     data.setdefault("name", p.stem)
-    return experiment_from_data(path, data, kind, overrides)
+    return experiment_from_data(path, data, kind, overrides, named=named)
 
 
 def experiment_from_data(path: str, data: dict[str, Any], kind: str = "toml",
-                         overrides: Overrides | None = None) -> Experiment:
+                         overrides: Overrides | None = None, *, named: bool | None = None) -> Experiment:
     """An experiment from an already-parsed spec (a TOML-shaped dict); ``path`` names it in errors, and a
     ``jobfile`` is relative to its folder. Used by load_experiment and by the paper experiments' registry."""
     p = Path(path)
+    if limits.nesting_depth(data) > limits.NESTING_MAX:
+        raise SpecError(path, None, f"invalid spec: tables and arrays nested too deeply (at most "
+                                    f"{limits.NESTING_MAX} levels)")
     data = copy.deepcopy(data)
+    if named is None:     # whether the spec names itself (else the name comes from the file's)
+        named = "name" in data
     data.setdefault("name", p.stem)
     _apply_overrides(data, overrides or Overrides())
     spec = validate_spec(path, data)
+    # The experiment's name names files in OUT (the report's figures): printable, no path separators.
+    check_name(spec.name, file=path, key="name" if named else None, path_component=True,
+               what="an experiment name" if named else "a file name usable as the experiment's name (or set name)")
     jobs: list[RawJob] = []
     if spec.jobfile is not None:
         jf = p.parent / spec.jobfile
         display = path if kind == "fio" else str(Path(path).parent / spec.jobfile)
-        if kind == "toml" and not jf.is_file():
+        if kind == "toml" and not is_file(jf):
             raise SpecError(path, "jobfile", f"no such file: {display}")
         jobs.extend(parse_jobfile(jf, display))
+    processes = limits.limit("processes")
+    processes.check(len(spec.job), file=path, key="job", what=f"{len(spec.job):,} [[job]] tables")
     for i, t in enumerate(spec.job):
         name = t.get("name")
         if not isinstance(name, str) or not name:
             raise SpecError(path, f"job[{i}].name", "missing" if name is None else f"expected a string, got {show(name)}")
+        check_name(name, file=path, key=f"job[{i}].name", what="a job name")
         jobs.append(RawJob(name=name, options={k: v for k, v in t.items() if k != "name"}, file=path,
                            label=f'job "{name}"', origin="toml"))
     if not jobs:
         raise SpecError(path, "job", "no jobs (give [[job]] tables or a jobfile)")
+    processes.check(len(jobs), file=path, key="job", what=f"{len(jobs):,} jobs")
     seen: set[str] = set()
     for j in jobs:
         if j.name in seen:
@@ -225,6 +260,8 @@ def _parse_set(item: str) -> tuple[str, int]:
         raise SpecError("--set", None, f"expected TUNABLE=VALUE, got {show(item)}")
     k, v = (s.strip() for s in item.split("=", 1))
     try:
+        if len(v) > 40:
+            raise ValueError(v)
         return k, int(v, 0)
     except ValueError:
         raise SpecError("--set", f"{k}={v}", "expected an integer value") from None
@@ -427,15 +464,31 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     for k, v in (sched.model_extra or {}).items():
         if isinstance(v, bool) or not isinstance(v, int):
             raise SpecError(file, f"scheduler.{k}", f"expected an integer (tunables take sysfs integers), got {show(v)}")
+        limits.check_int(v, limits.I64_MIN, limits.I64_MAX, lambda m: SpecError(file, f"scheduler.{k}", m))
         tunables[k] = v
+    if sched.nr_requests is not None:
+        limits.check_int(sched.nr_requests, 1, limits.U32_MAX, lambda m: SpecError(file, "scheduler.nr_requests", m))
+    if known is not None and tunables and real is None:
+        # The simulator's scheduler takes the tunables (names and values), in the order a run sets them: checked
+        # here, so the error names the key (the kernel backend has the kernel's own tunables, checked there).
+        refused = native.tunable_error(sched.name, sorted(tunables.items()))
+        if refused is not None:
+            raise SpecError(file, f"scheduler.{refused[0]}", f"{refused[1]} ({sched.name})")
     duration = parse_time(spec.duration, file=file, key="duration") if spec.duration is not None else None
     if duration is not None and duration <= 0:
         raise SpecError(file, "duration", f"expected a time > 0, got {show(spec.duration)}")
+    sim_time = limits.limit("sim_time")
+    if duration is not None:
+        sim_time.check(duration, file=file, key="duration", what=show(spec.duration))
     ramp = parse_time(spec.ramp, file=file, key="ramp")
+    sim_time.check(ramp, file=file, key="ramp", what=show(spec.ramp))
     sample = (parse_time(spec.sample_interval, file=file, key="sample_interval")
               if spec.sample_interval is not None else DEFAULT_SAMPLE_INTERVAL_NS)
     if sample <= 0:
         raise SpecError(file, "sample_interval", f"expected a time > 0, got {show(spec.sample_interval)}")
+    if sample > limits.U64_MAX:        # the simulator's nanoseconds (longer than a run is harmless: one sample)
+        raise SpecError(file, "sample_interval", f"expected a time below 2^64 ns (584 years), got "
+                                                 f"{show(spec.sample_interval)}")
     infos = [DeviceInfo(d["name"], d["capacity_bytes"], d["logical_block_bytes"]) for d in devices]
     rjobs: list[ResolvedJob] = []
     notes: list[str] = []
@@ -446,11 +499,58 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         rjobs.append(rj)
         notes.extend(rj.notes)
     _check_cgroup_weights(jobs, rjobs)
+    _check_run_limits(file, rjobs, len(devices), sched.name, sample, spec.sample_interval)
     return ResolvedRun(
         experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
         seed=spec.seed + repetition, host_preset=host_p.name, device_presets=device_presets, scheduler=sched.name,
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
         jobs=rjobs, sample_interval_ns=sample, notes=notes, block_layer=sched.block_layer)
+
+
+def simulated_ns(configs: list[dict[str, Any]]) -> int:
+    """How long a run lasts in simulated time at most: its jobs' startdelay + ramp + runtime, the longest of each
+    stonewall group, summed over the groups (as the simulator ends a run)."""
+    total, longest = 0, 0
+    for i, c in enumerate(configs):
+        if c["stonewall"] and i > 0:
+            total, longest = total + longest, 0
+        longest = max(longest, c["start_ns"] + c["ramp_ns"] + c["runtime_ns"])
+    return total + longest
+
+
+def timeseries_values(configs: list[dict[str, Any]], n_devices: int, scheduler: str, sample_ns: int) -> int:
+    """At most how many time-series values a run records: per sample, two per job and, per device, two plus the
+    scheduler's metrics (two more per cgroup: the most any scheduler adds)."""
+    metrics = native.scheduler_metrics(scheduler) if native.available() else None
+    metrics = limits.SCHEDULER_METRICS_MAX if metrics is None else metrics
+    cgroups = len({c["cgroup"] for c in configs})
+    samples = simulated_ns(configs) // sample_ns + 1
+    return samples * (2 * len(configs) + n_devices * (2 + metrics + 2 * cgroups))
+
+
+def _check_run_limits(file: str, rjobs: list[ResolvedJob], n_devices: int, scheduler: str, sample_ns: int,
+                      sample_given: Any) -> None:
+    """A run's size against the limits (iosched.limits), before anything is built for it."""
+    configs = [j.config for j in rjobs]
+    processes = sum(c["numjobs"] for c in configs)
+    limits.limit("processes").check(processes, file=file, key="numjobs",
+                                    what=f"{len(configs)} job(s) with {processes:,} processes in all")
+    inflight = sum(c["numjobs"] * c["iodepth"] for c in configs)
+    limits.limit("inflight").check(inflight, file=file, key="iodepth",
+                                   what=f"iodepth x numjobs summed over the jobs is {inflight:,}")
+    end_ns = simulated_ns(configs)
+    limits.limit("sim_time").check(end_ns, file=file, key="runtime",
+                                   what=f"the run lasts {limits.format_value(end_ns, 'ns')} simulated (startdelay + "
+                                        "ramp_time + runtime)")
+    values = timeseries_values(configs, n_devices, scheduler, sample_ns)
+    interval = show(sample_given) if sample_given is not None else "100ms (the default)"
+    limits.limit("samples").check(values, file=file, key="sample_interval",
+                                  what=f"a sample every {interval} over {limits.format_value(end_ns, 'ns')} "
+                                       f"simulated records {values:,} time-series values")
+    buffered = sum(c["size_bytes"] * (c["numjobs"] if c["offset_increment_bytes"] else 1)
+                   for c in configs if c["buffered"])
+    limits.limit("buffered_bytes").check(buffered, file=file, key="size",
+                                         what=f"buffered jobs' files of {limits.format_value(buffered, 'bytes')}")
 
 
 def _check_cgroup_weights(jobs: list[RawJob], resolved: list[ResolvedJob]) -> None:
@@ -472,6 +572,16 @@ def expand_runs(exp: Experiment, real: RealSystem | None = None) -> list[Resolve
     ``real``: jobs sized for the real machine and devices (kernel backend) instead of the presets."""
     spec = validate_spec(exp.file, exp.data)
     axes = list(spec.sweep.items())
+    # How many runs, before any is made: an 8-million-point sweep is an error at once, not minutes of work.
+    n_runs = spec.repeat
+    for _, vals in axes:
+        n_runs *= len(vals)
+    shape = " x ".join([str(len(v)) for _, v in axes] + ([f"repeat {spec.repeat}"] if spec.repeat > 1 else []))
+    limits.limit("runs").check(n_runs, file=exp.file, key="sweep" if axes else "repeat",
+                               what=f"{n_runs:,} runs ({shape or 'one run'})")
+    if spec.seed + spec.repeat - 1 > limits.U64_MAX:      # repetition r runs with seed + r (the simulator's u64)
+        raise SpecError(exp.file, "seed", f"expected seed + repeat - 1 below 2^64 (repetition r runs with seed + r), "
+                                          f"got seed {spec.seed} with repeat {spec.repeat}")
     runs: list[ResolvedRun] = []
     for combo in itertools.product(*(vals for _, vals in axes)):
         point = {k: v for (k, _), v in zip(axes, combo)}

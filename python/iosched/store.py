@@ -14,6 +14,11 @@ Layout of DIR:
 
 Every byte is a function of the runs alone (no wall-clock times), so the same simulated runs give identical files
 (a measured run's files hold what was measured, wall times included).
+
+Every file and folder iosched writes is made here, at a path `safepath.inside` has proven to lie inside the output
+folder (`write_file`, `make_folder`, the run folders and tables below): no name from a spec, and no symbolic link
+inside OUT, can make it write elsewhere. Temporary files and folders are known to iosched.interrupt, which removes
+them when a command is interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from . import interrupt
 from .results import fio_json, job_rows, run_spec, schema, timeseries_schema
+from .safepath import inside
 from .spec import ResolvedRun
 
 RUNS = "runs"
@@ -45,26 +52,39 @@ _FILE_MODE = 0o666 & ~_umask()  # what open() would give: mkstemp's files are 06
 
 # ---------------------------------------------------------------- atomic files
 
-def _atomic(path: Path, write: Callable[[str], None]) -> None:
-    """``write(tmp)`` fills a temporary file beside ``path``, which then replaces ``path`` in one rename: readers
-    see the old file or the new one, never a part; on any failure the temporary file goes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def make_folder(root: Path, rel: str) -> Path:
+    """The folder ``root``/``rel`` (and its parents), proven inside ``root`` (safepath.inside)."""
+    path = inside(root, rel)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
+    inside(root, rel)                  # again: a link made meanwhile would show now
+    return path
+
+
+def _atomic(root: Path, rel: str, write: Callable[[str], None]) -> Path:
+    """``write(tmp)`` fills a temporary file beside ``root``/``rel`` (proven inside ``root``), which then replaces
+    it in one rename: readers see the old file or the new one, never a part; on any failure (an interruption
+    included) the temporary file goes."""
+    path = inside(root, rel)
+    parent = make_folder(root, rel.rpartition("/")[0]) if "/" in rel else Path(root)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=parent)
     os.close(fd)
-    try:
+    with interrupt.temporary(Path(tmp)):
         write(tmp)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    return path
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    _atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+def write_file(root: Path, rel: str, data: bytes) -> Path:
+    """Write ``data`` to ``root``/``rel`` at once (atomic_write), proven inside ``root``: the one way iosched writes
+    a file of its own."""
+    return _atomic(Path(root), rel, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def write_text(root: Path, rel: str, text: str) -> Path:
+    return write_file(root, rel, text.encode())
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -78,16 +98,28 @@ def _write_table(path: Path, rows: list[dict[str, Any]], schema) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
-def _atomic_table(path: Path, table) -> None:
+def _write_timeseries(path: Path, rid: str, samples: list[dict[str, Any]]) -> None:
+    """timeseries.parquet from the samples, column by column (a run may have a million samples: no second list of
+    dicts beside the first)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    _atomic(path, lambda tmp: pq.write_table(table, tmp))
+    columns = {"run_id": [rid] * len(samples), "t_ns": [s["t_ns"] for s in samples],
+               "source": [s["source"] for s in samples], "subject": [s["subject"] for s in samples],
+               "metric": [s["metric"] for s in samples], "value": [float(s["value"]) for s in samples]}
+    pq.write_table(pa.Table.from_pydict(columns, schema=timeseries_schema()), path)
+
+
+def _atomic_table(root: Path, rel: str, table) -> None:
+    import pyarrow.parquet as pq
+
+    _atomic(root, rel, lambda tmp: pq.write_table(table, tmp))
 
 
 # ---------------------------------------------------------------- one run
 
 def run_dir(out: Path, rid: str) -> Path:
-    return Path(out) / RUNS / rid
+    return inside(out, f"{RUNS}/{rid}")
 
 
 def is_done(out: Path, rid: str) -> bool:
@@ -123,13 +155,24 @@ def cleanup_tmp(out: Path) -> None:
 def new_run_dir(out: Path, rid: str) -> Path:
     """An empty temporary folder for one run (runs/.tmp-<rid>-<pid>/), renamed into place by place_run_dir.
     Removed by cleanup_tmp once this process is gone, if it never got there."""
-    runs = Path(out) / RUNS
-    runs.mkdir(parents=True, exist_ok=True)
-    tmp = runs / f".tmp-{rid}-{os.getpid()}"
+    make_folder(out, RUNS)
+    tmp = _tmp_run_dir(out, rid)
     if tmp.exists():
         shutil.rmtree(tmp)
+    interrupt.track(tmp)
     tmp.mkdir()
     return tmp
+
+
+def _tmp_run_dir(out: Path, rid: str) -> Path:
+    return inside(out, f"{RUNS}/.tmp-{rid}-{os.getpid()}")
+
+
+def discard_run_dir(out: Path, rid: str) -> None:
+    """Remove this process's temporary folder of run ``rid`` (an interrupted run: nothing of it is kept)."""
+    tmp = _tmp_run_dir(out, rid)
+    shutil.rmtree(tmp, ignore_errors=True)
+    interrupt.untrack(tmp)
 
 
 def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: dict[str, Any],
@@ -138,22 +181,20 @@ def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: 
     simulator's SimResult shape, results.parquet, timeseries.parquet), then rename it to runs/<rid>/ (replacing
     an earlier folder of the same run).  What else is in ``tmp`` (fio.json, a real run's job file and logs)
     stays as it is."""
-    runs = Path(out) / RUNS
     (tmp / "spec.json").write_bytes(json_bytes(spec))
     raw = json.dumps(result, sort_keys=True, separators=(",", ":")).encode()
     (tmp / "result.json.gz").write_bytes(gzip.compress(raw, compresslevel=6, mtime=0))
-    ts = [{"run_id": rid, "t_ns": s["t_ns"], "source": s["source"], "subject": s["subject"],
-           "metric": s["metric"], "value": float(s["value"])} for s in timeseries]
-    _write_table(tmp / "timeseries.parquet", ts, timeseries_schema())
+    _write_timeseries(tmp / "timeseries.parquet", rid, timeseries)
     _write_table(tmp / "results.parquet", rows, schema())
-    final = runs / rid
+    final = run_dir(out, rid)
     if final.exists():  # a replaced run (or a leftover without all files): swap, then drop the old one
-        old = runs / f".old-{rid}-{os.getpid()}"
+        old = inside(out, f"{RUNS}/.old-{rid}-{os.getpid()}")
         os.rename(final, old)
         os.rename(tmp, final)
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, final)
+    interrupt.untrack(tmp)
 
 
 def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
@@ -165,6 +206,7 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
                       result.get("timeseries", []))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        interrupt.untrack(tmp)
         raise
 
 
@@ -203,6 +245,18 @@ def finished_runs(out: Path) -> list[str]:
 
 # ---------------------------------------------------------------- combined tables
 
+def preload() -> None:
+    """Import what writing runs and tables needs (pyarrow: half a second) before a command's work starts, so that
+    an interrupted command records what finished within its second (iosched.interrupt)."""
+    import pandas  # noqa: F401 - pyarrow imports it to build a table's schema
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    from .results import schema
+
+    schema().empty_table()
+
+
 def consolidate(out: Path, rids: Iterable[str]) -> None:
     """Rebuild DIR/results.parquet and DIR/timeseries.parquet: the rows already there whose run is not in
     ``rids`` keep their place, then the rows of ``rids`` (finished ones) in the given order."""
@@ -213,7 +267,7 @@ def consolidate(out: Path, rids: Iterable[str]) -> None:
     out = Path(out)
     order = [r for r in dict.fromkeys(rids) if is_done(out, r)]
     for name, table_schema in (("results.parquet", schema()), ("timeseries.parquet", timeseries_schema())):
-        path = out / name
+        path = inside(out, name)
         parts = []
         if path.exists():
             old = pq.read_table(path)
@@ -224,7 +278,7 @@ def consolidate(out: Path, rids: Iterable[str]) -> None:
         for r in order:
             parts.append(pq.read_table(run_dir(out, r) / name).select(table_schema.names).cast(table_schema))
         table = pa.concat_tables(parts) if parts else table_schema.empty_table()
-        _atomic_table(path, table)
+        _atomic_table(out, name, table)
 
 
 # ---------------------------------------------------------------- manifest
@@ -242,7 +296,7 @@ def update_manifest(out: Path, entries: dict[str, dict[str, Any]]) -> None:
     m["format"] = FORMAT
     m.setdefault("experiments", {}).update(entries)
     m["experiments"] = dict(sorted(m["experiments"].items()))
-    atomic_write_bytes(Path(out) / MANIFEST, json_bytes(m))
+    write_file(out, MANIFEST, json_bytes(m))
 
 
 def record(out: Path, entries: dict[str, dict[str, Any]], rids: Iterable[str]) -> None:

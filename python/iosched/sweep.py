@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
+import socket
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import native, store
+from . import interrupt, native, store
 from .backends.sim import run_id
 from .errors import SpecError
 from .simconfig import run_config
@@ -66,9 +66,10 @@ def simulate_task(config_json: str, expected_code_version: str,
     return out, time.perf_counter() - t0
 
 
-def _ignore_sigint() -> None:
-    # Ctrl-C is the submitting process's business: it cancels the sweep and stops the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _ignore_signals() -> None:
+    # Ctrl-C, SIGTERM and SIGHUP are the submitting process's business (iosched.interrupt): it cancels the sweep
+    # and kills the workers.
+    interrupt.ignore_in_worker()
 
 
 # ---------------------------------------------------------------- executors
@@ -99,6 +100,32 @@ class Executor:
     workers: int
 
 
+# How long to wait for a Dask scheduler before saying it cannot be reached.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _connect(address: str, client_type):
+    """A Dask client of the scheduler at ``address``; an address that does not answer is a one-line error within
+    seconds (a plain TCP connection is tried first: Dask itself waits 30 s and then raises a long traceback)."""
+    scheme, _, rest = address.partition("://")
+    if scheme in ("tcp", "tls"):
+        host, sep, port = rest.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SpecError("--cluster", address, "expected tcp://HOST:PORT (a Dask scheduler's address)")
+        try:
+            socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as e:
+            why = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+            raise SpecError("--cluster", address, f"cannot reach a Dask scheduler there ({why}; waited at most "
+                                                  f"{CONNECT_TIMEOUT_S:g} s)") from None
+    try:
+        return client_type(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+    except Exception as e:  # noqa: BLE001 - whatever answers there (or not), it is no Dask scheduler we can use
+        what = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise SpecError("--cluster", address, f"cannot connect to a Dask scheduler there ({what})") from None
+
+
 def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Executor:
     """The executor seam: ``cluster`` None → local processes (``jobs`` of them, default all cores; 1 → this
     process); ``tcp://HOST:PORT`` → a running Dask scheduler; ``slurm`` or ``slurm:N`` → dask-jobqueue's
@@ -109,7 +136,7 @@ def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Execut
         except ImportError:
             raise SpecError("--cluster", None, "needs Dask: pip install 'iosched[cluster]'") from None
         if cluster.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-            client = Client(cluster)
+            client = _connect(cluster, Client)
             closers = [client.close]
         elif cluster == "slurm" or cluster.startswith("slurm:"):
             try:
@@ -140,7 +167,7 @@ def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Execut
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint)
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_ignore_signals)
 
     def close_pool() -> None:
         ex.shutdown(wait=True, cancel_futures=True)
@@ -148,18 +175,19 @@ def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Execut
 
 
 def _stop(executor: Executor, futures: list[Future]) -> None:
-    """Ctrl-C: cancel what has not started and stop the workers (runs in flight are lost, nothing else)."""
+    """Ctrl-C: cancel what has not started and stop the workers (runs in flight are lost, nothing else). The
+    workers ignore the signals, so they are killed (they only simulate: nothing of theirs needs cleaning up)."""
     for f in futures:
         f.cancel()
     ex = executor.pool
     if executor.kind == "local":
-        terminate = getattr(ex, "terminate_workers", None)  # Python >= 3.14
-        if terminate is not None:
-            terminate()
+        kill = getattr(ex, "kill_workers", None)  # Python >= 3.14
+        if kill is not None:
+            kill()
         else:
             for p in list((getattr(ex, "_processes", None) or {}).values()):
                 try:
-                    p.terminate()
+                    p.kill()
                 except Exception:  # noqa: BLE001
                     pass
             ex.shutdown(wait=False, cancel_futures=True)
@@ -244,6 +272,7 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     # In run-id order, which is random with respect to cost: the mean time of the runs done so far is then a fair
     # estimate for the rest (the ETA), whatever the experiments' mix of short and long runs.
     todo.sort(key=lambda t: t.rid)
+    store.preload()
     t0 = time.monotonic()
     executor = make_executor(jobs, cluster, len(todo))
     bar = _Progress(len(todo), title, progress, echo)
@@ -285,6 +314,12 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     except BaseException:
         bar.close()
         _stop(executor, list(futures))
+        # An error (not an interruption, which must end within its second): the pool is shut down for good, so
+        # multiprocessing's resource tracker has no leaked semaphores to warn about after the error line.
+        try:
+            executor.close()
+        except Exception:  # noqa: BLE001 - the error on its way out matters, not this
+            pass
         raise
     finally:
         outcome.wall_s = time.monotonic() - t0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import SpecError, show
@@ -27,6 +28,8 @@ _TIME_NS = {
 }
 
 _NUM = r"(\d+(?:\.\d*)?|\.\d+)"
+# A number written with more digits than this is no size or time (and Python refuses to read > 4300 digits).
+_DIGITS_MAX = 40
 _SIZE_RE = re.compile(r"\s*" + _NUM + r"\s*([a-zA-Z]*)\s*")
 _PCT_RE = re.compile(r"\s*" + _NUM + r"\s*%\s*")
 _TIME_RE = re.compile(r"\s*" + _NUM + r"\s*([a-zA-Z]*)\s*")
@@ -56,7 +59,7 @@ def parse_size(value: object, *, file: str | None = None, key: str | None = None
                 raise SpecError(file, key, f"expected a percentage in (0, 100], got {show(value)}")
             return Percent(pct)
     m = _SIZE_RE.fullmatch(value)
-    if not m or m.group(2).lower() not in _SIZE_MULT:
+    if not m or m.group(2).lower() not in _SIZE_MULT or len(m.group(1)) > _DIGITS_MAX:
         raise SpecError(file, key, f"{expected}, got {show(value)}")
     n = float(m.group(1)) * _SIZE_MULT[m.group(2).lower()] if "." in m.group(1) else \
         int(m.group(1)) * _SIZE_MULT[m.group(2).lower()]
@@ -72,12 +75,19 @@ def parse_time(value: object, *, default_unit: str = "s", file: str | None = Non
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpecError(file, key, f"{expected}, got {show(value)}")
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpecError(file, key, f"{expected} (a finite one), got {show(value)}")
         if value < 0:
-            raise SpecError(file, key, f"{expected}, got {value}")
-        return int(round(value * _TIME_NS[default_unit]))
+            raise SpecError(file, key, f"{expected}, got {show(value)}")
+        if isinstance(value, int):
+            return value * _TIME_NS[default_unit]
+        ns = value * _TIME_NS[default_unit]
+        if not math.isfinite(ns):
+            raise SpecError(file, key, f"{expected} (a finite one), got {show(value)}")
+        return int(round(ns))
     m = _TIME_RE.fullmatch(value)
     unit = m.group(2).lower() if m else None
-    if not m or (unit and unit not in _TIME_NS):
+    if not m or (unit and unit not in _TIME_NS) or len(m.group(1)) > _DIGITS_MAX:
         raise SpecError(file, key, f"{expected}, got {show(value)}")
     mult = _TIME_NS[unit or default_unit]
     num = m.group(1)
@@ -114,8 +124,10 @@ def format_count(n: float) -> str:
     return f"{n / 1_000_000:.2f}M"
 
 
-def parse_cpu_list(value: object, *, file: str | None = None, key: str | None = None) -> list[int]:
-    """fio's cpus_allowed syntax: ``0-3,6`` → [0, 1, 2, 3, 6] (sorted, unique)."""
+def parse_cpu_list(value: object, *, file: str | None = None, key: str | None = None,
+                   cores: int | None = None) -> list[int]:
+    """fio's cpus_allowed syntax: ``0-3,6`` → [0, 1, 2, 3, 6] (sorted, unique). With ``cores`` (the host's), every
+    CPU must be below it, checked before any range is expanded (so "0-99999999" is an error, not 4 GiB)."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value.strip():
@@ -130,5 +142,7 @@ def parse_cpu_list(value: object, *, file: str | None = None, key: str | None = 
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise SpecError(file, key, f'expected a CPU list like "0-3,6" (ranges low-high), got {show(value)}')
+        if cores is not None and hi >= cores:
+            raise SpecError(file, key, f"CPU {hi} in {show(value)}: the host has {cores} cores (0-{cores - 1})")
         cpus.update(range(lo, hi + 1))
     return sorted(cpus)

@@ -1,6 +1,7 @@
 //! `k2`: the work-constraining scheduler of Miemietz, Weisbach, Roitzsch and Härtig, "K2: Work-Constraining
 //! Scheduling of NVMe-Attached Storage" (RTSS 2019, seed 002 §IV), restated from the paper and the behaviour of its
-//! kernel module (TUD-OS/k2-scheduler, tag k2-rtss19), not from its code.
+//! kernel module (TUD-OS/k2-scheduler, tag k2-rtss19), not from its code. The same algorithm runs in a real Linux
+//! 6.12 kernel as our module `kmod/k2` (in the VM lab); keep the two in step: docs/kmod.md lists every difference.
 //!
 //! # Model
 //!

@@ -1,6 +1,8 @@
 //! `kyber-fairness`: the proportional-share scheduler of Son, Oh and Ahn (seed 001, §IV and Algorithm 1), built on
 //! [`Kyber`](crate::kyber::Kyber). It shares the device among cgroups in proportion to their weights with tokens
-//! that each cgroup spends on its own, so dispatching needs no device-wide lock.
+//! that each cgroup spends on its own, so dispatching needs no device-wide lock. The same algorithm runs in a real
+//! Linux 6.12 kernel as our module `kmod/kyber-fairness` (in the VM lab); keep the two in step: docs/kmod.md lists
+//! every difference.
 //!
 //! # Model
 //!

@@ -8,6 +8,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from .. import store
+from ..errors import SpecError, show
+from ..safepath import check_name, inside
 from ..backends.kernel.blockdev import BlockDevice
 from . import fit as fitting
 from .measure import measure_kernel, reuse_measurements
@@ -17,10 +20,13 @@ from .presetfiles import write_preset
 
 def host_preset_path(device_preset: Path, host: str) -> Path:
     """Where --host NAME goes: presets/hosts/NAME.toml beside a presets/devices/ folder, else next to the device
-    preset."""
+    preset; NAME is a preset name (it names the file), proven to stay in that folder."""
+    check_name(host, file="--host", key=None, what="a host preset name", path_component=True)
+    if host.startswith("."):
+        raise SpecError("--host", None, f"expected a host preset name not starting with a dot, got {show(host)}")
     if device_preset.parent.name == "devices":
-        return device_preset.parent.parent / "hosts" / f"{host}.toml"
-    return device_preset.parent / f"{host}.toml"
+        return inside(device_preset.parent.parent, f"hosts/{host}.toml")
+    return inside(device_preset.parent, f"{host}.toml")
 
 
 def calibrate(device_path: str, out: Path, *, host: str | None, duration_s: float, ramp_s: float, work: Path,
@@ -66,6 +72,6 @@ def calibrate(device_path: str, out: Path, *, host: str | None, duration_s: floa
     for k, (kv, sv) in report.items():
         lines.append(f"| {k} | {kv:,.2f} | {sv:,.2f} | {sv / kv if kv else float('nan'):.2f} |")
     table = "\n".join(lines)
-    (work / "fit.md").write_text(table + "\n")
+    store.write_text(work, "fit.md", table + "\n")
     echo(table)
     echo(f"wrote device preset {out} (kernel runs and fit.md in {work})")

@@ -7,7 +7,7 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from .. import native
+from .. import native, store
 from ..backends.kernel.runner import Options, run_kernel
 from ..errors import SpecError
 from ..results import METRICS
@@ -18,14 +18,10 @@ from .plan import PLAN, Step, spec_toml
 def measure_kernel(device: str, out: Path, duration_s: float, ramp_s: float, steps: tuple[Step, ...] = PLAN,
                    echo: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, float]]]:
     """Run the plan ``steps`` on ``device`` with the kernel backend; {step: {job: {metric: value}}}."""
-    out.mkdir(parents=True, exist_ok=True)
-    specs = out / "specs"
-    specs.mkdir(exist_ok=True)
     total = len(steps) * (duration_s + ramp_s)
     for i, step in enumerate(steps):
         echo(f"[{i + 1}/{len(steps)}] {step.what} ({duration_s + ramp_s:g} s; plan ~{total:.0f} s in all)")
-        path = specs / f"{step.name}.toml"
-        path.write_text(spec_toml(step, duration_s, ramp_s))
+        path = store.write_text(out, f"specs/{step.name}.toml", spec_toml(step, duration_s, ramp_s))
         run_kernel(load_experiment(str(path), Overrides()), Options(devices=[device], out=out / "kernel"),
                    echo=lambda s: echo("  " + s) if s.startswith(("note:", "error:")) else None)
     return measured_table(out / "kernel" / "results.parquet")

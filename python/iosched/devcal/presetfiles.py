@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import presets
+from .. import presets, store
 from ..errors import SpecError
 
 def _toml_value(v: Any) -> str:
@@ -35,8 +35,7 @@ def write_preset(path: Path, kind: str, description: str, key_figures: dict[str,
                 [(f'{name}.{json.dumps(k)}', x) for k, x in table.items()]:
             lines += ["", f"[params.{sub}]"] + [f"{k} = {_toml_value(v)}" for k, v in inner.items()]
     lines += ["", "[provenance]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in prov.items()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    store.write_text(path.parent, path.name, "\n".join(lines) + "\n")       # the preset file the user named
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -60,10 +60,10 @@ def validate(spec: str, device_path: str, preset: str, *, host: str | None, dura
     if drift:
         table += "\n\nDevice drift (the preset's QD-max ceilings against the device now):\n\n" + \
             comparison.format_drift(drift)
-    store.atomic_write_bytes(out / "validation.md", (table + "\n").encode())
-    store.atomic_write_bytes(out / "validation.json", (json.dumps(rows, indent=1) + "\n").encode())
+    store.write_file(out, "validation.md", (table + "\n").encode())
+    store.write_file(out, "validation.json", (json.dumps(rows, indent=1) + "\n").encode())
     if drift:
-        store.atomic_write_bytes(out / "drift.json", (json.dumps(drift, indent=1) + "\n").encode())
+        store.write_file(out, "drift.json", (json.dumps(drift, indent=1) + "\n").encode())
     build(out)
     echo(table)
     echo(f"wrote {out}/validation.md and {out}/report.html")

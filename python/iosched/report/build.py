@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
+from ..safepath import file_name
 from .figures import Figure, Panel, Table, Trace, cdf, fmt, render_static
 
 
@@ -191,11 +192,12 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
                     p99 = percentile(dr, 99.0) / 1e3
                     per_job.setdefault(f"{j['name']} {d}", []).append(
                         Trace(label, xs, ys, marks=[(p99, f"P99 {fmt(p99)} µs")]))
-    sec.tables = [Table(f"{name}-runs", "", "Every run and job", cols, table_rows)]
+    sec.tables = [Table(file_name(f"{name}-runs"), "", "Every run and job", cols, table_rows)]
     if per_job:
         panels = [Panel(f"{k}: completion latency", "cdf", traces[:12], xlabel="latency (µs)", ylabel="CDF",
                         xlog=True) for k, traces in per_job.items()]
-        sec.figures = [Figure(f"{name}-latency-cdf", "", "Completion latency CDFs, P99 marked", panels,
+        # The figure's id names its files (figures/<id>.png) and its place in the page: made safe from the name.
+        sec.figures = [Figure(file_name(f"{name}-latency-cdf"), "", "Completion latency CDFs, P99 marked", panels,
                               caption="Up to 12 runs per panel.", cols=min(2, len(panels)))]
     return sec
 
@@ -253,17 +255,16 @@ def build(out: Path, *, static: bool = True) -> Report:
     if (out / "validation.json").is_file():
         sections.insert(0, validation_section(out))
     report = Report(out, sections, fidelity(sections))
-    figdir = out / "figures"
     if static:
         for s in sections:
             for f in s.figures:
-                render_static(f, figdir)
+                render_static(f, out)
         for fd in report.fidelity:
-            render_static(fd.figure, figdir)
+            render_static(fd.figure, out)
     _write_checks(report)
     from .html import render_html
 
-    store.atomic_write_bytes(out / "report.html", render_html(report, static=static).encode())
+    store.write_file(out, "report.html", render_html(report, static=static).encode())
     return report
 
 
@@ -296,8 +297,8 @@ def _write_checks(report: Report) -> None:
 
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
-    store.atomic_write_bytes(report.out / "checks.parquet", buf.getvalue())
-    store.atomic_write_bytes(report.out / "checks.md", checks_markdown(report).encode())
+    store.write_file(report.out, "checks.parquet", buf.getvalue())
+    store.write_file(report.out, "checks.md", checks_markdown(report).encode())
     if any(s.points for s in report.sections):
         _write_points(report)
 
@@ -321,7 +322,7 @@ def _write_points(report: Report) -> None:
 
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
-    store.atomic_write_bytes(report.out / "points.parquet", buf.getvalue())
+    store.write_file(report.out, "points.parquet", buf.getvalue())
 
 
 def checks_markdown(report: Report, *, heading: str = "###") -> str:

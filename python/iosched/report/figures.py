@@ -173,14 +173,18 @@ _META = {
 }
 
 
-def render_static(fig: Figure, out_dir: Path, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
-    """Write the figure as PNG, SVG and PDF; the same figure gives the same bytes (no dates, fixed ids)."""
+def render_static(fig: Figure, out: Path, formats: tuple[str, ...] = ("png", "svg", "pdf"), *,
+                  folder: str = "figures") -> list[Path]:
+    """Write the figure as PNG, SVG and PDF into OUT/``folder``/ (file names from the figure's id, made safe); the
+    same figure gives the same bytes (no dates, fixed ids)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from ..safepath import file_name
+    from ..store import write_file
+
     paths = []
     with matplotlib.rc_context(_RC):
         rows, cols = _grid(fig)
@@ -195,10 +199,7 @@ def render_static(fig: Figure, out_dir: Path, formats: tuple[str, ...] = ("png",
         for fmt in formats:
             buf = io.BytesIO()
             f.savefig(buf, format=fmt, metadata=_META[fmt])
-            path = out_dir / f"{fig.id}.{fmt}"
-            from ..store import atomic_write_bytes
-            atomic_write_bytes(path, buf.getvalue())
-            paths.append(path)
+            paths.append(write_file(out, f"{folder}/{file_name(fig.id, f'.{fmt}')}", buf.getvalue()))
         plt.close(f)
     return paths
 

@@ -70,6 +70,6 @@ def update_results_doc(path: Path, report, out: Path) -> None:
         text = text[:start] + block + text[end + len(END):]
     else:
         text = text.rstrip() + "\n\n## Reproduced results\n\n" + block + "\n"
-    from ..store import atomic_write_bytes
+    from ..store import write_file
 
-    atomic_write_bytes(path, text.encode())
+    write_file(path.parent, path.name, text.encode())     # the file the user named (--results-md), in place

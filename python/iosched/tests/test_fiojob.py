@@ -107,7 +107,7 @@ def test_filename_colon_list():
     ({"direct": "0"}, "jobs.fio: [j] direct=0: buffered I/O needs a host preset with a page_cache"),
     ({"rw": "randread:8"}, "jobs.fio: [j] rw: \"randread:8\": the :N offset modifier"),
     ({"rw": "trim"}, "jobs.fio: [j] rw: expected one of"),
-    ({"iodepth": "0"}, "jobs.fio: [j] iodepth: expected an integer >= 1, got 0"),
+    ({"iodepth": "0"}, "jobs.fio: [j] iodepth: expected an integer in 1..65536, got 0"),
     ({"bs": "4x"}, "jobs.fio: [j] bs: expected a size"),
     ({"bs": "1000"}, "jobs.fio: [j] bs: expected a multiple of the logical block size 512"),
     ({"bs": "4k,8k"}, "separate read/write block sizes"),
@@ -149,7 +149,7 @@ def test_toml_unknown_key():
     assert str(e.value) == 'spec.toml: job "bg": iodepht: unknown key (not a job option iosched supports)'
     with pytest.raises(SpecError) as e:
         resolve_job(RawJob("bg", {"iodepth": 0}, "spec.toml", 'job "bg"', "toml"), ctx())
-    assert str(e.value) == 'spec.toml: job "bg": iodepth: expected an integer >= 1, got 0'
+    assert str(e.value) == 'spec.toml: job "bg": iodepth: expected an integer in 1..65536, got 0'
 
 
 def test_cgroup_weight_applies_to_a_named_cgroup_only_as_in_fio():

@@ -34,11 +34,20 @@ def test_simulator_only_schedulers_come_from_the_registry(monkeypatch):
                     "deadline": "a legacy single-queue scheduler (removed in Linux 5.0; mq-deadline is its blk-mq "
                                 "port)",
                     "cfq": "a legacy single-queue scheduler (removed in Linux 5.0; bfq took its place)"}
-    assert blockdev._sim_only_hint("k2") == "; k2 is the RTSS'19 K2 scheduler: run it with --backend sim"
-    assert blockdev._sim_only_hint("kyber") == "", "a mainline scheduler gets no hint"
-    # Without the native module the kernel backend still refuses, without the hint.
+    assert blockdev.elsewhere_hint("cfq") == ("; cfq is a legacy single-queue scheduler (removed in Linux 5.0; bfq "
+                                             "took its place): run it with --backend sim")
+    assert blockdev.elsewhere_hint("kyber") == "", "a mainline scheduler gets no hint"
+    # Our modules point to the VM lab, which builds and loads them (one line, no mention of the simulator).
+    for name in ("k2", "kyber-fairness"):
+        hint = blockdev.elsewhere_hint(name)
+        assert "run it with --backend vm" in hint and "--backend sim" not in hint and "\n" not in hint, hint
+    assert blockdev.elsewhere_hint("k2") == ("; k2 is the RTSS'19 K2 scheduler, a module of iosched's own (kmod/k2) "
+                                            "that this kernel does not have: run it with --backend vm, which builds "
+                                            "and loads it in the lab's kernel")
+    # Without the native module the kernel backend still refuses, without the simulator's hint.
     monkeypatch.setattr(blockdev, "scheduler_registry", lambda: None)
-    assert blockdev.simulator_only() == {} and blockdev._sim_only_hint("k2") == ""
+    assert blockdev.simulator_only() == {} and blockdev.elsewhere_hint("cfq") == ""
+    assert "--backend vm" in blockdev.elsewhere_hint("k2"), "the modules' hint needs no native module"
 
 
 def test_mountinfo_numbers_and_escapes():
@@ -55,10 +64,17 @@ def test_mountinfo_numbers_and_escapes():
 
 def test_findings_name_every_problem():
     f = safety.Findings(device=None, mounted=["/dev/loop3 on /mnt (xfs)"], partitions=["loop3p1"],
-                        holders=["dm-0"], signature="a xfs filesystem")
+                        holders=["dm-0"], signature="an xfs filesystem")
     assert f.problems() == ["is mounted (/dev/loop3 on /mnt (xfs))", "has partitions (loop3p1)",
-                            "has holders (dm-0)", "carries a xfs filesystem"]
+                            "has holders (dm-0)", "carries an xfs filesystem"]
     assert safety.Findings(device=None).problems() == []
+
+
+def test_a_or_an_before_a_signature():
+    assert [f"{safety.article(n)} {n}" for n in ("ext4", "xfs", "f2fs", "btrfs", "dos", "gpt", "LVM2_member",
+                                                 "swap", "iso9660", "vfat")] == [
+        "an ext4", "an xfs", "an f2fs", "a btrfs", "a dos", "a gpt", "an LVM2_member", "a swap", "an iso9660",
+        "a vfat"]
 
 
 def test_fio_picks_the_first_blkio_or_cgroup2_hierarchy(tmp_path):

@@ -58,7 +58,7 @@ def run_cli(args):
     ({"read_iolog": "t.csv", "replay_lun": True}, "[j] replay_lun: expected a LUN or disk number, or major,minor"),
     ({"read_iolog": "t.csv", "read_iolog_format": "csv"},
      "[j] read_iolog_format: expected one of systor17, msr, blkparse, got \"csv\""),
-    ({"read_iolog": "t.csv", "replay_time_scale": "0"}, "[j] replay_time_scale: expected an integer >= 1, got 0"),
+    ({"read_iolog": "t.csv", "replay_time_scale": "0"}, "[j] replay_time_scale: expected an integer in 1..4294967295, got 0"),
     ({"read_iolog": "t.csv", "replay_no_stall": "maybe"}, "[j] replay_no_stall: expected 0 or 1"),
     ({"read_iolog": "t.csv", "replay_blkparse_action": "C"},
      "[j] replay_blkparse_action: expected D (issued to the driver) or Q (queued), got \"C\""),

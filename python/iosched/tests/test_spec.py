@@ -69,7 +69,7 @@ def test_sim_config_shape(tmp_path):
 
 
 def test_sweep_expansion(tmp_path):
-    text = BASE.replace("repeat = 2", "repeat = 1") + textwrap.dedent("""\
+    text = BASE.replace("repeat = 2", "repeat = 1").replace('name = "none"', 'name = "kyber"') + textwrap.dedent("""\
         [sweep]
         "job.bg.numjobs" = [1, 2, 4]
         "devices.count" = [1, 2]
@@ -93,12 +93,15 @@ def test_sweep_times_repeat(tmp_path):
 
 
 def test_cli_overrides(tmp_path):
-    text = BASE + '[sweep]\n"devices.count" = [1, 2]\n'
-    ov = Overrides(devices=3, duration="100ms", seed=42, sets=["nr_requests=64", "foo=5"])
+    text = BASE.replace('name = "none"', 'name = "kyber"') + '[sweep]\n"devices.count" = [1, 2]\n'
+    ov = Overrides(devices=3, duration="100ms", seed=42, sets=["nr_requests=64", "read_lat_nsec=5"])
     runs = expand_runs(load_experiment(str(write(tmp_path, text)), ov))
     assert len(runs) == 2  # the devices.count axis is dropped by --devices
     assert len(runs[0].devices) == 3 and runs[0].seed == 42 and runs[0].nr_requests == 64
-    assert runs[0].tunables == {"foo": 5} and runs[0].jobs[0].config["runtime_ns"] == 100_000_000
+    assert runs[0].tunables == {"read_lat_nsec": 5} and runs[0].jobs[0].config["runtime_ns"] == 100_000_000
+    # A tunable the scheduler does not have is an error naming it, before anything runs.
+    with pytest.raises(SpecError, match=r"scheduler.foo: unknown tunable \"foo\": expected one of read_lat_nsec"):
+        expand_runs(load_experiment(str(write(tmp_path, text)), Overrides(sets=["foo=5"])))
 
 
 def test_jobfile_in_spec(tmp_path):
@@ -135,7 +138,7 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace('count = 1 }', 'count = 1, colour = "red" }'), ["devices[0].colour: unknown key"]),
     (lambda t: t.replace('cores = 10', 'cores = 10, turbo = true'), ["host.turbo: unknown key"]),
     (lambda t: t.replace("iodepth = 32", "iodepth = 0"),
-     ['spec.toml: job "bg": iodepth: expected an integer >= 1, got 0']),
+     ['spec.toml: job "bg": iodepth: expected an integer in 1..65536, got 0']),
     (lambda t: t.replace("iodepth = 32", "iodpth = 3"), ['job "bg": iodpth: unknown key']),
     (lambda t: t.replace('cpus_allowed = "0"', 'cpus_allowed = "12"'),
      ['spec.toml: job "lapp": cpus_allowed "12": host has 10 cores (0-9)']),
@@ -154,7 +157,7 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace("repeat = 2", 'repeat = "2"'), ["spec.toml: repeat: expected an integer"]),
     (lambda t: t + '[sweep]\n"job.nobody.numjobs" = [1]\n', ['sweep."job.nobody.numjobs": no job named']),
     (lambda t: t + '[sweep]\n"host.turbo" = [1]\n', ['sweep."host.turbo": unknown sweep axis']),
-    (lambda t: t + '[sweep]\n"job.bg.iodepth" = [4, 0]\n', ['iodepth: expected an integer >= 1, got 0',
+    (lambda t: t + '[sweep]\n"job.bg.iodepth" = [4, 0]\n', ['iodepth: expected an integer in 1..65536, got 0',
                                                           'sweep point job.bg.iodepth=0']),
     (lambda t: t.replace("[[job]]\nname = \"bg\"", "[[job]]\nname = \"lapp\""), ["duplicate job name"]),
     (lambda t: t + "\nthis is not toml", ["spec.toml: invalid TOML"]),

@@ -291,3 +291,38 @@ def test_killed_run_leaves_no_qemu(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_vm_run_within_a_second(tmp_path, sig):
+    """iosched.interrupt for the VM backend: the signal arrives while the guest runs fio; iosched stops qemu, keeps
+    nothing half-written and exits 130 with one 'interrupted' line, within a second."""
+    spec = write(tmp_path, WEIGHTED)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "iosched"), "run", str(spec), "--backend", "vm",
+                             "--device", NULLB, "--out", str(out), "--no-report"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        kids: list[int] = []
+        while not kids and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            kids = _qemu_children(proc.pid)
+        assert kids, "qemu never started"
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        err = proc.communicate(timeout=30)[1]
+        exit_s = time.monotonic() - t0
+        print(f"{signal.Signals(sig).name}: exit {proc.returncode} {exit_s:.3f} s after the signal")
+        assert proc.returncode == 130, err
+        assert exit_s < 1.0, f"exited {exit_s:.2f} s after the signal"
+        assert len([ln for ln in err.splitlines() if ln.startswith("interrupted")]) == 1, err
+        assert "Traceback" not in err
+        assert not any(Path(f"/proc/{k}/comm").exists() and "qemu" in Path(f"/proc/{k}/comm").read_text()
+                       for k in kids), "qemu left running"
+        if (out / "runs").is_dir():
+            assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")], "temporary folders left"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

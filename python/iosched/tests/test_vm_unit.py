@@ -259,7 +259,7 @@ def test_scripts(tmp_path):
     assert "prioclass=1" in text
     br = guest.BatchRun(0, runs[0], text, groups)
     rs = guest.run_script(br, 1, 0.1)
-    assert "queue 0 - bfq 64 slice_idle=0" in rs and "io.bfq.weight io.weight" in rs
+    assert "queue 0 - bfq 64 slice_idle=0" in rs and "io.bfq.weight io.kyber_fairness.weight io.weight" in rs
     assert "fio --output-format=json+" in rs and "send r0 /work/runs/0" in rs
     main_sh = guest.main_script(lds, [br], 0.1)
     assert "load null_blk nr_devices=0" in main_sh and "/sys/kernel/config/nullb/nullb0/hw_queue_depth 4" in main_sh
@@ -279,10 +279,10 @@ def test_scripts(tmp_path):
 def test_checks_before_boot(tmp_path):
     exp, _, runs = runs_of(tmp_path)
     runner.check_runs(exp, runs, 2)
-    bad = TWO_JOBS.replace('name = "bfq"', 'name = "k2"')
-    exp, _, runs = runs_of(tmp_path, bad)
-    with pytest.raises(SpecError, match="run it with --backend sim"):
-        runner.check_runs(exp, runs, 2)
+    exp, _, runs = runs_of(tmp_path, TWO_JOBS.replace('name = "bfq"', 'name = "kyber-fairness"'))
+    runner.check_runs(exp, runs, 2)          # our module: the lab builds and loads it
+    with pytest.raises(SpecError, match="cfq is a legacy single-queue scheduler.*run it with --backend sim"):
+        runner._check_scheduler("cfq", "x.toml", "scheduler.name")
     exp, _, runs = runs_of(tmp_path, TWO_JOBS.replace('cgroup = "heavy"', 'cgroup = "a/b"'))
     with pytest.raises(SpecError, match="cgroup names"):
         runner.check_runs(exp, runs, 2)

@@ -169,7 +169,7 @@ class BlockDevice:
         offered, current = self.schedulers()
         if scheduler not in offered:
             raise SpecError(file, "scheduler.name", f"{show(scheduler)} is not offered by this kernel for "
-                            f"{self.path} (it offers: {', '.join(offered)}){_sim_only_hint(scheduler)}")
+                            f"{self.path} (it offers: {', '.join(offered)}){elsewhere_hint(scheduler)}")
         if current == scheduler and scheduler != "none" and "none" in offered:
             self.set_scheduler("none")   # switching creates a fresh elevator with default tunables
         if self.scheduler() != scheduler:
@@ -251,6 +251,12 @@ def simulator_only() -> dict[str, str]:
     return {name: row["description"] for name, row in rows.items() if row["kernel"] == "simulator-only"}
 
 
-def _sim_only_hint(name: str) -> str:
+def elsewhere_hint(name: str) -> str:
+    """Where a scheduler this kernel lacks does run: our modules (k2, kyber-fairness) in the VM lab, the other
+    simulator-only schedulers in the simulator; "" for any other name."""
+    from ..vm.kmod import vm_hint
+    hint = vm_hint(name)
+    if hint:
+        return hint
     what = simulator_only().get(name)
     return f"; {name} is {what}: run it with --backend sim" if what else ""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import SpecError, show
+from ...safepath import inside
 from . import KernelError
 from .blockdev import read_attr, write_attr
 from .state import Journal
@@ -129,7 +130,7 @@ def create(hierarchy: Hierarchy, groups: dict[str, int], journal: Journal, *, ne
         _write(parent / "cgroup.subtree_control", "+io")
     rc = RunCgroups(hierarchy, parent, dict(groups))
     for name, weight in groups.items():
-        leaf = parent / name
+        leaf = inside(parent, name)       # check_names made sure; a cgroup is a folder made from a user's name
         try:
             leaf.mkdir(exist_ok=True)
         except OSError as e:

@@ -5,7 +5,8 @@ names, cgroups); restore what a killed run left; lock the devices; then, journal
 preconditioning, filesystems, a dry application of every scheduler setting the runs use (so a bad tunable fails
 before the first run), and each run:
   record the queue → fresh scheduler, nr_requests, tunables → cgroups → job file → sampler + fio → restore.
-Everything is restored at the end, on error and on SIGINT/SIGTERM/SIGHUP (exit 128 + signal).
+Everything is restored at the end, on error and on SIGINT/SIGTERM/SIGHUP (exit 130: iosched.interrupt),
+and an interrupted run's temporary folder is removed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
 from ...version import __version__
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
-from .blockdev import BlockDevice, simulator_only
+from .blockdev import BlockDevice, elsewhere_hint
 from .sampler import Sampler, ensure_debugfs
 
 FIO_TERM_GRACE_S = 10.0
@@ -188,6 +189,7 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
     journal = state.Journal()
     outcome = Outcome()
     store.cleanup_tmp(opts.out)
+    store.preload()       # what recording the runs needs, loaded now: an interruption then records at once
     with contextlib.ExitStack() as locks:
         for d in devices:
             locks.enter_context(state.device_lock(d.devno, d.path))
@@ -202,7 +204,12 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
                     if store.is_done(opts.out, rid):
                         outcome.skipped.append(rid)
                         continue
-                    _one_run(r, i, len(runs), targets, opts, journal, hierarchy, fio, fio_version, writes, echo)
+                    try:
+                        _one_run(r, i, len(runs), targets, opts, journal, hierarchy, fio, fio_version, writes, echo)
+                    except state.Interrupted:
+                        # A failed run's folder stays for a look; an interrupted one is of no use: it goes now.
+                        store.discard_run_dir(opts.out, rid)
+                        raise
                     outcome.done.append(rid)
             finally:
                 _record(exp, opts, outcome)
@@ -231,8 +238,7 @@ def _check_scheduler(name: object, file: str, key: str, devices: list[BlockDevic
     for d in devices:
         offered = d.schedulers()[0]
         if name not in offered:
-            what = simulator_only().get(name) if isinstance(name, str) else None
-            hint = f"; {name} is {what}: run it with --backend sim" if what else ""
+            hint = elsewhere_hint(name) if isinstance(name, str) else ""
             raise SpecError(file, key, f"{show(name)} is not offered by this kernel for {d.path} "
                             f"(it offers: {', '.join(offered)}){hint}")
 
@@ -275,9 +281,9 @@ def _setup(devices: list[BlockDevice], spec_names: list[str], opts: Options, jou
 
 def _precondition(d: BlockDevice, out: Path, journal: state.Journal, echo) -> None:
     fio, _ = find_fio()
-    pdir = (out / "precondition" / d.name).absolute()
-    pdir.mkdir(parents=True, exist_ok=True)
-    (pdir / "precondition.fio").write_text(fiofile.precondition_file(d.path, d.capacity_bytes, d.logical_block_bytes))
+    pdir = store.make_folder(out, f"precondition/{d.name}").absolute()
+    store.write_text(pdir, "precondition.fio", fiofile.precondition_file(d.path, d.capacity_bytes,
+                                                                         d.logical_block_bytes))
     echo(f"preconditioning {d.path} (seed 000 §2.1): sequential fill of {d.capacity_bytes >> 20} MiB, then random "
          f"4 KiB writes of twice that ...")
     t0 = time.monotonic()
@@ -319,9 +325,15 @@ def _run_fio(cmd: list[str], cwd: Path, journal: state.Journal | None) -> int:
     aid = journal.add({"op": "session", "sid": proc.pid, "starttime": state.proc_starttime(proc.pid)}) \
         if journal else None
     try:
-        # Signals reach this (main) thread only: the sampler blocks them.  waitpid is interrupted, the handler
-        # raises Interrupted, and fio is stopped below.
-        rc = proc.wait()
+        # A signal may be delivered to another thread (pyarrow's, say): the main thread, blocked in waitpid, would
+        # not run the handler until fio ends. Short waits bring it back to Python (and the handler) within 50 ms;
+        # the handler raises Interrupted, and fio is stopped below.
+        while True:
+            try:
+                rc = proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                continue
     except BaseException:
         _stop_fio(proc)
         raise
@@ -369,7 +381,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
     # written: a run is either complete or absent, as the simulator's.  A failed run's folder stays for a look
     # (its fio.log and jobs.fio) until the next run in OUT cleans it up.
     rdir = store.new_run_dir(opts.out, rid).absolute()
-    (rdir / "logs").mkdir()
+    store.make_folder(rdir, "logs")
     queue_before, queue_during, queue_ids = [], [], []
     kernel_notes: list[str] = []
     rc_groups: cgroups.RunCgroups | None = None
@@ -395,7 +407,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         text, notes = fiofile.job_file(run, [t.path for t in targets],
                                        {g: rc_groups.fio_name(g) for g in groups} if rc_groups else None,
                                        log_interval_ms=interval_ms)
-        (rdir / "jobs.fio").write_text(text)
+        store.write_text(rdir, "jobs.fio", text)
         cmd = [fio, "--output-format=json+", "--output=fio.json", "--eta=never"]
         if writes is None:
             cmd.append("--readonly")

@@ -126,11 +126,21 @@ def probe_signature(path: str) -> str | None:
         return f"unclear (blkid -p exited {r.returncode}: {r.stderr.strip() or r.stdout.strip()})"
     kv = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
     if "PTTYPE" in kv and "TYPE" not in kv:
-        return f"a {kv['PTTYPE']} partition table"
+        return f"{article(kv['PTTYPE'])} {kv['PTTYPE']} partition table"
     if "TYPE" in kv:
         usage = kv.get("USAGE", "filesystem")
-        return f"a {kv['TYPE']} {'filesystem' if usage == 'filesystem' else usage + ' signature'}"
+        return f"{article(kv['TYPE'])} {kv['TYPE']} {'filesystem' if usage == 'filesystem' else usage + ' signature'}"
     return "a signature (" + ", ".join(f"{k}={v}" for k, v in kv.items() if k != "DEVNAME") + ")"
+
+
+# Signature names read letter by letter that start with a vowel sound ("an xfs", "an LVM2_member").
+_AN_LETTERS = ("xfs", "f2fs", "ntfs", "lvm", "hfs", "nilfs", "mbr", "sgi", "romfs")
+
+
+def article(name: str) -> str:
+    """"a" or "an" before a filesystem or signature name as people say it: an ext4, an xfs, a btrfs, a dos."""
+    low = name.lower()
+    return "an" if low[:1] in ("a", "e", "i", "o") or low.startswith(_AN_LETTERS) else "a"
 
 
 @dataclass

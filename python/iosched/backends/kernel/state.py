@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from ... import interrupt
 from . import KernelError
 from .blockdev import restore_queue
 
@@ -315,36 +316,24 @@ def device_lock(devno: tuple[int, int], path: str, directory: Path | None = None
         f.close()
 
 
-class Interrupted(BaseException):
-    """SIGINT, SIGTERM or SIGHUP arrived: unwind (restoring everything on the way) and exit 128 + signum."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.restored = True      # set by whoever restored on the way out
+# SIGINT, SIGTERM or SIGHUP: the CLI's handlers (iosched.interrupt) raise Interrupted; the backend unwinds, restoring
+# everything on the way, and the CLI exits 130.
+Interrupted = interrupt.Interrupted
+HANDLED = interrupt.HANDLED
 
 
-HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    old = {s: signal.signal(s, handler) for s in HANDLED}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+def signals_raise():
+    """The signals raise Interrupted (as under the CLI, which already does this; for callers outside it)."""
+    return interrupt.signals()
 
 
 @contextlib.contextmanager
 def signals_blocked() -> Iterator[None]:
-    """Restoring must not be cut short: signals wait until it is done (then the first one takes effect)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    """Restoring must not be cut short: signals wait until it is done (then the first one takes effect), and the
+    interrupt watchdog waits for it too."""
+    with interrupt.critical():
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -2,7 +2,8 @@
 
 The guest's folder holds jobs.fio, fio.json (json+), fio.log, fio.rc, fio.start / fio.end (guest uptime),
 stat.log (/proc/stat samples: ``@ UPTIME`` then the cpuN lines), queue-dK.txt (each device's queue as the run saw
-it), cgroup-G.txt and cgroup-G.io.stat, dmesg.txt and fio's IOPS logs under logs/.
+it), cgroup-G.txt and cgroup-G.io.stat, dmesg.txt, fio's IOPS logs under logs/, diskstat-dK.before / .after
+(/sys/block/<dev>/stat around fio) and sched-dK/ (the scheduler's debugfs files after fio).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import io
 import os
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
 
+from ... import safepath
+from ...errors import SpecError
 from ..kernel import KernelError
 from ..kernel.blockdev import parse_scheduler_line
 from ..kernel.sampler import cpu_shares, parse_proc_stat
@@ -24,14 +28,18 @@ CONTENDED_WAIT = 0.10        # qemu's threads waiting this share of their runnab
 
 
 def unpack(data: bytes, dest: Path) -> list[str]:
-    """Extract a run's tar (regular files and folders only, nothing outside ``dest``)."""
+    """Extract a run's tar (regular files and folders only; each path proven inside ``dest`` by safepath, since
+    ``dest`` is a run's folder under --out and the names come from the guest)."""
     names = []
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
         for m in tf.getmembers():
             rel = os.path.normpath(m.name)
             if rel == "." or rel.startswith(("/", "..")) or not (m.isfile() or m.isdir()):
                 continue
-            target = dest / rel
+            try:
+                target = safepath.inside(dest, rel)
+            except SpecError:
+                continue        # a name the guest should never send (NUL, too long): not ours to write
             if m.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
@@ -174,3 +182,58 @@ def job_results(doc: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
         return fioresult.job_results(doc, names)
     except KernelError as e:
         raise VmError(str(e)) from None
+
+
+# Lines of a kernel log that mean something went wrong in the kernel (a module of ours, most likely): WARN_ON and
+# WARN_ONCE, BUG and oopses, lockdep and lockup reports.  Tainting by an out-of-tree, unsigned module is expected.
+KERNEL_PROBLEM_RE = re.compile(r"WARNING: |BUG: |kernel BUG |Oops|general protection fault|Call Trace:|"
+                               r"hard LOCKUP|rcu: INFO: |INFO: task .* blocked for more than|"
+                               r"possible circular locking|inconsistent lock state|UBSAN: |KASAN: ")
+
+
+def kernel_problems(text: str) -> list[str]:
+    """The lines of a kernel log (dmesg) that report a warning, a bug or an oops."""
+    return [ln.strip() for ln in text.splitlines() if KERNEL_PROBLEM_RE.search(ln)]
+
+
+def read_sched_state(folder: Path) -> dict[str, Any]:
+    """A run's copy of the scheduler's debugfs files (sched-dK/): each file's text, and the files of KEY=VALUE
+    lines (our modules' ``counters``) as numbers; ``groups`` (kyber-fairness: a line of KEY=VALUE per cgroup) as a
+    list of rows."""
+    out: dict[str, Any] = {}
+    if not folder.is_dir():
+        return out
+    for p in sorted(folder.iterdir()):
+        text = p.read_text(errors="replace")
+        if p.name == "counters":
+            out["counters"] = {k: _number(v) for k, v in read_kv(text).items()}
+        elif p.name == "groups":
+            out["groups"] = [{k: _number(v) for k, _, v in (item.partition("=") for item in line.split())}
+                             for line in text.splitlines() if line.strip()]
+        else:
+            out[p.name] = text.strip()
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+DISKSTAT_FIELDS = ("read_ios", "read_merges", "read_sectors", "read_ticks", "write_ios", "write_merges",
+                   "write_sectors", "write_ticks", "in_flight", "io_ticks", "time_in_queue", "discard_ios",
+                   "discard_merges", "discard_sectors", "discard_ticks", "flush_ios", "flush_ticks")
+
+
+def diskstat_delta(before: str, after: str) -> dict[str, int] | None:
+    """/sys/block/<dev>/stat before and after fio → the counters' change (in_flight: the value after); None when
+    either is missing.  read_ios + write_ios + discard_ios are the requests the device completed."""
+    a, b = before.split(), after.split()
+    if not a or not b or len(a) != len(b) or not all(x.isdigit() for x in a + b):
+        return None
+    out = {}
+    for name, x, y in zip(DISKSTAT_FIELDS, a, b):
+        out[name] = int(y) if name == "in_flight" else int(y) - int(x)
+    return out

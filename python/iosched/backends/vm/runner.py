@@ -31,11 +31,15 @@ from ..kernel.blockdev import simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
 from ..kernel.runner import _spec_device_names, host_info
 from ..kernel.state import signals_raise
-from . import VmError, collect, guest, lab as labmod, qemu
+from . import VmError, collect, guest, kmod, lab as labmod, qemu
 from .cpio import CpioWriter
 from .devices import LabDevice, parse_devices, qemu_args
 
 LAB_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
+# The kernel's own schedulers above, and ours (kmod/), built for the lab's kernel and loaded on demand.
+SCHEDULERS = LAB_SCHEDULERS + tuple(kmod.MODULES)
+# Schedulers that honour cgroup weights (bfq: io.bfq.weight; kyber-fairness: io.kyber_fairness.weight).
+WEIGHTED = ("bfq", "kyber-fairness")
 TUNABLE_RE = re.compile(r"[a-z0-9_]+")
 VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
            "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)"}
@@ -77,12 +81,16 @@ def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Optio
     return opts
 
 
-def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str, release: str) -> str:
-    """Same experiment, settings, devices, guest and kernel → same id (a re-run into OUT skips it)."""
-    blob = json.dumps(["vm", [j.config for j in run.jobs], run.scheduler, run.tunables, run.nr_requests,
-                       [d.canonical for d in devices], opts.cpus, opts.memory_mib, accel, release, run.experiment,
-                       run.repetition, run.seed, run.sample_interval_ns, __version__],
-                      sort_keys=True, separators=(",", ":"))
+def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str, release: str,
+           module_sources: str | None = None) -> str:
+    """Same experiment, settings, devices, guest and kernel → same id (a re-run into OUT skips it).  A run of one
+    of our modules also names the modules' sources (``module_sources``): changed C code measures again."""
+    parts = ["vm", [j.config for j in run.jobs], run.scheduler, run.tunables, run.nr_requests,
+             [d.canonical for d in devices], opts.cpus, opts.memory_mib, accel, release, run.experiment,
+             run.repetition, run.seed, run.sample_interval_ns, __version__]
+    if run.scheduler in kmod.MODULES:
+        parts.append(module_sources)
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -97,14 +105,17 @@ class Outcome:
     runs: list[tuple[str, ResolvedRun]] = field(default_factory=list)
     boot_s: float | None = None
     warnings: list[str] = field(default_factory=list)
+    # Our modules in the boot: {"loaded": [...], "build": {...}}; after the last run, "unload": {module: rmmod's
+    # exit status and words}, "tainted", "kernel_problems" (warnings, bugs, oopses in the boot's kernel log).
+    modules: dict[str, Any] | None = None
 
 
 def _check_scheduler(name: object, file: str, key: str) -> None:
-    if name not in LAB_SCHEDULERS:
+    if name not in SCHEDULERS:
         what = simulator_only().get(name) if isinstance(name, str) else None
         hint = f"; {name} is {what}: run it with --backend sim" if what else ""
         raise SpecError(file, key, f"{show(name)} is not a scheduler of the lab's kernel (it offers: "
-                        f"{', '.join(LAB_SCHEDULERS)}){hint}")
+                        f"{', '.join(LAB_SCHEDULERS)}, and builds and loads {', '.join(kmod.MODULES)}){hint}")
 
 
 def check_runs(exp: Experiment, runs: list[ResolvedRun], cpus: int) -> None:
@@ -149,7 +160,10 @@ def expected_s(run: ResolvedRun) -> float:
     return sum((j.config["start_ns"] + j.config["ramp_ns"] + j.config["runtime_ns"]) / 1e9 for j in run.jobs)
 
 
-def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) -> Outcome:
+def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[str], None] = print) -> Outcome:
+    """Run the experiment(s) in one boot (several experiments: their runs one after another, as one batch; they
+    must name as many devices as --device gives)."""
+    exps = [exp] if isinstance(exp, Experiment) else list(exp)
     exe = qemu.find_qemu()
     folder = labmod.lab_dir(opts.lab)
     lab = labmod.load(folder, echo=lambda s: echo(s if s.startswith("note:") else f"note: {s}"))
@@ -157,18 +171,27 @@ def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) 
     if not devices:
         raise SpecError("--device", None, "the VM backend needs the lab's devices: --device nullb[:KEY=VALUE,...], "
                                           "nvme[:size=1G,...] or virtio[:...], one per device of the spec")
-    spec_names = _spec_device_names(exp)
-    if len(spec_names) != len(devices):
-        raise SpecError("--device", None, f"{exp.file} has {len(spec_names)} device(s) ({', '.join(spec_names)}), "
-                        f"mapped in order to the --device given; expected {len(spec_names)}, got {len(devices)}")
-    runs = expand_runs(exp, RealSystem(opts.cpus, [(d.capacity_bytes, d.logical_block_bytes) for d in devices]))
-    check_runs(exp, runs, opts.cpus)
+    spec_names: list[str] = []
+    runs: list[ResolvedRun] = []
+    owner: list[Experiment] = []
+    for e in exps:
+        spec_names = _spec_device_names(e)
+        if len(spec_names) != len(devices):
+            raise SpecError("--device", None, f"{e.file} has {len(spec_names)} device(s) ({', '.join(spec_names)}), "
+                            f"mapped in order to the --device given; expected {len(spec_names)}, got {len(devices)}")
+        rs = expand_runs(e, RealSystem(opts.cpus, [(d.capacity_bytes, d.logical_block_bytes) for d in devices]))
+        check_runs(e, rs, opts.cpus)
+        runs += rs
+        owner += [e] * len(rs)
     for note in dict.fromkeys(n for r in runs for n in r.notes):
         echo(f"note: {note}")
-    if any(r.scheduler != "bfq" and any(j.config["cgroup"] and j.config["cgroup_weight"] != 100 for j in r.jobs)
-           for r in runs):
-        echo("note: cgroup weights take effect under bfq only (as in the simulator); none, mq-deadline and kyber "
-             "ignore them")
+    if any(r.scheduler not in WEIGHTED and any(j.config["cgroup"] and j.config["cgroup_weight"] != 100
+                                               for j in r.jobs) for r in runs):
+        echo("note: cgroup weights take effect under bfq and kyber-fairness only (as in the simulator); none, "
+             "mq-deadline, kyber and k2 ignore them")
+    built = None
+    if any(r.scheduler in kmod.MODULES for r in runs):
+        built = kmod.ensure_built(folder, lab.info, echo=lambda s: echo(f"note: {s}"))
     scratch_root = folder / "tmp"
     labmod.clean(folder, everything=False)
     scratch_root.mkdir(parents=True, exist_ok=True)
@@ -180,7 +203,8 @@ def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) 
         with signals_raise():
             accel, how = qemu.choose_accel(opts.accel, lab, exe, scratch, echo)
             echo(f"note: accelerator {accel}: {how}")
-            outcome.runs = [(run_id(r, devices, opts, accel, lab.release), r) for r in runs]
+            sources = built.info["sources"] if built else None
+            outcome.runs = [(run_id(r, devices, opts, accel, lab.release, sources), r) for r in runs]
             pending = []
             for i, (rid, r) in enumerate(outcome.runs):
                 if store.is_done(opts.out, rid):
@@ -188,22 +212,24 @@ def run_vm(exp: Experiment, opts: Options, echo: Callable[[str], None] = print) 
                 else:
                     pending.append(i)
             if pending:
-                _batch(exp, lab, exe, accel, how, devices, spec_names, pending, outcome, opts, scratch, echo)
+                _batch(exps[0], lab, exe, accel, how, devices, spec_names, pending, outcome, opts, scratch, echo,
+                       built)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-        _record(exp, opts, outcome)
+        for e in exps:
+            _record(e, opts, [pair for pair, o in zip(outcome.runs, owner) if o is e])
     return outcome
 
 
-def _record(exp: Experiment, opts: Options, outcome: Outcome) -> None:
-    if not outcome.runs or not opts.out.exists():
+def _record(exp: Experiment, opts: Options, runs: list[tuple[str, ResolvedRun]]) -> None:
+    if not runs or not opts.out.exists():
         return
-    store.record_spec(opts.out, manifest_name(outcome.runs[0][1].experiment), exp.file, exp.data, outcome.runs,
+    store.record_spec(opts.out, manifest_name(runs[0][1].experiment), exp.file, exp.data, runs,
                       mode="vm", backend="vm", devices=list(opts.devices),
                       vm={"cpus": opts.cpus, "memory_mib": opts.memory_mib})
 
 
-def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> Path:
+def _initrd(lab: labmod.Lab, batch: dict[str, str | bytes], dest: Path) -> Path:
     """The cached initramfs, then a second archive with the batch (/batch/...): the kernel unpacks both.  The
     kernel is copied beside it (a `prepare` meanwhile may replace the build); returns the kernel's copy."""
     kernel = dest.parent / "vmlinuz"
@@ -214,17 +240,25 @@ def _initrd(lab: labmod.Lab, batch: dict[str, str], dest: Path) -> Path:
         f.write(b"\0" * (-f.tell() % 4))
         w = CpioWriter(f)
         w.directory("batch")
-        for name, text in sorted(batch.items()):
+        for name, data in sorted(batch.items()):
             w.parents(f"batch/{name}")
-            w.file(f"batch/{name}", text.encode(), 0o755 if name.endswith(".sh") else 0o644)
+            w.file(f"batch/{name}", data if isinstance(data, bytes) else data.encode(),
+                   0o755 if name.endswith(".sh") else 0o644)
         w.close()
     return kernel
 
 
 def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, devices: list[LabDevice],
-           spec_names: list[str], pending: list[int], outcome: Outcome, opts: Options, scratch: Path, echo) -> None:
+           spec_names: list[str], pending: list[int], outcome: Outcome, opts: Options, scratch: Path, echo,
+           built: kmod.Built | None = None) -> None:
     interval_ns = outcome.runs[pending[0]][1].sample_interval_ns
     brs, files, job_notes = [], {}, {}
+    # Our modules go with every boot that runs one of them; the guest loads them first and unloads them last.
+    mods = [kmod.MODULES[n] for n in sorted({outcome.runs[i][1].scheduler for i in pending} & set(kmod.MODULES))]
+    for m in mods:
+        files[f"kmod/{m.ko}"] = built.ko(m.elevator).read_bytes()
+    if mods:
+        outcome.modules = {"loaded": [m.module for m in mods], "build": built.describe()}
     for i in pending:
         _, r = outcome.runs[i]
         text, notes, groups = job_file(r, len(devices), max(1, r.sample_interval_ns // 1_000_000))
@@ -233,7 +267,7 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         job_notes[i] = notes
         files[f"runs/{i}/jobs.fio"] = text
         files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9)
-    files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9)
+    files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
     images = []
     qargs: list[str] = []
     for d in devices:
@@ -274,6 +308,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
                 elif w[0] == "tar" and w[1] == "setup":
                     state["setup"] = _setup_info(fr.data, scratch / "setup")
                     deadline = time.monotonic() + 120.0
+                elif w[0] == "tar" and w[1] == "unload":
+                    _unloaded(fr.data, scratch / "unload", outcome, echo)
                 elif w[0] == "run-begin":
                     i = int(w[1])
                     state["current"] = (i, arrived)
@@ -323,10 +359,47 @@ def _guest_error(words: list[str], text: str, devices: list[LabDevice], outcome:
     key = words[1] if len(words) > 1 else "-"
     msg = text.split(" ", 2)[2] if len(text.split(" ", 2)) > 2 else text
     if key.startswith("scheduler."):
-        return SpecError(exp.file, key, f"the lab's kernel refused it: {msg}")
+        file = outcome.runs[state["current"][0]][1].spec_file if state["current"] else exp.file
+        return SpecError(file, key, f"the lab's kernel refused it: {msg}")
     if key.isdigit() and int(key) < len(devices):
         return SpecError("--device", devices[int(key)].given, msg)
     return VmError(f"guest ({_where(state, outcome)}): {msg}")
+
+
+def _unloaded(data: bytes, dest: Path, outcome: Outcome, echo) -> None:
+    """The guest's report after the last run: rmmod's result per module, the taint flags and the boot's kernel log
+    (what the runs' dmesg.txt did not take).  A failed unload or a warning, bug or oops is a warning of the boot
+    (the runs' own dmesg.txt are checked as they arrive)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    collect.unpack(data, dest)
+
+    def rd(name: str) -> str:
+        p = dest / name
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    unload = {}
+    for line in rd("rmmod").splitlines():
+        name, _, rest = line.partition("=")
+        status, _, words = rest.partition(" ")
+        unload[name] = {"status": int(status) if status.strip().isdigit() else None, "output": words.strip()}
+    left = [ln.split()[0] for ln in rd("proc_modules").splitlines()
+            if ln.split() and ln.split()[0] in (outcome.modules or {}).get("loaded", [])]
+    problems = collect.kernel_problems(rd("kernel.log"))
+    info = outcome.modules if outcome.modules is not None else {}
+    info.update(unload=unload, still_loaded=left, tainted=rd("tainted").strip(), kernel_problems=problems,
+                kernel_log=rd("kernel.log"))
+    outcome.modules = info
+    bad = [f"{n} (rmmod exit {u['status']}: {u['output']})" for n, u in unload.items() if u["status"] != 0]
+    if bad or left:
+        msg = f"the scheduler module(s) did not unload: {', '.join(bad or left)}"
+        echo(f"warning: {msg}")
+        outcome.warnings.append(msg)
+    if problems:
+        msg = f"the guest kernel reported {len(problems)} problem line(s) during the boot: {problems[0]}"
+        echo(f"warning: {msg}")
+        outcome.warnings.append(msg)
+    if not bad and not left and not problems:
+        echo(f"modules {', '.join(unload)} unloaded; kernel log clean")
 
 
 def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
@@ -338,6 +411,7 @@ def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
         return p.read_text(errors="replace").strip() if p.exists() else ""
 
     info: dict[str, Any] = {"kernel": rd("kernel"), "cpus": rd("cpus"), "meminfo": rd("meminfo"),
+                            "modules": rd("modules").splitlines() or None,
                             "cmdline": rd("cmdline"), "fio_version": rd("fio_version"), "devices": []}
     k = 0
     while (dest / f"d{k}.name").exists():
@@ -393,6 +467,19 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
     busy, cpu_rows = collect.guest_cpu(samples, start_s, ramp_end)
     warnings = [w for w in (collect.saturation_warning(busy, accel), collect.contention_warning(*qemu_cpu))
                 if w]
+    # What the device completed during fio (/sys/block/<dev>/stat) and the scheduler's own counters after it:
+    # with our modules, the requests they saw, against what the device did.
+    diskstats, sched_state = [], []
+    for d in devices:
+        before, after = rdir / f"diskstat-d{d.index}.before", rdir / f"diskstat-d{d.index}.after"
+        diskstats.append(collect.diskstat_delta(before.read_text(), after.read_text())
+                         if before.exists() and after.exists() else None)
+        sched_state.append(collect.read_sched_state(rdir / f"sched-d{d.index}"))
+    problems = collect.kernel_problems((rdir / "dmesg.txt").read_text(errors="replace")) \
+        if (rdir / "dmesg.txt").exists() else []
+    if problems:
+        warnings.append(f"the guest kernel reported {len(problems)} problem line(s) during the run (dmesg.txt): "
+                        f"{problems[0]}")
     window = max((j["window_ns"] for j in jobs), default=0)
     result = {"backend": "vm", "window_ns": window,
               "cores": [{"busy_ns": b * window, "lock_ns": 0} for b in busy], "jobs": jobs, "events": 0,
@@ -416,7 +503,9 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
                "kernel": setup.get("kernel"), "cmdline": setup.get("cmdline"), "lab": lab.describe(),
                "qemu": qemu.qemu_version(qemu.find_qemu()), "boot_s": round(outcome.boot_s or 0, 2),
                "guest_cpu_busy": [round(b, 4) for b in busy], "qemu_cpu_s": round(qemu_cpu[0] / 1e9, 3),
-               "qemu_wait_s": round(qemu_cpu[1] / 1e9, 3), "host_loadavg": _loadavg()},
+               "qemu_wait_s": round(qemu_cpu[1] / 1e9, 3), "host_loadavg": _loadavg(),
+               "modules": ({"loaded": outcome.modules["loaded"], "build": outcome.modules["build"],
+                            "proc_modules": setup.get("modules")} if outcome.modules else None)},
         "fio": {"version": setup.get("fio_version"), "argv": ["--output-format=json+", "--output=fio.json",
                                                               "--eta=never", "jobs.fio"]},
         "devices": [dict(d.describe(), spec_name=n, target=f"/dev/iosched/d{d.index}",
@@ -424,6 +513,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
                     for d, n in zip(devices, _names_for(devices, run))],
         "scheduler": run.scheduler, "tunables": run.tunables, "nr_requests": run.nr_requests,
         "queue_during": queue_during, "cgroups": cg_info or None,
+        "diskstats": diskstats, "scheduler_state": sched_state,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options,
                   "config": j.config} for j in run.jobs],
         "notes": notes + warnings, "warnings": warnings,

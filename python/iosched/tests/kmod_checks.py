@@ -1,0 +1,76 @@
+"""The criteria the real-VM module tests hold our modules to (test_vm_kmod.py), as functions returning what is
+wrong (an empty list: the check passes), so that each has its negative control on made-up results
+(test_kmod_unit.py).  Fairness uses seed 001's index (Jain's over throughput / weight), as the paper experiments
+do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iosched.papers.seed001 import fairness_index
+
+RT_GAIN = 2.0            # K2-8's real-time P99.9 at least this much lower than none's
+FAIRNESS_MIN = 0.9       # Jain's index over throughput / weight under kyber-fairness
+SHARE_OF_NONE = 0.85     # kyber-fairness's total throughput against none's
+
+
+def conservation(counters: dict[str, Any], device_ios: int | None, fio_ios: int | None) -> list[str]:
+    """Every request inserted was dispatched and completed exactly once, none requeued or still held, and the
+    device (its /sys/block stat) and fio (its disk_util) count the same requests."""
+    bad = []
+    ins, dis, com = (counters.get(k) for k in ("inserted", "dispatched", "completed"))
+    if not isinstance(ins, int) or ins <= 0:
+        bad.append(f"no requests counted (inserted={ins})")
+        return bad
+    if not ins == dis == com:
+        bad.append(f"inserted {ins}, dispatched {dis}, completed {com} differ")
+    if counters.get("requeued", 0) != 0:
+        bad.append(f"{counters['requeued']} requeued")
+    for k in ("inflight", "queued"):
+        if counters.get(k, 0) != 0:
+            bad.append(f"{k} {counters[k]} after the run")
+    if device_ios != com:
+        bad.append(f"the device completed {device_ios} requests, the scheduler {com}")
+    if fio_ios != com:
+        bad.append(f"fio counted {fio_ios} I/Os on the device, the scheduler {com}")
+    return bad
+
+
+def bound_held(counters: dict[str, Any], bound: int) -> list[str]:
+    """K2 never had more than max_inflight requests in flight, and (so the check means something) reached it."""
+    peak = counters.get("inflight_peak")
+    if counters.get("max_inflight") != bound:
+        return [f"max_inflight is {counters.get('max_inflight')}, not {bound}"]
+    if not isinstance(peak, int):
+        return ["no inflight_peak"]
+    if peak > bound:
+        return [f"{peak} requests in flight at once, over the bound {bound}"]
+    if peak < bound:
+        return [f"the bound {bound} was never reached (peak {peak}): the run did not test it"]
+    return []
+
+
+def rt_gain(p999_k2_ns: float, p999_none_ns: float, factor: float = RT_GAIN) -> list[str]:
+    if not p999_k2_ns > 0 or not p999_none_ns > 0:
+        return [f"no latencies ({p999_k2_ns}, {p999_none_ns})"]
+    if p999_k2_ns * factor > p999_none_ns:
+        return [f"real-time P99.9 {p999_k2_ns / 1e6:.1f} ms under K2 is not {factor:g}x below none's "
+                f"{p999_none_ns / 1e6:.1f} ms"]
+    return []
+
+
+def shares_by_weight(throughput: dict[str, float], weights: dict[str, int], none_total: float,
+                     fi_min: float = FAIRNESS_MIN, share_min: float = SHARE_OF_NONE) -> list[str]:
+    """Throughput shared by weight (Jain's index over throughput / weight) at most of none's total."""
+    names = sorted(weights)
+    if any(throughput.get(n, 0) <= 0 for n in names) or none_total <= 0:
+        return [f"missing throughput: {throughput}, none {none_total}"]
+    bad = []
+    fi = fairness_index([throughput[n] for n in names], [weights[n] for n in names])
+    if fi < fi_min:
+        bad.append(f"fairness index {fi:.3f} < {fi_min} ({throughput})")
+    total = sum(throughput[n] for n in names)
+    if total < share_min * none_total:
+        bad.append(f"total {total:.0f} is {total / none_total:.0%} of none's {none_total:.0f}, under "
+                   f"{share_min:.0%}")
+    return bad
