@@ -224,6 +224,10 @@ def _print_checks(report) -> None:
             ratio = f" (x{c.ratio:.2f})" if c.ratio is not None else ""
             click.echo(f"  {'yes' if c.holds else 'NO '}  {c.ref:9} {c.finding:11} {c.what}: paper {c.paper}, "
                        f"iosched {c.simulated}{ratio}")
+    for fd in report.fidelity:
+        overall = fd.shares.get("all")
+        click.echo(f"\nseed {fd.seed}: plotted points within ±25% of the paper's data (calibration excluded): "
+                   f"{overall.text() if overall else 'none scored'}")
 
 
 @main.command()

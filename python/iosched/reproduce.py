@@ -46,7 +46,8 @@ def reproduce(names: Iterable[str], *, quick: bool = False, out: str | Path = "o
 
 def print_quick(names: Iterable[str], out: str = "out/reproduce-quick") -> None:
     """`python -m iosched.papers.seedNNN [NAME...]`: run the experiments in --quick mode (results in ``out``,
-    resumed like `iosched reproduce`) and print paper vs iosched as a markdown table."""
+    resumed like `iosched reproduce`) and print paper vs iosched as a markdown table, then, for experiments scored
+    point by point, the share of points within ±25% per figure and overall, and the calibration points."""
     chosen = {e.name for e in registry.select(names)}
     report = reproduce(sorted(chosen), quick=True, out=out, static=False)
     print("| ref | finding | what | paper | iosched | holds? |")
@@ -54,3 +55,10 @@ def print_quick(names: Iterable[str], out: str = "out/reproduce-quick") -> None:
     for sec, c in report.checks:
         if sec.name in chosen:
             print(f"| {c.ref} | {c.finding} | {c.what} | {c.paper} | {c.simulated} | {'yes' if c.holds else 'NO'} |")
+    from .papers import scoring
+
+    points = [p for sec in report.sections if sec.name in chosen for p in sec.points]
+    if points:
+        why = {k: v for sec in report.sections if sec.name in chosen for k, v in sec.why.items()}
+        print()
+        print(scoring.points_markdown(points, why, "###"), end="")

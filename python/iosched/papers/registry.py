@@ -3,7 +3,8 @@
 A `PaperExperiment` names the paper (seed) and the figures/tables it reproduces, gives one or more `Series`
 (each a normal experiment spec, the same TOML-shaped dict `iosched run` reads, with its sweep axes and
 repetitions), the paper's numbers (`Number`, each with its figure/table reference), and three functions of the
-stored results: `checks` (paper vs iosched rows with holds/NO), `figures` and `tables` (in the paper's form).
+stored results: `checks` (paper vs iosched rows with holds/NO), `figures` and `tables` (in the paper's form), and
+optionally `points` (papers.scoring: every plotted point of the paper's own data, scored by its ratio).
 Seed modules declare experiments and `register()` them; `iosched reproduce` runs them, `iosched report` draws
 them. Adding an experiment is declaring one (see docs/contributing.md, "Declaring an experiment").
 """
@@ -92,6 +93,9 @@ class PaperExperiment:
     quick: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     notes: tuple[str, ...] = ()   # what is left out or not modelled, and why
+    # A papers.scoring.PointScoring: every plotted point of the paper's own data compared with the simulated one
+    # (None: the experiment is scored by its checks only).
+    points: Any = None
 
     def specs(self, quick: bool) -> list[tuple[str, dict[str, Any]]]:
         """(series name, spec dict) for each series, with the --quick overrides applied when asked."""
@@ -221,6 +225,13 @@ class Results:
                             r.get("seed", 0)) for r in entry.get("runs", [])]
         self._done = {r.id for r in self.runs if store.is_done(self.out, r.id)}
         self._cache: dict[str, dict] = {}
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, name: str, fn: Callable[["Results"], Any]) -> Any:
+        """``fn(self)``, computed once per Results (checks and point scoring read the same measurements)."""
+        if name not in self._memo:
+            self._memo[name] = fn(self)
+        return self._memo[name]
 
     @property
     def complete(self) -> bool:

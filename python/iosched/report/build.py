@@ -34,6 +34,8 @@ class Section:
     runs: list[dict[str, Any]] = field(default_factory=list)
     missing: int = 0
     error: str = ""
+    points: list[Any] = field(default_factory=list)                # papers.scoring.Scored, every plotted point
+    why: dict[str, str] = field(default_factory=dict)               # figure panel -> why its misses miss
 
     @property
     def holds(self) -> int:
@@ -41,9 +43,21 @@ class Section:
 
 
 @dataclass
+class Fidelity:
+    """One paper's points against its own data, over all its experiments: shares per figure panel and overall,
+    and the picture."""
+    seed: str
+    points: list[Any]
+    shares: dict[str, Any]
+    figure: Figure
+    why: dict[str, str]
+
+
+@dataclass
 class Report:
     out: Path
     sections: list[Section]
+    fidelity: list[Fidelity] = field(default_factory=list)
 
     @property
     def checks(self) -> list[tuple[Section, Any]]:
@@ -120,10 +134,16 @@ def paper_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     try:
         ref0 = exp.refs[0] if len(exp.refs) == 1 else ""
         sec.checks = [registry.as_check(c, ref0) for c in exp.checks(res)]
+        if exp.points is not None:
+            from ..papers import scoring
+
+            sec.points = exp.points.score(res)
+            sec.why = exp.points.notes(res)
+            sec.checks += scoring.share_checks(sec.points)
         sec.tables = list(exp.tables(res))
         sec.figures = list(exp.figures(res))
     except registry.MissingRuns:
-        sec.checks, sec.tables, sec.figures = [], [], []
+        sec.checks, sec.tables, sec.figures, sec.points = [], [], [], []
         sec.error = (f"incomplete: {res.missing} of {len(res.runs)} runs are missing (an interrupted sweep); "
                      "re-run the same command to finish them")
     return sec
@@ -234,16 +254,32 @@ def build(out: Path, *, static: bool = True) -> Report:
                         else spec_section(out, name, entry))
     if (out / "validation.json").is_file():
         sections.insert(0, validation_section(out))
-    report = Report(out, sections)
+    report = Report(out, sections, fidelity(sections))
     if static:
         for s in sections:
             for f in s.figures:
                 render_static(f, out)
+        for fd in report.fidelity:
+            render_static(fd.figure, out)
     _write_checks(report)
     from .html import render_html
 
     store.write_file(out, "report.html", render_html(report, static=static).encode())
     return report
+
+
+def fidelity(sections: list[Section]) -> list[Fidelity]:
+    """Per seed whose experiments are scored point by point: every point, the shares, the picture."""
+    from ..papers import scoring
+
+    out = []
+    for seed in sorted({s.seed for s in sections if s.points}):
+        points = [p for s in sections if s.seed == seed for p in s.points]
+        why = {k: v for s in sections if s.seed == seed for k, v in s.why.items()}
+        fig = scoring.fidelity_figure(points, f"fidelity-seed{seed}",
+                                      f"Seed {seed}: every plotted point, paper vs iosched")
+        out.append(Fidelity(seed, points, scoring.shares(points), fig, why))
+    return out
 
 
 def _write_checks(report: Report) -> None:
@@ -263,10 +299,37 @@ def _write_checks(report: Report) -> None:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
     store.write_file(report.out, "checks.parquet", buf.getvalue())
     store.write_file(report.out, "checks.md", checks_markdown(report).encode())
+    if any(s.points for s in report.sections):
+        _write_points(report)
+
+
+def _write_points(report: Report) -> None:
+    """DIR/points.parquet: every plotted point of the papers' data with the simulated value, ratio, role, holds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("experiment", pa.string()), ("seed", pa.string()), ("figure", pa.string()),
+                        ("series", pa.string()), ("at", pa.string()), ("quantity", pa.string()),
+                        ("unit", pa.string()), ("role", pa.string()), ("paper", pa.float64()),
+                        ("iosched", pa.float64()), ("ratio", pa.float64()), ("x_paper", pa.float64()),
+                        ("x_iosched", pa.float64()), ("holds", pa.bool_()), ("note", pa.string())])
+    rows = [{"experiment": s.name, "seed": s.seed, "figure": p.point.figure, "series": p.point.series,
+             "at": p.point.at, "quantity": p.point.y_name, "unit": p.point.y_unit, "role": p.role,
+             "paper": p.paper, "iosched": p.sim, "ratio": p.ratio,
+             "x_paper": float(p.point.x_value) if p.point.x_measured else None, "x_iosched": p.x_sim,
+             "holds": p.holds, "note": p.note} for s in report.sections for p in s.points]
+    import io
+
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), buf)
+    store.write_file(report.out, "points.parquet", buf.getvalue())
 
 
 def checks_markdown(report: Report, *, heading: str = "###") -> str:
-    """Per experiment: paper vs iosched with ratios and holds/NO, as markdown tables."""
+    """Per experiment: paper vs iosched with ratios and holds/NO, as markdown tables; for experiments scored point
+    by point, the share of points within ±25% per figure, the calibration points and the points not counted."""
+    from ..papers import scoring
+
     lines = []
     for s in report.sections:
         if s.kind != "paper":
@@ -287,4 +350,6 @@ def checks_markdown(report: Report, *, heading: str = "###") -> str:
             cells = [c.ref, c.finding, c.what, c.paper, c.simulated, ratio, "yes" if c.holds else "**NO**"]
             lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
         lines.append("")
+        if s.points:
+            lines.append(scoring.points_markdown(s.points, s.why, heading + "#"))
     return "\n".join(lines)

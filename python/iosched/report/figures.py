@@ -34,6 +34,7 @@ class Trace:
     paper: bool = False                        # the paper's numbers: hollow markers, dashed
     color: str | None = None                   # default: by name
     symbol: str = "circle"                     # circle, square, diamond, triangle
+    hover: list[str] | None = None             # a label per point shown on hover only (interactive figure)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Panel:
     xlog: bool = False
     ylog: bool = False
     xcategories: list[str] | None = None       # categorical x (bars; lines over labelled settings)
+    band: tuple[float, float] | None = None    # scatter: y = x drawn, and y in [lo x, hi x] shaded (sim vs paper)
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Figure:
     panels: list[Panel]
     caption: str = ""
     cols: int | None = None
+    size: tuple[float, float] | None = None    # inches (width, height) of the static figure; default by panels
 
 
 @dataclass
@@ -185,13 +188,13 @@ def render_static(fig: Figure, out: Path, formats: tuple[str, ...] = ("png", "sv
     paths = []
     with matplotlib.rc_context(_RC):
         rows, cols = _grid(fig)
-        f, axes = plt.subplots(rows, cols, figsize=(4.3 * cols, 3.3 * rows + 0.5), squeeze=False)
+        f, axes = plt.subplots(rows, cols, figsize=fig.size or (4.3 * cols, 3.3 * rows + 0.5), squeeze=False)
         pal = _palette(fig)
         for ax, panel in zip(axes.flat, fig.panels):
             _draw_mpl(ax, panel, pal, f)
         for ax in list(axes.flat)[len(fig.panels):]:
             ax.set_visible(False)
-        f.suptitle(f"{fig.ref}: {fig.title}", fontsize=10)
+        f.suptitle(f"{fig.ref}: {fig.title}" if fig.ref else fig.title, fontsize=10)
         f.tight_layout()
         for fmt in formats:
             buf = io.BytesIO()
@@ -234,6 +237,12 @@ def _draw_mpl(ax, panel: Panel, pal: dict[str, str], f) -> None:
                    hatch="//" if t.paper else None)
         ax.set_xticks(range(len(cats)), cats)
     else:
+        if panel.band:
+            lo, hi = _band_span(panel)
+            xs = [lo, hi]
+            ax.fill_between(xs, [x * panel.band[0] for x in xs], [x * panel.band[1] for x in xs], color="#cccccc",
+                            alpha=0.45, lw=0, label=f"±{_band_pct(panel.band)}")
+            ax.plot(xs, xs, color="#555555", lw=0.8, label="sim = paper")
         for t in panel.traces:
             pts = [(x, y) for x, y in zip(t.x, t.y) if _finite(y) and _finite(x)]
             if not pts:
@@ -267,8 +276,20 @@ def _draw_mpl(ax, panel: Panel, pal: dict[str, str], f) -> None:
     if panel.kind == "cdf":
         ax.set_ylim(0, 1.02)
     ax.grid(True, lw=0.3, alpha=0.5)
-    if panel.traces:
+    if panel.band:
+        ax.legend(loc="upper left", frameon=False, ncol=2, fontsize=6)
+    elif panel.traces:
         ax.legend(loc="best", frameon=False)
+
+
+def _band_span(panel: Panel) -> tuple[float, float]:
+    """The x range a band is drawn over: every positive coordinate of the panel, with a margin."""
+    vals = [v for t in panel.traces for v in list(t.x) + list(t.y) if _finite(v) and v > 0]
+    return (min(vals) / 1.5, max(vals) * 1.5) if vals else (0.1, 10.0)
+
+
+def _band_pct(band: tuple[float, float]) -> str:
+    return f"{round((band[1] - 1) * 100)}%"
 
 
 # ---------------------------------------------------------------- plotly
@@ -290,6 +311,16 @@ def render_plotly(fig: Figure) -> str:
     heat_n = 0
     for i, panel in enumerate(fig.panels):
         r, c = i // cols + 1, i % cols + 1
+        if panel.band:
+            lo, hi = _band_span(panel)
+            grey = {"color": "rgba(120,120,120,0.6)", "width": 0.5}
+            sp.add_trace(go.Scatter(x=[lo, hi], y=[lo * panel.band[0], hi * panel.band[0]], mode="lines", line=grey,
+                                    hoverinfo="skip", showlegend=False, legendgroup="band"), row=r, col=c)
+            sp.add_trace(go.Scatter(x=[lo, hi], y=[lo * panel.band[1], hi * panel.band[1]], mode="lines", line=grey,
+                                    fill="tonexty", fillcolor="rgba(150,150,150,0.25)", hoverinfo="skip",
+                                    name=f"±{_band_pct(panel.band)}", legendgroup="band"), row=r, col=c)
+            sp.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line={"color": "#555555", "width": 1},
+                                    hoverinfo="skip", name="sim = paper"), row=r, col=c)
         if panel.kind == "heatmap" and panel.heat is not None:
             h = panel.heat
             heat_n += 1
@@ -325,10 +356,11 @@ def render_plotly(fig: Figure) -> str:
                 mode = "markers" if panel.kind == "scatter" else "lines+markers"
                 if t.text:
                     mode += "+text"
+                hover = {"hovertext": t.hover, "hoverinfo": "text"} if t.hover else {}
                 sp.add_trace(go.Scatter(x=xs, y=ys, mode=mode, marker=marker, text=t.text,
                                         textposition="top right", textfont={"size": 8, "color": color},
-                                        line={"color": color, "dash": "dash" if t.paper else "solid"}, **common),
-                             row=r, col=c)
+                                        line={"color": color, "dash": "dash" if t.paper else "solid"}, **hover,
+                                        **common), row=r, col=c)
             for mx, label in t.marks:
                 sp.add_trace(go.Scatter(x=[mx, mx], y=[0, 1], mode="lines+text", text=["", label],
                                         textposition="top left", textfont={"size": 8, "color": color},
@@ -341,7 +373,7 @@ def render_plotly(fig: Figure) -> str:
             sp.update_xaxes(type="category", categoryorder="array", categoryarray=panel.xcategories, row=r, col=c)
         if panel.kind == "cdf":
             sp.update_yaxes(range=[0, 1.02], row=r, col=c)
-    sp.update_layout(height=330 * rows + 60, margin={"l": 60, "r": 30, "t": 60, "b": 50},
+    sp.update_layout(height=int(fig.size[1] * 100) if fig.size else 330 * rows + 60, margin={"l": 60, "r": 30, "t": 60, "b": 50},
                      template="plotly_white", barmode="group", legend={"font": {"size": 10}},
                      font={"size": 11})
     return pio.to_html(sp, include_plotlyjs=False, full_html=False, div_id=f"fig-{fig.id}",

@@ -44,6 +44,28 @@ Rebuild with <code>iosched report DIR</code>.</p>
 {% endfor %}
 </table>
 
+{% for fd in fidelity %}
+<section id="fidelity-seed{{ fd.seed }}">
+<h2>Seed {{ fd.seed }}: every plotted point against the paper's own data</h2>
+<p class="meta">Each plotted point of the paper's figures and tables (its artifact's data) beside the simulated one; a
+point holds when sim/paper is within [0.8, 1.25]. Calibration inputs, points true by construction and points of
+paths not simulated are listed in each experiment's section and not counted.</p>
+<table>
+<tr><th>figure</th><th>points within ±25%</th><th>misses, and why</th></tr>
+{% for g, sh in fd.shares.items() %}
+<tr{% if sh.held < sh.total %} class="no"{% endif %}><td>{% if g == "all" %}<b>all</b>{% else %}{{ fd_label(g) }}{% endif %}</td>
+<td class="num">{{ sh.text() }}</td><td>{% if sh.held < sh.total %}{{ fd.why.get(g, "") }}{% endif %}</td></tr>
+{% endfor %}
+</table>
+<div class="figure">
+<h3>{{ fd.figure.title }}</h3>
+{{ divs[fd.figure.id] }}
+<p class="caption">{{ fd.figure.caption }}</p>
+{% if static %}<p class="downloads">{% for ext in ("png", "svg", "pdf") %}<a href="figures/{{ fd.figure.id }}.{{ ext }}">{{ ext|upper }}</a>{% endfor %}</p>{% endif %}
+</div>
+</section>
+{% endfor %}
+
 {% for s in sections %}
 <section id="{{ s.name }}">
 <h2>{{ s.name }}: {{ s.title }}</h2>
@@ -61,6 +83,21 @@ Rebuild with <code>iosched report DIR</code>.</p>
 <td>{% if c.holds %}<span class="yes">yes</span>{% else %}<span class="nope">NO</span>{% endif %}</td></tr>
 {% endfor %}
 </table>
+{% endif %}
+
+{% if s.points %}
+<details><summary>Every plotted point ({{ s.points|length }}): paper, iosched, ratio</summary>
+<table>
+<tr><th>figure</th><th>series</th><th>at</th><th>quantity</th><th>paper</th><th>iosched</th><th>ratio</th><th>holds?</th></tr>
+{% for p in s.points %}
+<tr{% if p.counted and not p.holds %} class="no"{% endif %}><td>{{ p.point.figure }}</td><td>{{ p.point.series }}</td>
+<td>{{ p.point.at }}</td><td>{{ p.point.y_name }}</td><td class="num">{{ "%.4g"|format(p.paper) }} {{ p.point.y_unit }}</td>
+<td class="num">{% if p.sim is not none %}{{ "%.4g"|format(p.sim) }}{% endif %}</td>
+<td class="num">{% if p.ratio is not none %}{{ "%.2f"|format(p.ratio) }}{% endif %}{% if p.x_ratio is not none %} (x {{ "%.2f"|format(p.x_ratio) }}){% endif %}</td>
+<td>{% if not p.counted %}{{ p.role }}{% elif p.missing %}<span class="nope">missing</span>{% elif p.holds %}<span class="yes">yes</span>{% else %}<span class="nope">NO</span>{% endif %}</td></tr>
+{% endfor %}
+</table>
+</details>
 {% endif %}
 
 {% for t in s.tables %}
@@ -132,6 +169,7 @@ def render_html(report, *, static: bool = True) -> str:
     from markupsafe import Markup
 
     divs = {f.id: Markup(render_plotly(f)) for s in report.sections for f in s.figures}
+    divs.update({fd.figure.id: Markup(render_plotly(fd.figure)) for fd in report.fidelity})
     for s in report.sections:
         for r in s.runs:
             r["point_text"] = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["point"].items())
@@ -139,6 +177,9 @@ def render_html(report, *, static: bool = True) -> str:
             r["devices_text"] = _devices_text(r["devices"])
     versions = sorted({r["code_version"] for s in report.sections for r in s.runs if r["code_version"]})
     paper = any(s.kind == "paper" for s in report.sections)
+    from ..papers.scoring import figure_label
+
     return tpl.render(plotlyjs=Markup(plotly.offline.get_plotlyjs()), sections=report.sections, divs=divs,
+                      fidelity=report.fidelity, fd_label=figure_label,
                       static=static, version=__version__, code_versions=", ".join(versions) or "–",
                       heading="the seed papers' results, reproduced" if paper else "experiment report")

@@ -89,3 +89,18 @@ def test_a_reproduced_report_draws_every_figure(browser, reproduced_dir):
     assert all(f["svg"] > 0 and (f["lines"] + f["bars"] + f["heat"]) > 0 for f in figs), figs
     assert not errors and not requests, (errors, requests)
     page.close()
+
+
+def test_the_fidelity_picture_draws_with_its_band(browser, tmp_path):
+    out = tmp_path / "res"
+    with toy.registered(toy.scored_toy()):
+        toy.make_results(out)
+        build(out, static=False)
+    page, errors, requests = open_report(browser, out / "report.html")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 3", timeout=30_000)
+    figs = {f["id"]: f for f in page.evaluate(DRAWN)}
+    fid = figs["fig-fidelity-seed999"]
+    assert fid["svg"] > 0 and fid["lines"] >= 3 and fid["points"] >= 6   # band edges, diagonal; one dot per point
+    assert page.locator("text=every plotted point against the paper's own data").count() == 1
+    assert not errors and not requests, (errors, requests)
+    page.close()

@@ -110,7 +110,7 @@ def test_results_doc_is_rewritten_between_markers(toy_dir, tmp_path):
     update_results_doc(doc, report, toy_dir)
     text = doc.read_text()
     assert "old numbers" not in text and text.endswith("## Next\n") and text.count(BEGIN) == 1
-    assert "| 999 | [toy](#toy) | Fig. 1, Fig. 2, Table 1 | 1 of 2 |" in text
+    assert "| 999 | [toy](#toy) | Fig. 1, Fig. 2, Table 1 | 1 of 2 | – |" in text
     assert "| Fig. 1 | T1 | kyber KIOPS at QD 16 | 0.5 | 1.00 | 2.00 | yes |" in text
     assert "--results-md docs/results.md" in text and "--readme" not in text
     update_results_doc(doc, report, toy_dir)
@@ -170,3 +170,25 @@ def test_query_and_load(toy_dir):
     assert res.exit_code == 0 and res.output == "runs\n12\n"
     bad = CliRunner().invoke(main, ["query", str(toy_dir), "SELECT nope FROM results"])
     assert bad.exit_code == 2 and bad.output.startswith("error: query: ") and len(bad.output.splitlines()) == 1
+
+
+def test_a_scored_experiment_reports_its_points_shares_and_picture(tmp_path):
+    out = tmp_path / "res"
+    with toy.registered(toy.scored_toy()):
+        toy.make_results(out)
+        report = build(out)
+    sec = report.sections[0]
+    assert len(sec.points) == 7 and sum(p.counted for p in sec.points) == 6
+    shares = [c for c in sec.checks if c.finding == "points"]
+    assert [c.ref for c in shares] == ["Fig. 1", "all"] and shares[0].paper.startswith("6 points")
+    (fd,) = report.fidelity
+    assert fd.seed == "999" and fd.shares["all"].total == 6
+    for ext in ("png", "svg", "pdf"):
+        assert (out / "figures" / f"fidelity-seed999.{ext}").stat().st_size > 1000
+    html = (out / "report.html").read_text()
+    assert 'id="fig-fidelity-seed999"' in html and "Every plotted point (7)" in html
+    md = (out / "checks.md").read_text()
+    assert "Points within ±25% of the artifact" in md and "1 point(s) not simulated, not counted: no bypass." in md
+    points = pd.read_parquet(out / "points.parquet")
+    assert len(points) == 7 and set(points["role"]) == {"finding", "not simulated"}
+    assert points[points["role"] == "finding"]["ratio"].notna().all()

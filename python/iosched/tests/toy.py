@@ -61,6 +61,33 @@ TOY = PaperExperiment(
     notes=("Synthetic results.",))
 
 
+def toy_reference() -> list:
+    """A paper's plotted points for TOY: KIOPS per scheduler and depth (and one not simulated)."""
+    from iosched.papers.scoring import RefPoint
+
+    pts = [RefPoint("fig-1", s, "iodepth", str(d), "read_kiops", 1.0 + d / 2, "KIOPS", "", "yes", "toy")
+           for s in SCHEDS for d in DEPTHS]
+    return pts + [RefPoint("fig-1", "spdk", "iodepth", "1", "read_kiops", 2.0, "KIOPS", "", "yes", "toy")]
+
+
+def toy_measure(res: Results) -> dict:
+    from iosched.papers.scoring import Key
+
+    return {Key("fig-1", s, str(d), "read_kiops"): res.mean("qd", {"scheduler.name": s, "job.r.iodepth": d}, _kiops)
+            for s in SCHEDS for d in DEPTHS}
+
+
+def scored_toy() -> PaperExperiment:
+    """TOY scored point by point against toy_reference (SPDK not simulated)."""
+    import dataclasses
+
+    from iosched.papers.scoring import FINDING, NOT_SIMULATED, PointScoring
+
+    return dataclasses.replace(TOY, points=PointScoring(
+        toy_reference, ("fig-1",), toy_measure,
+        lambda p: (NOT_SIMULATED, "no bypass") if p.series == "spdk" else (FINDING, ""), {"fig-1": "toy misses"}))
+
+
 def make_results(out: Path, quick: bool = False) -> None:
     """A results folder for TOY from synthetic simulator results."""
     from iosched.reproduce import plan
@@ -73,16 +100,16 @@ def make_results(out: Path, quick: bool = False) -> None:
     store.record(out, entries, [t.rid for t in tasks])
 
 
-def registered():
-    """Register TOY for the duration of a test (a context manager)."""
+def registered(exp: PaperExperiment | None = None):
+    """Register TOY (or a variant of it under its name) for the duration of a test (a context manager)."""
     import contextlib
 
     @contextlib.contextmanager
     def cm():
         registry._load()
-        registry.register(TOY)
+        registry.register(exp or TOY)
         try:
-            yield TOY
+            yield exp or TOY
         finally:
             registry._REGISTRY.pop(TOY.name, None)
     return cm()
