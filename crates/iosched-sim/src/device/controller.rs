@@ -10,12 +10,17 @@ pub(super) struct FrontEndCore {
     pub(super) command: Option<Command>,
     /// Holding a write that found the buffer full.
     pub(super) stalled_since_ns: Option<u64>,
+    /// Bytes of the held write already in the buffer, and when the last of them crossed the link.
+    pub(super) buffered_bytes: u32,
+    pub(super) transferred_at_ns: u64,
 }
 
 impl FrontEndCore {
     pub(super) const IDLE: Self = Self {
         command: None,
         stalled_since_ns: None,
+        buffered_bytes: 0,
+        transferred_at_ns: 0,
     };
 }
 
@@ -66,14 +71,14 @@ impl Device {
             .command
             .expect("controller core without a command");
         if command.write {
-            if !self.accept_write(command, events) {
+            if !self.accept_write(core as usize, events) {
                 self.front_end[core as usize].stalled_since_ns = Some(events.now_ns);
                 return;
             }
         } else {
             self.start_read(command, events);
         }
-        self.front_end[core as usize].command = None;
+        self.front_end[core as usize] = FrontEndCore::IDLE;
         self.feed_front_end(events);
     }
 }

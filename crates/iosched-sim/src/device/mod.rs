@@ -10,9 +10,11 @@
 //!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
 //!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
-//! - A write buffer absorbs writes: a write completes once its data is in the buffer. The buffer drains to flash in
-//!   program units on idle flash units. When it is full the front-end core holding the write stalls, and every
-//!   command behind it waits (head-of-line blocking): this is how reads queue behind writes.
+//! - A write buffer absorbs writes: a write completes once its data is in the buffer. Its data goes in piece by
+//!   piece as space frees (a controller fetches a write's data pages into free buffer slots), so a full buffer always
+//!   holds a program unit to drain and no write is too large for it. The buffer drains to flash in program units on
+//!   idle flash units. When it is full the front-end core holding the write stalls, and every command behind it
+//!   waits (head-of-line blocking): this is how reads queue behind writes.
 //! - Garbage collection: each unit counts its own free space in program units. Below the low-water mark it reclaims
 //!   a victim block by copying its valid program units and erasing it, and paces its host programs behind the
 //!   copies in the ratio the victim frees space. The victims' valid fraction follows from the spare area of a

@@ -2,31 +2,44 @@
 //! and when it is full the front-end core holding a write stalls, with every command behind it.
 
 use super::flash::UnitOp;
-use super::{book, jitter, transfer_ns, Command, Device, FrontEndCore};
+use super::{book, jitter, transfer_ns, Device, FrontEndCore};
 use crate::engine::{Event, EventQueue};
 
 impl Device {
-    /// Put a write into the buffer if it fits; then it completes after its data crossed the link.
+    /// Move as much of the write held by front-end core `core` into the buffer as fits; once all of it is in, it
+    /// completes after its last byte crossed the link (and the acknowledgement). Returns whether all of it is in.
     ///
-    /// Known bug: with a buffer smaller than a program unit plus the largest write, a write can find no room while
-    /// less than a program unit is buffered, so no program starts and it waits forever (the run then fails its
-    /// conservation check). `validate` only asks for one program unit.
-    pub(super) fn accept_write(&mut self, command: Command, events: &mut EventQueue) -> bool {
-        let bytes = command.bytes as u64;
-        if self.buffer_used_bytes + bytes > self.config.write_buffer_bytes {
+    /// The data goes in piece by piece, as a real controller fetches a write's data (PRP/SGL pages) into whatever
+    /// buffer space is free rather than waiting for room for the whole command. This is also what keeps the drive
+    /// from deadlocking: with room for a whole write needed, a buffer smaller than one program unit plus the largest
+    /// write could hold a write that never fits while less than a program unit is buffered, so no program would
+    /// start to free space. Taking pieces, a full buffer always holds at least one program unit (`validate` asks
+    /// for `write_buffer_bytes >= program_unit_bytes`), so a program can always start.
+    pub(super) fn accept_write(&mut self, core: usize, events: &mut EventQueue) -> bool {
+        let command = self.front_end[core]
+            .command
+            .expect("a front-end core accepting a write holds it");
+        let left = command.bytes as u64 - self.front_end[core].buffered_bytes as u64;
+        let room = self.config.write_buffer_bytes - self.buffer_used_bytes;
+        let piece = left.min(room);
+        if piece > 0 {
+            self.buffer_used_bytes += piece;
+            self.buffer_pending_bytes += piece;
+            self.front_end[core].buffered_bytes += piece as u32;
+            self.front_end[core].transferred_at_ns = book(
+                &mut self.link_to_device_free_at_ns,
+                events.now_ns,
+                transfer_ns(piece, self.config.link_bytes_per_s),
+            );
+        }
+        if piece < left {
+            self.drain_to_idle_units(events);
             return false;
         }
         self.stats.write_ios += 1;
-        self.buffer_used_bytes += bytes;
-        self.buffer_pending_bytes += bytes;
-        let transferred = book(
-            &mut self.link_to_device_free_at_ns,
-            events.now_ns,
-            transfer_ns(bytes, self.config.link_bytes_per_s),
-        );
         let ack = self.config.write_ack_ns + jitter(&mut self.rng, self.config.write_ack_jitter_ns);
         events.schedule(
-            transferred + ack,
+            self.front_end[core].transferred_at_ns + ack,
             Event::DeviceComplete {
                 device: self.index,
                 request: command.request,
@@ -77,10 +90,7 @@ impl Device {
             let Some(since) = self.front_end[core].stalled_since_ns else {
                 continue;
             };
-            let command = self.front_end[core]
-                .command
-                .expect("stalled core holds its write");
-            if !self.accept_write(command, events) {
+            if !self.accept_write(core, events) {
                 continue;
             }
             self.stats.buffer_full_stall_ns += events.now_ns - since;
@@ -95,6 +105,7 @@ mod tests {
     use super::*;
     use crate::config::Condition;
     use crate::device::test_support::*;
+    use crate::device::Command;
     use crate::testkit::small_device;
 
     #[test]
@@ -146,5 +157,58 @@ mod tests {
             "head-of-line blocked behind writes: {}",
             read_at - submitted_at
         );
+    }
+
+    /// Worked example of the drain that once deadlocked: a 64 KiB buffer (one program unit) and two 48 KiB writes.
+    /// Needing room for a whole write, the second would wait for ever with 48 KiB buffered (less than a program
+    /// unit, so no program starts). Taking pieces:
+    /// - write 1: front end 1 us, then 48 KiB over the 4 GB/s link (12,288 ns), then the 5 us acknowledgement:
+    ///   1,000 + 12,288 + 5,000 = 18,288 ns;
+    /// - write 2: front end done at 2,000 ns; 16 KiB fit (link busy until 13,288, +4,096 = 17,384), which makes a
+    ///   program unit: the program takes 64 KiB over the 1 GB/s channel (65,536 ns) and 0.5 ms, ending at
+    ///   2,000 + 65,536 + 500,000 = 567,536 ns; then the other 32 KiB go in (8,192 ns of link) and are acknowledged:
+    ///   567,536 + 8,192 + 5,000 = 580,728 ns.
+    #[test]
+    fn a_buffer_of_one_program_unit_takes_writes_larger_than_its_free_room_in_pieces() {
+        let mut config = small_device(Condition::Fresh);
+        config.write_buffer_bytes = 65536;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        for request in 0..2 {
+            let command = Command {
+                request,
+                write: true,
+                offset_bytes: request as u64 * 49152,
+                bytes: 49152,
+            };
+            device.submit(0, command, &mut events);
+        }
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done, vec![(18_288, 0), (580_728, 1)]);
+        assert_eq!(device.stats.write_ios, 2);
+        assert_eq!(device.stats.host_program_units, 1);
+        assert_eq!(device.buffer_used_bytes(), 32768, "the rest waits for more data");
+        assert_eq!(device.stats.buffer_full_stall_ns, 567_536 - 2_000);
+    }
+
+    /// A write larger than the whole buffer goes in as programs free space: 160 KiB through a 64 KiB buffer.
+    /// Front end done at 1,000 ns; 64 KiB in, a program ends at 1,000 + 65,536 + 500,000 = 566,536; 64 KiB more,
+    /// a second program ends at 566,536 + 565,536 = 1,132,072; the last 32 KiB cross the link (8,192 ns) and are
+    /// acknowledged (5 us): 1,145,264 ns.
+    #[test]
+    fn a_write_larger_than_the_buffer_completes() {
+        let mut config = small_device(Condition::Fresh);
+        config.write_buffer_bytes = 65536;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        let command = Command {
+            request: 0,
+            write: true,
+            offset_bytes: 0,
+            bytes: 163_840,
+        };
+        device.submit(0, command, &mut events);
+        assert_eq!(run_until_idle(&mut device, &mut events), vec![(1_145_264, 0)]);
+        assert_eq!(device.stats.host_program_units, 2);
     }
 }
