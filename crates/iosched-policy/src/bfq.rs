@@ -3,8 +3,9 @@
 //! # What is modelled
 //!
 //! * **Queues.** One sync queue per (process, cgroup); async queues shared per (cgroup, ioprio class, level).
-//!   Queue weight = (8 − level) × 10 (level clamped to 0..=7, class `None` treated as best effort). Classes are
-//!   served strictly RT > BE > IDLE, except that a waiting IDLE entity is served once every 200 ms.
+//!   Queue weight = (8 − level) × 10 (level clamped to 0..=7; class `None`, a process that set no priority, is best
+//!   effort at level 4 as a nice-0 task is: weight 40, the one weight-raising requires; IDLE is level 7). Classes
+//!   are served strictly RT > BE > IDLE, except that a waiting IDLE entity is served once every 200 ms.
 //! * **B-WF2Q+.** Every group has one service tree per class with a virtual time V and a weight sum W. Δ(s, w) =
 //!   s·2^22 / w. A newly busy entity gets S = V (S = max(V, F) if it was still on the idle tree), F = S + Δ(budget,
 //!   w). The next entity is the one with the smallest F among those with S ≤ V; if none is eligible, V jumps to the
@@ -341,6 +342,8 @@ pub struct Bfq {
     burst_list: Vec<usize>,
     burst_parent: usize,
     kernel: KernelVersion,
+    /// Allocations `limit_depth` found over their queue's share (given depth 1), for introspection.
+    over_limit: std::cell::Cell<u64>,
 }
 
 impl Default for Bfq {
@@ -391,6 +394,7 @@ impl Bfq {
             burst_list: Vec::new(),
             burst_parent: 0,
             kernel: KernelVersion::NEWEST,
+            over_limit: std::cell::Cell::new(0),
         }
     }
 
@@ -494,13 +498,16 @@ impl Bfq {
         g
     }
 
+    /// bfq_set_next_ioprio_data: a process that set no I/O priority (class NONE, fio's default) is best effort at
+    /// the level its nice value gives (`task_nice_ioprio`: 4 for nice 0, and the simulator has no nice), whatever
+    /// level the request carries; the IDLE class is always level 7.
     fn class_and_level(rq: &Request) -> (usize, u8) {
-        let class = match rq.ioprio_class {
-            IoprioClass::RealTime => CLASS_RT,
-            IoprioClass::Idle => CLASS_IDLE,
-            IoprioClass::BestEffort | IoprioClass::None => CLASS_BE,
-        };
-        (class, rq.ioprio_level.min(7))
+        match rq.ioprio_class {
+            IoprioClass::RealTime => (CLASS_RT, rq.ioprio_level.min(7)),
+            IoprioClass::BestEffort => (CLASS_BE, rq.ioprio_level.min(7)),
+            IoprioClass::None => (CLASS_BE, 4),
+            IoprioClass::Idle => (CLASS_IDLE, 7),
+        }
     }
 
     fn key_of(rq: &Request) -> QueueKey {
@@ -1600,6 +1607,7 @@ impl Elevator for Bfq {
                 Some(d) => (tags.nr_requests * d) >> tags.shift,
             };
             if self.request_over_limit(rq, limit) {
+                self.over_limit.set(self.over_limit.get() + 1);
                 return Some(1);
             }
         }
@@ -1780,6 +1788,19 @@ impl Elevator for Bfq {
                 self.groups[0].trees[CLASS_BE].vtime as f64,
             ),
             ("wr_queues".to_string(), self.wr_busy_queues() as f64),
+            (
+                "queues_on_trees".to_string(),
+                self.queues.iter().filter(|q| q.ent.state != State::Off).count() as f64,
+            ),
+            (
+                "be_weight_sum".to_string(),
+                self.groups[0].trees[CLASS_BE].wsum as f64,
+            ),
+            (
+                "max_weight".to_string(),
+                self.queues.iter().map(|q| q.ent.weight).max().unwrap_or(0) as f64,
+            ),
+            ("over_limit_allocations".to_string(), self.over_limit.get() as f64),
             ("max_budget".to_string(), self.max_budget as f64),
             (
                 "idling".to_string(),
@@ -2023,6 +2044,39 @@ mod tests {
         assert_eq!(queue_of(&bfq, 0).wr_coeff, 1);
         assert_eq!(queue_of(&bfq, 1).wr_coeff, 30);
         assert_eq!(intro(&bfq, "wr_queues"), 1.0);
+    }
+
+    /// bfq_set_next_ioprio_data: class NONE (fio's default, no ioprio set) is best effort at the nice-0 level 4
+    /// whatever level the request carries, so it has the default weight 40 and is weight-raised as interactive;
+    /// IDLE is level 7 (weight 10); BE and RT keep their level.
+    #[test]
+    fn a_process_without_an_ioprio_is_best_effort_level_4_and_idle_is_level_7() {
+        let mut bfq = Bfq::new();
+        for (process, class, level) in [
+            (0, IoprioClass::None, 0),
+            (1, IoprioClass::Idle, 2),
+            (2, IoprioClass::BestEffort, 0),
+            (3, IoprioClass::RealTime, 3),
+        ] {
+            let mut r = rq(process, process, 0, 8);
+            (r.ioprio_class, r.ioprio_level) = (class, level);
+            bfq.insert(r, 0);
+        }
+        let got: Vec<_> = (0..4)
+            .map(|p| {
+                let q = queue_of(&bfq, p);
+                (q.class, q.level, q.orig_weight, q.wr_coeff)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (CLASS_BE, 4, 40, 30),
+                (CLASS_IDLE, 7, 10, 1),
+                (CLASS_BE, 0, 80, 1),
+                (CLASS_RT, 3, 50, 1)
+            ]
+        );
     }
 
     #[test]
