@@ -1590,7 +1590,11 @@ impl Elevator for Bfq {
             return None;
         }
         let whole = self.kernel.has(&kernel::SBITMAP_WHOLE_SHALLOW_DEPTH);
-        let base = if whole { tags.nr_requests } else { tags.bits_per_word() };
+        let base = if whole {
+            tags.nr_requests
+        } else {
+            tags.bits_per_word()
+        };
         let depth = (!rq.is_sync_read()).then(|| {
             let d = match (self.wr_busy_queues() > 0, rq.is_sync()) {
                 (false, false) => base >> 1,
@@ -1790,7 +1794,10 @@ impl Elevator for Bfq {
             ("wr_queues".to_string(), self.wr_busy_queues() as f64),
             (
                 "queues_on_trees".to_string(),
-                self.queues.iter().filter(|q| q.ent.state != State::Off).count() as f64,
+                self.queues
+                    .iter()
+                    .filter(|q| q.ent.state != State::Off)
+                    .count() as f64,
             ),
             (
                 "be_weight_sum".to_string(),
@@ -1800,7 +1807,10 @@ impl Elevator for Bfq {
                 "max_weight".to_string(),
                 self.queues.iter().map(|q| q.ent.weight).max().unwrap_or(0) as f64,
             ),
-            ("over_limit_allocations".to_string(), self.over_limit.get() as f64),
+            (
+                "over_limit_allocations".to_string(),
+                self.over_limit.get() as f64,
+            ),
             ("max_budget".to_string(), self.max_budget as f64),
             (
                 "idling".to_string(),
@@ -2515,8 +2525,16 @@ mod tests {
         // 6.3: depths per 64-bit word of the sbitmap.
         let bfq = at("6.3");
         assert_eq!(bfq.limit_depth(&read, tags), None);
-        assert_eq!(bfq.limit_depth(&write(1, 1, true), tags), Some(48), "sync writes: 3/4 of a word");
-        assert_eq!(bfq.limit_depth(&write(2, 1, false), tags), Some(32), "async: 1/2 of a word");
+        assert_eq!(
+            bfq.limit_depth(&write(1, 1, true), tags),
+            Some(48),
+            "sync writes: 3/4 of a word"
+        );
+        assert_eq!(
+            bfq.limit_depth(&write(2, 1, false), tags),
+            Some(32),
+            "async: 1/2 of a word"
+        );
         assert_eq!(bfq.min_shallow_depth(tags), Some(1));
         // 6.18: the same fractions of the whole set.
         let bfq = at("6.18");
@@ -2531,7 +2549,7 @@ mod tests {
     /// Worked example of `bfqq_request_over_limit` (Linux 6.3): two sync writers and a reader, weight 40 each, all on
     /// the BE tree (W = 120). A writer's share of the sync-write limit (256 × 48 >> 6 = 192) is 192 × 40 / 120 = 64;
     /// at 64 requests allocated it gets shallow depth 1. A busy weight-raised reader (×30: W = 1280) halves the word
-/// depth (24: limit 96) and cuts the share to 96 × 40 / 1280 = 3.
+    /// depth (24: limit 96) and cuts the share to 96 × 40 / 1280 = 3.
     #[test]
     fn a_queue_holding_its_weights_share_of_the_tags_allocates_with_depth_1() {
         let tags = SchedTags::new(256);
@@ -2542,32 +2560,69 @@ mod tests {
             bfq.insert(Request { id, ..r }, 0);
             id += 1;
         };
-        assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(48), "no queue yet: no share to exceed");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 1, true), tags),
+            Some(48),
+            "no queue yet: no share to exceed"
+        );
         for _ in 0..63 {
             insert(&mut bfq, write(0, 1, true));
         }
         insert(&mut bfq, write(0, 2, true));
         insert(&mut bfq, rq(0, 3, 0, 8));
         assert_eq!(bfq.groups[0].trees[CLASS_BE].wsum, 120);
-        assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(48), "63 < 64");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 1, true), tags),
+            Some(48),
+            "63 < 64"
+        );
         insert(&mut bfq, write(0, 1, true));
-        assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(1), "64 allocated: over its share");
-        assert_eq!(bfq.limit_depth(&write(0, 2, true), tags), Some(48), "the other writer holds 1");
-        assert_eq!(bfq.limit_depth(&rq(0, 1, 0, 8), tags), None, "its reads share its queue, but 64 < 256 × 40 / 120");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 1, true), tags),
+            Some(1),
+            "64 allocated: over its share"
+        );
+        assert_eq!(
+            bfq.limit_depth(&write(0, 2, true), tags),
+            Some(48),
+            "the other writer holds 1"
+        );
+        assert_eq!(
+            bfq.limit_depth(&rq(0, 1, 0, 8), tags),
+            None,
+            "its reads share its queue, but 64 < 256 × 40 / 120"
+        );
         // Raise the reader's weight 30×: W = 40 + 40 + 1200.
-        let reader = bfq.queue_index[&QueueKey::Sync { process: 3, cgroup: 0 }];
+        let reader = bfq.queue_index[&QueueKey::Sync {
+            process: 3,
+            cgroup: 0,
+        }];
         bfq.queues[reader].wr_coeff = WR_COEFF;
         bfq.apply_queue_weight(reader);
-        assert_eq!(bfq.limit_depth(&write(0, 2, true), tags), Some(24), "1 < 3: the raised word depth");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 2, true), tags),
+            Some(24),
+            "1 < 3: the raised word depth"
+        );
         for _ in 0..2 {
             insert(&mut bfq, write(0, 2, true));
         }
-        assert_eq!(bfq.limit_depth(&write(0, 2, true), tags), Some(1), "3 allocated: over");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 2, true), tags),
+            Some(1),
+            "3 allocated: over"
+        );
         // 5.2 has no per-queue share: the word depth whatever a queue holds.
         let mut old = at("5.2");
         old.t.low_latency = false;
         for i in 0..100 {
-            old.insert(Request { id: i, ..write(0, 1, true) }, 0);
+            old.insert(
+                Request {
+                    id: i,
+                    ..write(0, 1, true)
+                },
+                0,
+            );
         }
         assert_eq!(old.limit_depth(&write(0, 1, true), tags), Some(48));
     }
@@ -2578,21 +2633,44 @@ mod tests {
         let mut bfq = at("6.3");
         bfq.t.low_latency = false;
         for i in 0..200 {
-            bfq.insert(Request { id: i, ..write(0, 1, true) }, 0);
+            bfq.insert(
+                Request {
+                    id: i,
+                    ..write(0, 1, true)
+                },
+                0,
+            );
         }
-        assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(1), "busy, 200 ≥ 192 × 40 / 40");
+        assert_eq!(
+            bfq.limit_depth(&write(0, 1, true), tags),
+            Some(1),
+            "busy, 200 ≥ 192 × 40 / 40"
+        );
         // Dispatch everything: the queue empties, expires and leaves the trees (nothing else keeps V from F).
         let mut now = 0;
         while bfq.dispatch(0, now).is_some() {
             now += 1;
         }
-        let q = bfq.queue_index[&QueueKey::Sync { process: 1, cgroup: 0 }];
+        let q = bfq.queue_index[&QueueKey::Sync {
+            process: 1,
+            cgroup: 0,
+        }];
         if bfq.queues[q].ent.state == State::Off {
-            assert_eq!(bfq.queues[q].ent.allocated, 200, "still allocated: the requests are in the device");
-            assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(48), "off the trees: not checked");
+            assert_eq!(
+                bfq.queues[q].ent.allocated, 200,
+                "still allocated: the requests are in the device"
+            );
+            assert_eq!(
+                bfq.limit_depth(&write(0, 1, true), tags),
+                Some(48),
+                "off the trees: not checked"
+            );
         } else {
-            assert_eq!(bfq.limit_depth(&write(0, 1, true), tags), Some(1), "still on a tree: over");
+            assert_eq!(
+                bfq.limit_depth(&write(0, 1, true), tags),
+                Some(1),
+                "still on a tree: over"
+            );
         }
     }
-
 }

@@ -548,7 +548,8 @@ mod tests {
             if self.fault == Fault::Idles && self.queue(hctx).len() == 1 {
                 return None;
             }
-            if self.fault == Fault::IdlesUntilTimer && self.queue(hctx).len() == 1 && !self.released {
+            if self.fault == Fault::IdlesUntilTimer && self.queue(hctx).len() == 1 && !self.released
+            {
                 self.timer_at.get_or_insert(now_ns + 200_000);
                 return None;
             }
@@ -671,4 +672,3 @@ mod tests {
         });
     }
 }
-
