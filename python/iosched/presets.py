@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import native
+from . import kernel_version, native
 from .datadir import data_dir
 from .errors import SpecError, show
 
@@ -27,7 +27,7 @@ DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs",
-               "page_cache")
+               "page_cache", "kernel")
 HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs", "page_cache")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
 # PageCacheConfig in config.rs: the page cache buffered jobs (direct=0) need.
@@ -143,6 +143,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                 for ck in ("dirty_background_ratio", "dirty_ratio"):
                     if v[ck] > 100:
                         raise SpecError(file, f"params.{k}.{ck}", f"expected a percentage 0..100, got {v[ck]!r}")
+            elif k == "kernel":
+                kernel_version.check(v, file=file, key="params.kernel")
             elif k == "scheduler_costs":
                 if not isinstance(v, dict):
                     raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")

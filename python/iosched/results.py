@@ -23,7 +23,8 @@ def schema():
     fields = [
         ("run_id", pa.string()), ("experiment", pa.string()), ("sweep_point", pa.string()),
         ("repetition", pa.int64()), ("backend", pa.string()), ("scheduler", pa.string()),
-        ("tunables", pa.string()), ("seed", pa.uint64()), ("host", pa.string()), ("device", pa.string()),
+        ("tunables", pa.string()), ("seed", pa.uint64()), ("host", pa.string()), ("kernel", pa.string()),
+        ("device", pa.string()),
         ("devices", pa.int64()), ("iosched_version", pa.string()), ("code_version", pa.string()),
         ("job", pa.string()), ("numjobs", pa.int64()),
         ("window_ns", pa.int64()),
@@ -91,7 +92,8 @@ def job_rows(run: ResolvedRun, rid: str, result: dict[str, Any]) -> list[dict[st
                                                          if run.nr_requests is not None else {}),
                                         **({"block_layer": run.block_layer} if run.block_layer else {})),
                                    sort_keys=True),
-            "seed": run.seed, "host": run.host_preset, "device": "+".join(uniq), "devices": len(run.devices),
+            "seed": run.seed, "host": run.host_preset, "kernel": run.kernel, "device": "+".join(uniq),
+            "devices": len(run.devices),
             "iosched_version": __version__, "code_version": code_version(), "job": jr["name"], "numjobs": rj.config["numjobs"], "window_ns": w,
         }
         for d in ("read", "write"):
@@ -208,7 +210,7 @@ def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "sim", "iosched_version": __version__,
         "code_version": code_version(),
-        "host": run.host_preset, "devices": run.device_presets, "scheduler": run.scheduler,
+        "host": run.host_preset, "kernel": run.kernel, "devices": run.device_presets, "scheduler": run.scheduler,
         "tunables": run.tunables, "nr_requests": run.nr_requests, "block_layer": run.block_layer,
         "jobs": [{"name": j.config["name"], "group_reporting": j.group_reporting, "options": j.options}
                  for j in run.jobs],

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import limits, native
+from . import kernel_version, limits, native
 from . import presets as presets_mod
 from .errors import SpecError, show
 from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
@@ -53,6 +53,8 @@ class _Strict(BaseModel):
 class HostSpec(_Strict):
     preset: str = DEFAULT_HOST
     cores: int | None = Field(default=None, ge=1)
+    # The Linux version to model, "MAJOR.MINOR"; None: the preset's.
+    kernel: str | None = None
 
 
 class DeviceSpec(_Strict):
@@ -373,6 +375,11 @@ class ResolvedRun:
     notes: list[str] = field(default_factory=list)
     block_layer: str | None = None     # as the spec set it (None: the scheduler's own)
 
+    @property
+    def kernel(self) -> str | None:
+        """The Linux version the run models ("MAJOR.MINOR": the host preset's, or the spec's host.kernel)."""
+        return self.host.get("kernel")
+
 
 @dataclass
 class RealSystem:
@@ -414,6 +421,8 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             raise SpecError(file, "host.cores", f"expected at most {host_p.params['cores']} "
                             f"(the {host_p.name} preset's cores), got {spec.host.cores}")
         host["cores"] = spec.host.cores
+    if spec.host.kernel is not None:
+        host["kernel"] = kernel_version.check(spec.host.kernel, file=file, key="host.kernel")
     devices: list[dict[str, Any]] = []
     device_presets: list[str] = []
     for i, d in enumerate(spec.devices):

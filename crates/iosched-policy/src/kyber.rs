@@ -85,12 +85,13 @@
 //!   (taken to add, remove and wake entries), which cost no CPU time here.
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
-//! * **Async depth** (`limit_depth`): every request but a synchronous read may use only 75 % of the scheduler tags,
-//!   applied to the tags in use on the hardware queue rather than per sbitmap word. This is the kernel since
-//!   "blk-mq-sched: unify elevators checking for async requests" (commit 1db61b0afdd7, Linux 6.19; measured the same
-//!   on Linux 6.18.44, where three QD-128 direct writers and a QD-1 reader hold 193 of 256 scheduler tags under
-//!   Kyber, 256 under mq-deadline). Before it, Kyber limited only asynchronous requests, so direct writes
-//!   (REQ_SYNC) could take every tag; that matters only where writes alone can fill one hardware queue's tags.
+//! * **Async depth** (`limit_depth`, per the run's kernel version): 75 % (KYBER_ASYNC_PERCENT) of each sbitmap word
+//!   of the scheduler tags before 6.17, of the whole tag set since ([`kernel::SBITMAP_WHOLE_SHALLOW_DEPTH`]); also the
+//!   tags' min_shallow_depth from 4.18 on. Before [`kernel::KYBER_LIMITS_SYNC_WRITES`] (1db61b0afdd7, mainline after
+//!   6.19, in the 6.18.y and 6.19.y stable lines: "6.18" here) it applies only to async requests (`!op_is_sync`), so
+//!   direct writes (REQ_SYNC) may take every tag; since, to everything but sync reads (measured on Linux 6.18.44:
+//!   three QD-128 direct writers and a QD-1 reader hold 193 of 256 scheduler tags under Kyber, 256 under
+//!   mq-deadline). No read is ever limited: the kernel counts every read as sync.
 //! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
 //!   no request comes back after dispatch.
 //! * **Merge failures**: `blk_bio_list_merge` stops at the first candidate that is adjacent but cannot merge (for
@@ -107,10 +108,14 @@
 
 use std::collections::VecDeque;
 
+use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
     merge_into_recent, AfterCompletion, Elevator, LockAcquisitions, Locking, Op, Request,
     TunableError,
 };
+
+/// Share of the scheduler tags async requests may hold (KYBER_ASYNC_PERCENT).
+const KYBER_ASYNC_PERCENT: u32 = 75;
 
 /// Scheduling domains, in the kernel's order (which is also the round-robin order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -335,7 +340,7 @@ impl TokenPool {
 /// sbq_calc_wake_batch for a domain's token pool: depth / SBQ_WAIT_QUEUES within 1..=SBQ_WAKE_BATCH (Kyber sets no
 /// shallow depth on these pools, so the whole depth counts).
 fn wake_batch(depth: u32) -> u32 {
-    crate::sbq_wake_batch(depth, u32::MAX)
+    crate::sbq_wake_batch(depth)
 }
 
 pub struct Kyber {
@@ -352,6 +357,7 @@ pub struct Kyber {
     timer_at: Option<u64>,
     /// Hardware queues woken by freed tokens and not yet handed to the caller, in wake order.
     woken: Vec<u32>,
+    kernel: KernelVersion,
 }
 
 impl Kyber {
@@ -367,6 +373,16 @@ impl Kyber {
             remembered_p99: [None; NR_STAT_DOMAINS],
             timer_at: None,
             woken: Vec::new(),
+            kernel: KernelVersion::NEWEST,
+        }
+    }
+
+    /// kqd->async_depth: 75 % of a word of the scheduler tags, or of the whole set since 6.17.
+    fn async_depth(&self, tags: SchedTags) -> u32 {
+        if self.kernel.has(&kernel::SBITMAP_WHOLE_SHALLOW_DEPTH) {
+            tags.nr_requests * KYBER_ASYNC_PERCENT / 100
+        } else {
+            tags.bits_per_word() * KYBER_ASYNC_PERCENT / 100
         }
     }
 
@@ -596,20 +612,26 @@ impl Elevator for Kyber {
         self.dispatch_class(hctx, 0)
     }
 
-    /// kyber_limit_depth: requests other than synchronous reads get at most 75 % of the scheduler tags
-    /// (KYBER_ASYNC_PERCENT; `blk_mq_is_sync_read`, see the module docs for older kernels).
-    fn limit_depth(&self, op: Op, sync: bool, nr_requests: u32) -> u32 {
-        if sync && op == Op::Read {
-            nr_requests
-        } else {
-            (nr_requests * 75 / 100).max(1)
-        }
+    fn set_kernel_version(&mut self, kernel: KernelVersion) {
+        self.kernel = kernel;
     }
 
-    /// kyber_depth_updated sets the tags' min_shallow_depth to the async depth (3/4 of nr_requests; debugfs
-    /// `sched_tags` on Linux 6.18: min_shallow_depth=192, wake_batch=8 for 256 requests).
-    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
-        crate::sbq_wake_batch(nr_requests, (nr_requests * 75 / 100).max(1))
+    /// kyber_limit_depth: async requests (since 1db61b0afdd7 everything but sync reads) get the async depth.
+    fn limit_depth(&self, rq: &Request, tags: SchedTags) -> Option<u32> {
+        let limited = if self.kernel.has(&kernel::KYBER_LIMITS_SYNC_WRITES) {
+            !rq.is_sync_read()
+        } else {
+            !rq.is_sync()
+        };
+        limited.then(|| self.async_depth(tags))
+    }
+
+    /// kyber_depth_updated sets the tags' min_shallow_depth to the async depth (debugfs `sched_tags` on Linux 6.18:
+    /// min_shallow_depth=192, wake_batch=8 for 256 requests); there is no such call before 4.18.
+    fn min_shallow_depth(&self, tags: SchedTags) -> Option<u32> {
+        self.kernel
+            .has(&kernel::SBITMAP_MIN_SHALLOW_DEPTH)
+            .then(|| self.async_depth(tags))
     }
 
     fn has_work(&self, hctx: u32) -> bool {
@@ -1549,16 +1571,46 @@ mod tests {
         }
     }
 
+    fn request(op: Op, sync: bool) -> Request {
+        use crate::IoprioClass;
+        Request {
+            id: 0,
+            op,
+            sector: 0,
+            nr_sectors: 8,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            process: 0,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync,
+            start_ns: 0,
+        }
+    }
+
     #[test]
-    fn every_request_but_a_sync_read_is_depth_limited() {
-        let kyber = Kyber::new(1);
-        assert_eq!(kyber.limit_depth(Op::Read, true, 256), 256);
-        assert_eq!(
-            kyber.limit_depth(Op::Write, true, 256),
-            192,
-            "direct writes too"
-        );
-        assert_eq!(kyber.limit_depth(Op::Write, false, 256), 192);
-        assert_eq!(kyber.limit_depth(Op::Read, false, 256), 192, "readahead");
+    fn which_requests_are_depth_limited_and_how_deep_follows_the_version() {
+        let tags = SchedTags::new(256);
+        let at = |version: &str| {
+            let mut kyber = Kyber::new(1);
+            kyber.set_kernel_version(KernelVersion::parse(version).unwrap());
+            kyber
+        };
+        // 6.18 (stable, with 1db61b0afdd7): everything but sync reads, 75 % of the whole set.
+        let k = at("6.18");
+        assert_eq!(k.limit_depth(&request(Op::Read, true), tags), None);
+        assert_eq!(k.limit_depth(&request(Op::Write, true), tags), Some(192), "direct writes too");
+        assert_eq!(k.limit_depth(&request(Op::Write, false), tags), Some(192));
+        assert_eq!(k.limit_depth(&request(Op::Read, false), tags), None, "a read is always sync");
+        assert_eq!(k.min_shallow_depth(tags), Some(192));
+        // 6.3: only async writes, 75 % of a 64-bit word.
+        let k = at("6.3");
+        assert_eq!(k.limit_depth(&request(Op::Write, true), tags), None, "direct writes take every tag");
+        assert_eq!(k.limit_depth(&request(Op::Write, false), tags), Some(48), "48 of each word of 64");
+        assert_eq!(k.min_shallow_depth(tags), Some(48));
+        // 4.15: no min_shallow_depth yet.
+        assert_eq!(at("4.15").min_shallow_depth(tags), None);
     }
 }

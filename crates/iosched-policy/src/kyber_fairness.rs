@@ -439,12 +439,16 @@ impl Elevator for KyberFairness {
         self.kyber.has_work(hctx)
     }
 
-    fn limit_depth(&self, op: Op, sync: bool, nr_requests: u32) -> u32 {
-        self.kyber.limit_depth(op, sync, nr_requests)
+    fn set_kernel_version(&mut self, kernel: crate::KernelVersion) {
+        self.kyber.set_kernel_version(kernel);
     }
 
-    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
-        self.kyber.tag_wake_batch(nr_requests)
+    fn limit_depth(&self, rq: &Request, tags: crate::SchedTags) -> Option<u32> {
+        self.kyber.limit_depth(rq, tags)
+    }
+
+    fn min_shallow_depth(&self, tags: crate::SchedTags) -> Option<u32> {
+        self.kyber.min_shallow_depth(tags)
     }
 
     fn completed(&mut self, rq: &Request, issue_ns: u64, now_ns: u64) -> AfterCompletion {

@@ -7,6 +7,7 @@
 pub mod bfq;
 pub mod cfq;
 pub mod k2;
+pub mod kernel;
 pub mod kyber;
 pub mod kyber_fairness;
 pub mod legacy_deadline;
@@ -17,6 +18,7 @@ mod registry;
 #[cfg(test)]
 pub(crate) mod testkit;
 
+pub use kernel::{KernelVersion, SchedTags};
 pub use registry::{block_layers, by_name, scheduler, Kernel, Scheduler, REGISTRY, SCHEDULERS};
 
 /// Sector size the kernel's block layer counts in.
@@ -75,6 +77,19 @@ pub struct Request {
 }
 
 impl Request {
+    /// The kernel's `op_is_write`: writes and discards.
+    pub fn is_write(&self) -> bool {
+        matches!(self.op, Op::Write | Op::Discard)
+    }
+    /// The kernel's `op_is_sync`: every read, and writes flagged synchronous (O_DIRECT and O_SYNC writes).
+    pub fn is_sync(&self) -> bool {
+        !self.is_write() || self.sync
+    }
+    /// `blk_mq_is_sync_read` (`op_is_sync && !op_is_write`): every read, readahead included, since a read is
+    /// always sync to the kernel. The elevators never limit these.
+    pub fn is_sync_read(&self) -> bool {
+        !self.is_write()
+    }
     pub fn end_sector(&self) -> u64 {
         self.sector + self.nr_sectors as u64
     }
@@ -199,10 +214,11 @@ pub(crate) fn tunable_switch(name: &str, value: i64) -> Result<bool, TunableErro
     }
 }
 
-/// lib/sbitmap.c `sbq_calc_wake_batch`: freed tags per wake-up of an sbitmap queue's sleepers, an eighth (the
-/// number of wait queues) of the depth any one allocation can reach (`min_shallow_depth`), 1 to 8 (SBQ_WAKE_BATCH).
-pub fn sbq_wake_batch(depth: u32, min_shallow_depth: u32) -> u32 {
-    (depth.min(min_shallow_depth) / 8).clamp(1, 8)
+/// lib/sbitmap.c `sbq_calc_wake_batch` for an sbitmap queue no shallow depth limits (Kyber's token pools): an eighth
+/// (the number of wait queues) of the depth, 1 to 8 (SBQ_WAKE_BATCH), on every modelled version. The scheduler tags'
+/// batch depends on the version and the elevator: [`kernel::sbq_calc_wake_batch`].
+pub fn sbq_wake_batch(depth: u32) -> u32 {
+    (depth / 8).clamp(1, 8)
 }
 
 /// The elevator interface. Calls mirror the kernel's `elevator_mq_ops`.
@@ -235,18 +251,24 @@ pub trait Elevator: Send {
 
     fn has_work(&self, hctx: u32) -> bool;
 
-    /// The kernel's `limit_depth` hook: a new request of this kind gets a scheduler tag only while fewer than
-    /// the returned number of the hardware queue's `nr_requests` tags are in use (the sbitmap shallow depth,
-    /// taken over the whole tag set rather than per bitmap word). `nr_requests` means no limit.
-    fn limit_depth(&self, _op: Op, _sync: bool, nr_requests: u32) -> u32 {
-        nr_requests
+    /// Follow Linux `kernel` wherever the policy's behaviour differs between the modelled versions (see
+    /// [`kernel::CHANGES`]); called right after construction, before any tunable is set. A policy built without it
+    /// follows [`KernelVersion::NEWEST`].
+    fn set_kernel_version(&mut self, _kernel: KernelVersion) {}
+
+    /// The kernel's `limit_depth` hook for the request `rq` is about to be allocated as: the `shallow_depth` it
+    /// gives the scheduler-tag allocation, in the kernel's units for the version (a depth per sbitmap word of
+    /// `tags` before 6.17, a share of the whole set since: the block layer applies it as that version's sbitmap
+    /// does), or None when it sets none. The allocation keeps this depth through every retry after sleeping, as
+    /// `blk_mq_get_tag` does.
+    fn limit_depth(&self, _rq: &Request, _tags: SchedTags) -> Option<u32> {
+        None
     }
 
-    /// Freed scheduler tags per wake-up of the threads asleep waiting for one (the tags' `wake_batch`, see
-    /// [`sbq_wake_batch`]): it follows from the smallest shallow depth the elevator gives the tag set
-    /// (`sbitmap_queue_min_shallow_depth`); by default none, so an eighth of `nr_requests`, 1 to 8.
-    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
-        sbq_wake_batch(nr_requests, u32::MAX)
+    /// The `min_shallow_depth` the elevator sets on its scheduler tags (`sbitmap_queue_min_shallow_depth`), which
+    /// the tags' wake batch follows ([`kernel::sbq_calc_wake_batch`]); None: it sets none.
+    fn min_shallow_depth(&self, _tags: SchedTags) -> Option<u32> {
+        None
     }
 
     /// A dispatched request finished. `issue_ns` is when it went to the device.
@@ -378,25 +400,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tag_wake_batches_follow_each_elevators_smallest_shallow_depth() {
+    fn tag_wake_batches_follow_each_elevators_smallest_shallow_depth_and_the_version() {
+        let tags = SchedTags::new(256);
+        let batch = |name: &str, version: &str| {
+            let kernel = KernelVersion::parse(version).unwrap();
+            let mut e = by_name(name, 1).unwrap();
+            e.set_kernel_version(kernel);
+            kernel::sbq_calc_wake_batch(kernel, 256, tags.shift, e.min_shallow_depth(tags))
+        };
         // debugfs sched_tags on Linux 6.18 with nr_requests 256: kyber wake_batch=8, mq-deadline and bfq 1.
-        let batch = |name: &str| by_name(name, 1).unwrap().tag_wake_batch(256);
-        assert_eq!(batch("kyber"), 8);
-        assert_eq!(batch("bfq"), 1);
-        assert_eq!(batch("none"), 8, "no shallow depth: 256 / 8, at most 8");
-        assert_eq!(
-            batch("mq-deadline"),
-            8,
-            "Linux 6.3's default: async_depth 192"
-        );
-        let mut md = by_name("mq-deadline", 1).unwrap();
-        md.set_tunable("async_depth", 256).unwrap();
-        assert_eq!(
-            md.tag_wake_batch(256),
-            1,
-            "an async_depth shown and set, as since 6.10"
-        );
-        assert_eq!(sbq_wake_batch(16, u32::MAX), 2);
-        assert_eq!(sbq_wake_batch(4, u32::MAX), 1);
+        assert_eq!(batch("kyber", "6.18"), 8);
+        assert_eq!(batch("bfq", "6.18"), 1);
+        assert_eq!(batch("mq-deadline", "6.18"), 1);
+        assert_eq!(batch("none", "6.18"), 8, "no shallow depth: 256 / 8, at most 8");
+        // Linux 6.3: mq-deadline's min_shallow_depth is async_depth (192, more than a 64-bit word): 8.
+        assert_eq!(batch("mq-deadline", "6.3"), 8);
+        assert_eq!(batch("bfq", "6.3"), 1, "BFQ sets 1 since 5.18");
+        assert_eq!(batch("bfq", "5.2"), 6, "BFQ's smallest word depth, 12 of 64: 48 / 8");
+        assert_eq!(batch("mq-deadline", "5.2"), 8, "no async_depth before 5.14");
+        assert_eq!(sbq_wake_batch(16), 2);
+        assert_eq!(sbq_wake_batch(4), 1);
+    }
+
+    #[test]
+    fn reads_are_always_sync_and_writes_only_when_flagged() {
+        let rq = |op, sync| Request {
+            id: 0,
+            op,
+            sector: 0,
+            nr_sectors: 8,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            process: 0,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync,
+            start_ns: 0,
+        };
+        assert!(rq(Op::Read, false).is_sync_read(), "readahead is a sync read to the kernel");
+        assert!(rq(Op::Write, true).is_sync() && !rq(Op::Write, true).is_sync_read());
+        assert!(!rq(Op::Write, false).is_sync());
+        assert!(rq(Op::Discard, true).is_write());
     }
 }

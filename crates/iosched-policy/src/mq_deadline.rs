@@ -70,10 +70,13 @@
 //! - **Merge limits** are only `max_sectors`; segment counts and other queue limits are ignored.
 //! - **Tunable ranges** are enforced by rejecting (`TunableError::OutOfRange`); the kernel clamps silently.
 //!   `writes_starved` below 0 is rejected: the kernel accepts it but compares it as a huge unsigned number.
-//! - **`async_depth`** caps the scheduler tags of every request except synchronous reads (writes, direct ones too,
-//!   and asynchronous reads), through `limit_depth`. 0 reads back for the kernel's default, which in Linux 6.3 (seed
-//!   000's kernel) is 3/4 of `nr_requests`; the kernel reports the number itself. The cap is applied to the tags in
-//!   use on the hardware queue, not per sbitmap word as the kernel's shallow depth is.
+//! - **`async_depth`** (Linux 5.14+, [`kernel::MQ_DEADLINE_ASYNC_DEPTH`]) limits every request but a sync read
+//!   (writes, direct ones too) through `limit_depth`, as the kernel of the run's version does (0 reads back for the
+//!   version's default): 5.14 to 6.10 pass async_depth (default 3/4 of `nr_requests`) to the sbitmap as a depth *per
+//!   word*, so with 256 tags in 64-bit words it limits nothing (192 > 64), and set min_shallow_depth to it (wake
+//!   batch 8); 6.11 ([`kernel::MQ_DEADLINE_WORD_DEPTH`]) defaults it to `nr_requests`, scales it to the word and
+//!   sets min_shallow_depth 1 (wake batch 1); 6.17+ ([`kernel::SBITMAP_WHOLE_SHALLOW_DEPTH`]) pass it as a share of
+//!   the whole tag set. Before 5.14 there is no limit and no `async_depth` tunable.
 //! - **Directions:** writes and discards go to the write direction, everything else (reads; flushes, which the
 //!   kernel never routes through the elevator) to the read direction, following the kernel's odd/even op rule.
 //! - **Zoned devices** (write ordering per zone) are not modelled.
@@ -85,6 +88,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
     apply_merge, mergeable, tunable_in_range, tunable_switch, AfterCompletion, Elevator,
     IoprioClass, LockAcquisitions, Locking, MergeSide, Op, Request, TunableError,
@@ -93,15 +97,6 @@ use crate::{
 const NS_PER_MS: u64 = 1_000_000;
 const LEVELS: usize = 3;
 const LEVEL_NAMES: [&str; LEVELS] = ["rt", "be", "idle"];
-const TUNABLES: [&str; 7] = [
-    "read_expire",
-    "write_expire",
-    "writes_starved",
-    "front_merges",
-    "async_depth",
-    "fifo_batch",
-    "prio_aging_expire",
-];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dir {
@@ -179,6 +174,7 @@ pub struct MqDeadline {
     async_depth: i64,
     fifo_batch: u32,
     prio_aging_expire_ms: i64,
+    kernel: KernelVersion,
 }
 
 impl Default for MqDeadline {
@@ -204,6 +200,16 @@ impl MqDeadline {
             async_depth: 0,
             fifo_batch: 16,
             prio_aging_expire_ms: 10_000,
+            kernel: KernelVersion::NEWEST,
+        }
+    }
+
+    /// async_depth in requests: the user's, or the version's default (`dd_depth_updated`).
+    fn effective_async_depth(&self, nr_requests: u32) -> u32 {
+        match self.async_depth {
+            0 if self.kernel.has(&kernel::MQ_DEADLINE_WORD_DEPTH) => nr_requests,
+            0 => (3 * nr_requests / 4).max(1),
+            depth => depth.min(u32::MAX as i64) as u32,
         }
     }
 
@@ -418,26 +424,36 @@ impl Elevator for MqDeadline {
         None
     }
 
-    /// dd_limit_depth: every request except a synchronous read is limited to `async_depth` tags; left at 0 that
-    /// is 3/4 of nr_requests (dd_depth_updated in Linux 5.14 to 6.9; later kernels default to nr_requests).
-    fn limit_depth(&self, op: Op, sync: bool, nr_requests: u32) -> u32 {
-        if sync && op == Op::Read {
-            return nr_requests;
-        }
-        match self.async_depth {
-            0 => (3 * nr_requests / 4).max(1),
-            depth => (depth as u32).clamp(1, nr_requests),
-        }
+    fn set_kernel_version(&mut self, kernel: KernelVersion) {
+        self.kernel = kernel;
     }
 
-    /// dd_depth_updated: Linux 5.14 to 6.9 set the tags' min_shallow_depth to async_depth (3/4 of nr_requests by
-    /// default), so freed tags wake sleepers up to 8 at a time; Linux 6.10+ sets it to 1 (one at a time; debugfs
-    /// `sched_tags` on Linux 6.18: wake_batch=1) and shows async_depth, so an async_depth that was set (as
-    /// `iosched validate` mirrors it from such a kernel) selects the newer rule.
-    fn tag_wake_batch(&self, nr_requests: u32) -> u32 {
-        match self.async_depth {
-            0 => crate::sbq_wake_batch(nr_requests, (3 * nr_requests / 4).max(1)),
-            _ => 1,
+    /// dd_limit_depth: every request except a sync read gets async_depth as its shallow depth, in the units of the
+    /// version (see the module doc); none before 5.14.
+    fn limit_depth(&self, rq: &Request, tags: SchedTags) -> Option<u32> {
+        if !self.kernel.has(&kernel::MQ_DEADLINE_ASYNC_DEPTH) || rq.is_sync_read() {
+            return None;
+        }
+        let depth = self.effective_async_depth(tags.nr_requests);
+        if self.kernel.has(&kernel::SBITMAP_WHOLE_SHALLOW_DEPTH)
+            || !self.kernel.has(&kernel::MQ_DEADLINE_WORD_DEPTH)
+        {
+            return Some(depth);
+        }
+        // dd_to_word_depth: scaled from the tag set to one word, rounded up.
+        let nr = tags.nr_requests.max(1) as u64;
+        Some((((depth as u64) << tags.shift).div_ceil(nr)).min(u32::MAX as u64) as u32)
+    }
+
+    /// dd_depth_updated: async_depth on 5.14 to 6.10 (so freed tags wake sleepers up to 8 at a time); 1 since 6.11
+    /// (one at a time; debugfs `sched_tags` on Linux 6.18: wake_batch=1).
+    fn min_shallow_depth(&self, tags: SchedTags) -> Option<u32> {
+        if !self.kernel.has(&kernel::MQ_DEADLINE_ASYNC_DEPTH) {
+            None
+        } else if self.kernel.has(&kernel::MQ_DEADLINE_WORD_DEPTH) {
+            Some(1)
+        } else {
+            Some(self.effective_async_depth(tags.nr_requests))
         }
     }
 
@@ -455,7 +471,7 @@ impl Elevator for MqDeadline {
     }
 
     fn tunables(&self) -> Vec<(&'static str, i64)> {
-        vec![
+        let mut all = vec![
             ("read_expire", self.read_expire_ms),
             ("write_expire", self.write_expire_ms),
             ("writes_starved", self.writes_starved as i64),
@@ -463,7 +479,11 @@ impl Elevator for MqDeadline {
             ("async_depth", self.async_depth),
             ("fifo_batch", self.fifo_batch as i64),
             ("prio_aging_expire", self.prio_aging_expire_ms),
-        ]
+        ];
+        if !self.kernel.has(&kernel::MQ_DEADLINE_ASYNC_DEPTH) {
+            all.retain(|&(name, _)| name != "async_depth");
+        }
+        all
     }
 
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), TunableError> {
@@ -480,13 +500,13 @@ impl Elevator for MqDeadline {
                 .map(|v| self.writes_starved = v as u32),
             "fifo_batch" => tunable_in_range(name, value, 0, i32::MAX as i64, "")
                 .map(|v| self.fifo_batch = v as u32),
-            "async_depth" => {
+            "async_depth" if self.kernel.has(&kernel::MQ_DEADLINE_ASYNC_DEPTH) => {
                 tunable_in_range(name, value, 0, i32::MAX as i64, "").map(|v| self.async_depth = v)
             }
             "front_merges" => tunable_switch(name, value).map(|v| self.front_merges = v),
             _ => Err(TunableError::Unknown {
                 name: name.to_string(),
-                known: TUNABLES.to_vec(),
+                known: self.tunables().into_iter().map(|(n, _)| n).collect(),
             }),
         }
     }

@@ -381,16 +381,18 @@ impl<E: Elevator, H: Hook<E>> Run<'_, E, H> {
             .check(&self.policy, &self.flow, Event::Completed(&rq, after));
     }
 
-    fn fire_timer_if_due(&mut self) {
-        if self
+    /// Fire the policy's timer if it is due; whether it fired.
+    fn fire_timer_if_due(&mut self) -> bool {
+        let due = self
             .policy
             .next_timer_ns()
-            .is_some_and(|at| at <= self.flow.now_ns)
-        {
+            .is_some_and(|at| at <= self.flow.now_ns);
+        if due {
             self.hook.check(&self.policy, &self.flow, Event::TimerDue);
             self.policy.timer(self.flow.now_ns);
             self.hook.check(&self.policy, &self.flow, Event::TimerFired);
         }
+        due
     }
 
     fn has_work(&self) -> bool {
@@ -416,7 +418,11 @@ impl<E: Elevator, H: Hook<E>> Run<'_, E, H> {
             }
             self.hook.check(&self.policy, &self.flow, Event::Step);
             self.flow.now_ns += 250_000;
-            self.fire_timer_if_due();
+            // A timer that comes due within the step may release work (an idle slice expiring): as the kernel's
+            // timer handlers do (bfq_schedule_dispatch), the queues are run again before anything is concluded.
+            if self.fire_timer_if_due() {
+                continue;
+            }
             if !progress {
                 if !self.has_work() {
                     break;
@@ -483,6 +489,8 @@ mod tests {
         IgnoresHctx,
         /// Holds a lone request back.
         Idles,
+        /// Holds a lone request back until its timer, 200 µs after the refusal (an idle slice).
+        IdlesUntilTimer,
     }
 
     struct Fifo {
@@ -490,6 +498,8 @@ mod tests {
         fault: Fault,
         inserted: u32,
         again: Option<Request>,
+        timer_at: Option<u64>,
+        released: bool,
     }
 
     impl Fifo {
@@ -499,6 +509,8 @@ mod tests {
                 fault,
                 inserted: 0,
                 again: None,
+                timer_at: None,
+                released: false,
             }
         }
 
@@ -529,14 +541,20 @@ mod tests {
             }
             self.queue(rq.hctx).push_back(rq);
         }
-        fn dispatch(&mut self, hctx: u32, _now_ns: u64) -> Option<Request> {
+        fn dispatch(&mut self, hctx: u32, now_ns: u64) -> Option<Request> {
             if let Some(rq) = self.again.take() {
                 return Some(rq);
             }
             if self.fault == Fault::Idles && self.queue(hctx).len() == 1 {
                 return None;
             }
+            if self.fault == Fault::IdlesUntilTimer && self.queue(hctx).len() == 1 && !self.released
+            {
+                self.timer_at.get_or_insert(now_ns + 200_000);
+                return None;
+            }
             let rq = self.queue(hctx).pop_front()?;
+            self.released = false;
             if self.fault == Fault::Duplicates && rq.id.is_multiple_of(50) {
                 self.again = Some(rq.clone());
             }
@@ -553,18 +571,31 @@ mod tests {
         fn completed(&mut self, _rq: &Request, _issue_ns: u64, _now_ns: u64) -> AfterCompletion {
             AfterCompletion::RunQueue
         }
+        fn next_timer_ns(&self) -> Option<u64> {
+            self.timer_at
+        }
+        fn timer(&mut self, now_ns: u64) {
+            if self.timer_at.is_some_and(|at| at <= now_ns) {
+                self.timer_at = None;
+                self.released = true;
+            }
+        }
     }
 
-    fn run(fault: Fault) {
+    fn run_with(fault: Fault, work_conserving: bool) {
         let traffic = Traffic {
             seeds: 1..4,
             nr_hw_queues: 2,
             nr_cpus: 2,
             own_hctx_only: true,
-            work_conserving: true,
+            work_conserving,
             ..Traffic::default()
         };
         check_conservation(&traffic, |_| (Fifo::new(2, fault), ()));
+    }
+
+    fn run(fault: Fault) {
+        run_with(fault, true);
     }
 
     #[test]
@@ -594,6 +625,21 @@ mod tests {
     #[should_panic(expected = "with nothing in flight, yet nothing dispatched")]
     fn holding_work_back_fails_when_the_policy_claims_to_conserve_work() {
         run(Fault::Idles);
+    }
+
+    #[test]
+    #[should_panic(expected = "work held back, nothing in flight and no timer coming")]
+    fn holding_work_back_with_no_timer_coming_fails() {
+        run_with(Fault::Idles, false);
+    }
+
+    /// Worked example of a drain step in which the policy's idle timer comes due (BFQ idling for its in-service
+    /// queue, seed 6 of its random test): the lone request is refused, nothing is in flight, time moves on 250 µs
+    /// and the timer, due 200 µs after the refusal, fires and releases it. The timer handler's dispatch must follow
+    /// (the kernel's run the queue, bfq_schedule_dispatch), not the conclusion that work is held with no timer.
+    #[test]
+    fn work_held_until_a_timer_that_fires_within_the_drain_step_drains() {
+        run_with(Fault::IdlesUntilTimer, false);
     }
 
     /// A hook sees every kind of event, and its assertions fail the run.

@@ -7,40 +7,237 @@
 //! many async, default 128 each) and the driver takes one of the device's queue-depth slots at dispatch. Either way
 //! a bio that finds no free request waits (its thread sleeps) until one is freed.
 //!
+//! blk-mq's request tags are a lib/sbitmap.c bitmap per hardware queue (`Sbitmap`), modelled bit for bit as the
+//! run's kernel version keeps it: words of 2^shift bits (`sbitmap_calculate_shift`), a per-CPU allocation hint (set
+//! to the tag a CPU last freed), and the elevator's shallow depth (`Elevator::limit_depth`) applied per word before
+//! Linux 6.17 and as a share of the whole set since (`iosched_policy::kernel::SBITMAP_WHOLE_SHALLOW_DEPTH`). So
+//! requests the elevator limits can only use the low bits of each word, which sync reads (never limited) also take
+//! first: the limit is on bits, not on a count of tags in use.
+//!
 //! How blk-mq's waiters get requests is not first come, first served (`TagWaits`, after `blk_mq_get_tag` and
-//! lib/sbitmap.c, Linux 6.2+): a waiter sleeps on one of 8 wait queues in turn; freed tags are counted while anyone
-//! waits, and every `wake_batch` of them wake up to `wake_batch` sleepers, queue by queue from a rotating index. A
-//! woken thread retries once it runs (the caller books its wake-up); a tag freed meanwhile goes to whoever asks first,
-//! which is often a submitter that never slept. A retry that fails sleeps again on the next wait queue.
+//! lib/sbitmap.c of the run's version): a waiter sleeps on one of 8 wait queues in turn and keeps the shallow depth
+//! it asked with; freed tags wake sleepers in batches of `wake_batch` (`kernel::sbq_calc_wake_batch`), by the
+//! version's rule ([`WakeRule`]). A woken thread retries once it runs (the caller books its wake-up); a tag freed
+//! meanwhile goes to whoever asks first, which is often a submitter that never slept. A retry that fails sleeps
+//! again on the next wait queue.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Op};
+use iosched_policy::kernel::{self, KernelVersion, SchedTags};
+use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Request};
 
 use crate::host::SpinLock;
 use crate::sq::RequestList;
 
 /// A bio waiting for a request: (arrival order, bio, operation, sync).
-type Waiter = (u64, u32, Op, bool);
+type Waiter = (u64, u32, iosched_policy::Op, bool);
 
 /// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES).
 const WAIT_QUEUES: usize = 8;
 
+/// One hardware queue's request tags: lib/sbitmap.c's `struct sbitmap` with its per-CPU allocation hints.
+struct Sbitmap {
+    depth: u32,
+    shift: u32,
+    words: Vec<u64>,
+    /// `alloc_hint` per CPU (index: CPU), set lazily to a pseudo-random bit as `init_alloc_hint` does.
+    hints: Vec<Option<u32>>,
+    /// Which hardware queue: seeds the initial hints.
+    hctx: u32,
+    kernel: KernelVersion,
+}
+
+impl Sbitmap {
+    fn new(depth: u32, hctx: u32, kernel: KernelVersion) -> Self {
+        let shift = kernel::sbitmap_shift(depth);
+        let map_nr = depth.div_ceil(1 << shift).max(1) as usize;
+        Self {
+            depth,
+            shift,
+            words: vec![0; map_nr],
+            hints: Vec::new(),
+            hctx,
+            kernel,
+        }
+    }
+
+    /// Bits in word `index` (`__map_depth`: the last word may be partial).
+    fn map_depth(&self, index: usize) -> u32 {
+        if index == self.words.len() - 1 {
+            self.depth - ((index as u32) << self.shift)
+        } else {
+            1 << self.shift
+        }
+    }
+
+    /// The bits of word `index` an allocation with this shallow depth may take (the low ones).
+    fn word_limit(&self, index: usize, shallow: Option<u32>) -> u32 {
+        let bits = self.map_depth(index);
+        let Some(shallow) = shallow else {
+            return bits;
+        };
+        if !self.kernel.has(&kernel::SBITMAP_WHOLE_SHALLOW_DEPTH) {
+            return bits.min(shallow);
+        }
+        // __map_depth_with_shallow: each word its share of the whole-set depth, remainders to the first words.
+        if shallow >= self.depth {
+            return bits;
+        }
+        let share = bits as u64 * shallow as u64;
+        let (words, left) = (share / self.depth as u64, share % self.depth as u64);
+        (words + (left >= (index as u64 + 1) * bits as u64) as u64) as u32
+    }
+
+    /// CPU `cpu`'s allocation hint, drawn once as the kernel draws it (get_random_u32_below(depth)); here a fixed
+    /// hash of the hardware queue and the CPU, so runs stay reproducible.
+    fn hint(&mut self, cpu: u32) -> u32 {
+        let cpu = cpu as usize;
+        if self.hints.len() <= cpu {
+            self.hints.resize(cpu + 1, None);
+        }
+        let depth = self.depth.max(1) as u64;
+        let hctx = self.hctx as u64;
+        *self.hints[cpu].get_or_insert_with(|| {
+            let mut x = (hctx << 32 | cpu as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((x ^ (x >> 31)) % depth) as u32
+        })
+    }
+
+    /// The first free bit of word `index` below `limit`, from `start` on and then (wrapping) from 0.
+    fn find_in_word(&self, index: usize, limit: u32, start: u32) -> Option<u32> {
+        let free = !self.words[index]
+            & if limit >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << limit) - 1
+            };
+        if free == 0 {
+            return None;
+        }
+        let from = if start >= 64 {
+            0
+        } else {
+            free & (u64::MAX << start)
+        };
+        Some(if from != 0 { from } else { free }.trailing_zeros())
+    }
+
+    /// `sbitmap_get` (no shallow depth) or `sbitmap_get_shallow`, for CPU `cpu`: the tag taken, if any.
+    fn get(&mut self, cpu: u32, shallow: Option<u32>) -> Option<u32> {
+        let hint = self.hint(cpu);
+        let mask = (1u32 << self.shift) - 1;
+        let mut index = (hint >> self.shift) as usize;
+        // An unlimited search starts at bit 0 of the hint's word since 5.0, at the hint's bit before.
+        let mut start =
+            if shallow.is_none() && self.kernel.has(&kernel::SBITMAP_GET_FROM_WORD_START) {
+                0
+            } else {
+                hint & mask
+            };
+        let mut found = None;
+        for _ in 0..self.words.len() {
+            let limit = self.word_limit(index, shallow);
+            if limit > 0 {
+                if let Some(bit) = self.find_in_word(index, limit, start) {
+                    self.words[index] |= 1 << bit;
+                    found = Some(((index as u32) << self.shift) + bit);
+                    break;
+                }
+            }
+            start = 0;
+            index = (index + 1) % self.words.len();
+        }
+        // update_alloc_hint_after_get: only a hint that was used moves on; a full map resets it.
+        let slot = &mut self.hints[cpu as usize];
+        match found {
+            None => *slot = Some(0),
+            Some(nr) if nr == hint => {
+                let next = nr + 1;
+                *slot = Some(if next >= self.depth.saturating_sub(1) {
+                    0
+                } else {
+                    next
+                });
+            }
+            Some(_) => {}
+        }
+        found
+    }
+
+    /// `sbitmap_queue_clear`: the bit is free again, and the CPU that allocated it will look there first.
+    fn clear(&mut self, tag: u32, cpu: u32) {
+        let index = (tag >> self.shift) as usize;
+        self.words[index] &= !(1u64 << (tag & ((1 << self.shift) - 1)));
+        let _ = self.hint(cpu);
+        if tag < self.depth {
+            self.hints[cpu as usize] = Some(tag);
+        }
+    }
+
+    fn in_use(&self) -> u32 {
+        self.words.iter().map(|w| w.count_ones()).sum()
+    }
+}
+
+/// How freed tags wake the threads asleep on a tag set's 8 wait queues, by kernel version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeRule {
+    /// Before 6.2: each wait queue counts freed tags itself (`wait_cnt`, from `wake_batch` down); the count goes to
+    /// the first wait queue with sleepers from `wake_index`, and when it runs out that queue is woken and
+    /// `wake_index` moves past it. `exclusive` (4.19+): up to `wake_batch` sleepers; else (4.15) all of them.
+    PerQueueCount { exclusive: bool },
+    /// 6.2 to 6.4 (4f8126bb2308): freed tags are counted once for the tag set while anyone waits; every
+    /// `wake_batch` of them wake up to `wake_batch` sleepers of the first wait queue from `wake_index` that has any.
+    OneQueuePerBatch,
+    /// 6.5+ (106397376c03): as above, going on to the next wait queues until `wake_batch` sleepers are woken.
+    AcrossQueues,
+}
+
+impl WakeRule {
+    pub fn of(kernel: KernelVersion) -> Self {
+        if kernel.has(&kernel::SBITMAP_WAKE_WHOLE_BATCH) {
+            WakeRule::AcrossQueues
+        } else if kernel.has(&kernel::SBITMAP_SINGLE_WAKE_COUNT) {
+            WakeRule::OneQueuePerBatch
+        } else {
+            WakeRule::PerQueueCount {
+                exclusive: kernel.has(&kernel::BLK_MQ_TAG_EXCLUSIVE_WAIT),
+            }
+        }
+    }
+}
+
 /// The wait side of one hardware queue's request tags (an `sbitmap_queue`): its 8 wait queues, the per-hctx index
 /// the next sleeper takes (`hctx->wait_index`), the index wake-ups start from (`wake_index`), and the counts that
-/// batch wake-ups (`completion_cnt`, `wakeup_cnt`).
-#[derive(Default)]
+/// batch wake-ups (per wait queue `wait_cnt` before 6.2; `completion_cnt`, `wakeup_cnt` since).
 pub struct TagWaits {
     queues: [VecDeque<u32>; WAIT_QUEUES],
+    wait_cnt: [u32; WAIT_QUEUES],
     wait_index: usize,
     wake_index: usize,
     /// Sleepers plus woken threads that have not retried yet (`ws_active`: finish_wait drops it after the retry).
     active: u32,
     completion_cnt: u64,
     wakeup_cnt: u64,
+    rule: WakeRule,
 }
 
 impl TagWaits {
+    fn new(rule: WakeRule, wake_batch: u32) -> Self {
+        Self {
+            queues: Default::default(),
+            wait_cnt: [wake_batch; WAIT_QUEUES],
+            wait_index: 0,
+            wake_index: 0,
+            active: 0,
+            completion_cnt: 0,
+            wakeup_cnt: 0,
+            rule,
+        }
+    }
+
     /// `bt_wait_ptr` then `sbitmap_prepare_to_wait`: sleep on the next wait queue in turn, at its tail.
     fn sleep(&mut self, io: u32) {
         self.queues[self.wait_index].push_back(io);
@@ -48,10 +245,33 @@ impl TagWaits {
         self.active += 1;
     }
 
-    /// `sbitmap_queue_wake_up` for one freed tag: counted only while someone waits; each `wake_batch` counted tags
-    /// wake up to `wake_batch` sleepers (`__sbitmap_queue_wake_up`: from `wake_index`, advancing it past each queue
-    /// it looks at, taking as many from a queue as remain to wake). Woken bios are appended to `woken`.
+    /// The wake-up for one freed tag (`sbq_wake_up` before 6.2, `sbitmap_queue_wake_up` since); woken bios are
+    /// appended to `woken`.
     fn tag_freed(&mut self, wake_batch: u32, woken: &mut Vec<u32>) {
+        if let WakeRule::PerQueueCount { exclusive } = self.rule {
+            // sbq_wake_ptr: the first wait queue with sleepers, from wake_index (which moves to it).
+            let Some(ws) = (0..WAIT_QUEUES)
+                .map(|i| (self.wake_index + i) % WAIT_QUEUES)
+                .find(|&ws| !self.queues[ws].is_empty())
+            else {
+                return;
+            };
+            self.wake_index = ws;
+            self.wait_cnt[ws] -= 1;
+            if self.wait_cnt[ws] > 0 {
+                return;
+            }
+            self.wait_cnt[ws] = wake_batch;
+            self.wake_index = (ws + 1) % WAIT_QUEUES;
+            let queue = &mut self.queues[ws];
+            let n = if exclusive {
+                (wake_batch as usize).min(queue.len())
+            } else {
+                queue.len()
+            };
+            woken.extend(queue.drain(..n));
+            return;
+        }
         if self.active == 0 {
             return;
         }
@@ -60,6 +280,7 @@ impl TagWaits {
             return;
         }
         self.wakeup_cnt += wake_batch as u64;
+        // __sbitmap_queue_wake_up: from wake_index, advancing it past each queue it looks at.
         let mut left = wake_batch as usize;
         for _ in 0..WAIT_QUEUES {
             let queue = &mut self.queues[self.wake_index];
@@ -67,7 +288,7 @@ impl TagWaits {
             let n = left.min(queue.len());
             woken.extend(queue.drain(..n));
             left -= n;
-            if left == 0 {
+            if left == 0 || (n > 0 && self.rule == WakeRule::OneQueuePerBatch) {
                 break;
             }
         }
@@ -78,12 +299,26 @@ impl TagWaits {
     }
 }
 
+/// What a sleeping allocation asked with: its CPU and the shallow depth `limit_depth` gave it (kept through every
+/// retry, as blk_mq_get_tag keeps `data->shallow_depth`).
+#[derive(Clone, Copy)]
+struct TagAsk {
+    cpu: u32,
+    shallow: Option<u32>,
+}
+
 pub struct BlockQueue {
     pub elevator: Box<dyn Elevator>,
     pub has_elevator: bool,
     pub layer: BlockLayer,
     pub nr_hw_queues: u32,
-    request_tags_free: Vec<u32>,
+    pub kernel: KernelVersion,
+    /// blk-mq: each hardware queue's request tags (scheduler tags with an elevator, the driver tags without).
+    request_tags_map: Vec<Sbitmap>,
+    /// blk-mq: the tag each allocated request holds, by request id.
+    tag_of: HashMap<u32, u32>,
+    /// blk-mq: what each bio waiting for a tag asked with, by bio.
+    asks: HashMap<u32, TagAsk>,
     /// Legacy layer only: the request list (blk-mq: None).
     request_list: Option<RequestList>,
     driver_tags_free: Vec<u32>,
@@ -94,11 +329,12 @@ pub struct BlockQueue {
     tag_waiter_arrivals: u64,
     /// blk-mq: the sleepers on each hardware queue's request tags.
     pub tag_waits: Vec<TagWaits>,
-    /// Freed tags per wake-up of blk-mq tag sleepers (`wake_batch`, from the elevator's smallest shallow depth).
+    /// Freed tags per wake-up of blk-mq tag sleepers (`wake_batch`: the version's formula, from the elevator's
+    /// smallest shallow depth).
     pub wake_batch: u32,
-    /// The elevator's device-wide lock, or its per-hardware-queue locks (see `Elevator::locking`).
     /// Scheduler tags per hardware queue (nr_requests), or the driver tags without an elevator.
     pub request_tags: u32,
+    /// The elevator's device-wide lock, or its per-hardware-queue locks (see `Elevator::locking`).
     pub device_lock: SpinLock,
     pub hctx_locks: Vec<SpinLock>,
     /// Largest request a merge may build, in sectors (max_sectors_kb).
@@ -108,12 +344,13 @@ pub struct BlockQueue {
 }
 
 impl BlockQueue {
-    /// blk-mq with `nr_hw_queues` hardware queues.
+    /// blk-mq with `nr_hw_queues` hardware queues, on Linux `kernel` (the elevator must already follow it).
     pub fn new(
         elevator: Box<dyn Elevator>,
         nr_hw_queues: u32,
         queue_depth: u32,
         nr_requests: Option<u32>,
+        kernel: KernelVersion,
     ) -> Self {
         let has_elevator = elevator.is_elevator();
         let request_tags = if has_elevator {
@@ -121,23 +358,33 @@ impl BlockQueue {
         } else {
             queue_depth
         };
-        let wake_batch = if has_elevator {
-            elevator.tag_wake_batch(request_tags)
+        let tags = SchedTags::new(request_tags);
+        let min_shallow = if has_elevator {
+            elevator.min_shallow_depth(tags)
         } else {
-            iosched_policy::sbq_wake_batch(queue_depth, u32::MAX)
+            None
         };
+        let wake_batch = kernel::sbq_calc_wake_batch(kernel, request_tags, tags.shift, min_shallow);
+        let rule = WakeRule::of(kernel);
         Self {
             elevator,
             has_elevator,
             layer: BlockLayer::Mq,
             request_tags,
             nr_hw_queues,
-            request_tags_free: vec![request_tags; nr_hw_queues as usize],
+            kernel,
+            request_tags_map: (0..nr_hw_queues)
+                .map(|h| Sbitmap::new(request_tags, h, kernel))
+                .collect(),
+            tag_of: HashMap::new(),
+            asks: HashMap::new(),
             request_list: None,
             driver_tags_free: vec![queue_depth; nr_hw_queues as usize],
             tag_waiters: (0..nr_hw_queues).map(|_| Default::default()).collect(),
             tag_waiter_arrivals: 0,
-            tag_waits: (0..nr_hw_queues).map(|_| TagWaits::default()).collect(),
+            tag_waits: (0..nr_hw_queues)
+                .map(|_| TagWaits::new(rule, wake_batch))
+                .collect(),
             wake_batch,
             device_lock: SpinLock::default(),
             hctx_locks: vec![SpinLock::default(); nr_hw_queues as usize],
@@ -149,13 +396,23 @@ impl BlockQueue {
 
     /// The legacy single-queue `request_queue` (one dispatch queue, the queue lock, a request list of
     /// `nr_requests` sync and async requests, default 128 each), with the device's `queue_depth` command slots.
-    pub fn legacy(elevator: Box<dyn Elevator>, queue_depth: u32, nr_requests: Option<u32>) -> Self {
+    pub fn legacy(
+        elevator: Box<dyn Elevator>,
+        queue_depth: u32,
+        nr_requests: Option<u32>,
+        kernel: KernelVersion,
+    ) -> Self {
         let list = RequestList::new(nr_requests.unwrap_or(crate::sq::BLKDEV_MAX_RQ));
-        let mut queue = Self::new(elevator, 1, queue_depth, Some(list.nr_requests));
+        let mut queue = Self::new(elevator, 1, queue_depth, Some(list.nr_requests), kernel);
         queue.has_elevator = true; // every legacy queue has one: noop is an elevator
         queue.layer = BlockLayer::Legacy;
         queue.request_list = Some(list);
         queue
+    }
+
+    /// The scheduler tags as `limit_depth` sees them.
+    pub fn sched_tags(&self) -> SchedTags {
+        SchedTags::new(self.request_tags)
     }
 
     /// Largest request a merge may build, from the device's max_sectors_kb.
@@ -180,39 +437,54 @@ impl BlockQueue {
         }
     }
 
-    /// A request tag on `hctx` for a request of this kind, within the elevator's depth limit for it.
+    /// A request tag for `rq` (on `rq.hctx`, from CPU `rq.cpu`), within the shallow depth the elevator's
+    /// `limit_depth` gives it now.
     #[inline]
-    pub fn try_take_request_tag(&mut self, hctx: u32, op: Op, sync: bool) -> bool {
+    pub fn try_take_request_tag(&mut self, rq: &Request) -> bool {
         if let Some(list) = &mut self.request_list {
-            return list.try_alloc(sync);
+            return list.try_alloc(rq.sync);
         }
-        let free = self.request_tags_free[hctx as usize];
-        if free == 0 {
-            return false;
-        }
-        if self.has_elevator {
-            let in_use = self.request_tags - free;
-            if in_use >= self.elevator.limit_depth(op, sync, self.request_tags) {
-                return false;
-            }
-        }
-        self.request_tags_free[hctx as usize] = free - 1;
-        true
+        let shallow = self.shallow_depth(rq);
+        self.take_tag(rq.id, rq.hctx, rq.cpu, shallow)
     }
 
-    /// Park bio `io` until a request of its kind is free on `hctx`: blk-mq, asleep on the tags' next wait queue
-    /// (`tag_freed` wakes it, to retry); legacy, in its class's line (`next_tag_waiter` hands it a request).
-    pub fn wait_for_tag(&mut self, hctx: u32, op: Op, sync: bool, io: u32) {
+    fn shallow_depth(&self, rq: &Request) -> Option<u32> {
+        if self.has_elevator {
+            self.elevator.limit_depth(rq, self.sched_tags())
+        } else {
+            None
+        }
+    }
+
+    fn take_tag(&mut self, id: u32, hctx: u32, cpu: u32, shallow: Option<u32>) -> bool {
+        match self.request_tags_map[hctx as usize].get(cpu, shallow) {
+            Some(tag) => {
+                self.tag_of.insert(id, tag);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Park the bio of `rq` (bio `io`) until a request of its kind is free: blk-mq, asleep on the tags' next wait
+    /// queue with the shallow depth it asked with (`tag_freed` wakes it, to retry); legacy, in its class's line
+    /// (`next_tag_waiter` hands it a request).
+    pub fn wait_for_tag(&mut self, rq: &Request, io: u32) {
         if self.layer == BlockLayer::Mq {
-            self.tag_waits[hctx as usize].sleep(io);
+            let ask = TagAsk {
+                cpu: rq.cpu,
+                shallow: self.shallow_depth(rq),
+            };
+            self.asks.insert(io, ask);
+            self.tag_waits[rq.hctx as usize].sleep(io);
             return;
         }
         self.tag_waiter_arrivals += 1;
-        self.tag_waiters[hctx as usize][sync as usize].push_back((
+        self.tag_waiters[rq.hctx as usize][rq.sync as usize].push_back((
             self.tag_waiter_arrivals,
             io,
-            op,
-            sync,
+            rq.op,
+            rq.sync,
         ));
     }
 
@@ -225,12 +497,13 @@ impl BlockQueue {
         }
     }
 
-    /// blk-mq: the woken thread of bio `io` asks for a request again: true if it got one; false if it went back to
-    /// sleep (on the next wait queue).
-    pub fn retry_tag(&mut self, hctx: u32, op: Op, sync: bool, io: u32) -> bool {
-        let waits = &mut self.tag_waits[hctx as usize];
-        waits.active -= 1; // sbitmap_finish_wait
-        if self.try_take_request_tag(hctx, op, sync) {
+    /// blk-mq: the woken thread of bio `io` asks for a request on `hctx` again, with what it first asked with: true
+    /// if it got one (as request `io`); false if it went back to sleep (on the next wait queue).
+    pub fn retry_tag(&mut self, hctx: u32, io: u32) -> bool {
+        self.tag_waits[hctx as usize].active -= 1; // sbitmap_finish_wait
+        let ask = self.asks[&io];
+        if self.take_tag(io, hctx, ask.cpu, ask.shallow) {
+            self.asks.remove(&io);
             return true;
         }
         self.tag_waits[hctx as usize].sleep(io);
@@ -247,10 +520,14 @@ impl BlockQueue {
             }
         }
         for class in order {
-            let Some(&(_, io, op, sync)) = self.tag_waiters[hctx as usize][class].front() else {
+            let Some(&(_, io, _, sync)) = self.tag_waiters[hctx as usize][class].front() else {
                 continue;
             };
-            if self.try_take_request_tag(hctx, op, sync) {
+            let list = self
+                .request_list
+                .as_mut()
+                .expect("legacy waiters need the request list");
+            if list.try_alloc(sync) {
                 self.tag_waiters[hctx as usize][class].pop_front();
                 return Some(io);
             }
@@ -267,6 +544,14 @@ impl BlockQueue {
     /// blk-mq: bios asleep on `hctx`'s request tags (not counting woken ones that have not retried yet).
     pub fn sleeping_on_tags(&self, hctx: u32) -> usize {
         self.tag_waits[hctx as usize].sleeping()
+    }
+
+    /// Requests allocated now (request tags in use, every hardware queue; legacy: from the request list).
+    pub fn requests_allocated(&self) -> u32 {
+        match &self.request_list {
+            Some(list) => list.allocated(),
+            None => self.request_tags_map.iter().map(Sbitmap::in_use).sum(),
+        }
     }
 
     /// A driver tag for dispatching on `hctx` (with no elevator, the request already holds one).
@@ -288,16 +573,20 @@ impl BlockQueue {
         !self.has_elevator || self.driver_tags_free[hctx as usize] > 0
     }
 
-    /// Give back the tags of a finished request allocated on `alloc_hctx` and dispatched on `dispatch_hctx`
-    /// (`sync`: the request list it came from, legacy layer).
+    /// Give back the tags of finished request `rq` (allocated on `rq.hctx` by `rq.cpu`) dispatched on
+    /// `dispatch_hctx`.
     #[inline]
-    pub fn release_tags(&mut self, alloc_hctx: u32, dispatch_hctx: u32, sync: bool) {
+    pub fn release_tags(&mut self, rq: &Request, dispatch_hctx: u32) {
         if let Some(list) = &mut self.request_list {
-            list.free(sync);
+            list.free(rq.op == iosched_policy::Op::Read || rq.sync);
             self.driver_tags_free[dispatch_hctx as usize] += 1;
             return;
         }
-        self.request_tags_free[alloc_hctx as usize] += 1;
+        let tag = self
+            .tag_of
+            .remove(&rq.id)
+            .expect("a finished request holds a tag");
+        self.request_tags_map[rq.hctx as usize].clear(tag, rq.cpu);
         if self.has_elevator {
             self.driver_tags_free[dispatch_hctx as usize] += 1;
         }
@@ -321,7 +610,7 @@ impl BlockQueue {
     pub fn free_tags(&self) -> (u32, u32) {
         let requests = match &self.request_list {
             Some(list) => 2 * list.nr_requests - list.allocated(),
-            None => self.request_tags_free.iter().sum(),
+            None => self.request_tags * self.nr_hw_queues - self.requests_allocated(),
         };
         (requests, self.driver_tags_free.iter().sum())
     }
@@ -340,142 +629,288 @@ impl BlockQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iosched_policy::{IoprioClass, Op};
+
+    fn v(version: &str) -> KernelVersion {
+        KernelVersion::parse(version).unwrap()
+    }
+
+    /// A request `id` of process `process` on hardware queue 0 from CPU 0.
+    fn rq(id: u32, op: Op, sync: bool, process: u32) -> Request {
+        Request {
+            id,
+            op,
+            sector: id as u64 * 128,
+            nr_sectors: 128,
+            cpu: 0,
+            hctx: 0,
+            ioprio_class: IoprioClass::None,
+            ioprio_level: 4,
+            process,
+            cgroup: 0,
+            cgroup_weight: 100,
+            sync,
+            start_ns: 0,
+        }
+    }
+
+    fn queue(scheduler: &str, nr_requests: Option<u32>, kernel: &str) -> BlockQueue {
+        let mut elevator = iosched_policy::by_name(scheduler, 1).unwrap();
+        elevator.set_kernel_version(v(kernel));
+        BlockQueue::new(elevator, 1, 1023, nr_requests, v(kernel))
+    }
 
     #[test]
     fn without_an_elevator_requests_hold_driver_tags() {
-        let mut queue = BlockQueue::new(iosched_policy::by_name("none", 2).unwrap(), 2, 3, None);
+        let mut queue = BlockQueue::new(
+            iosched_policy::by_name("none", 2).unwrap(),
+            2,
+            3,
+            None,
+            v("6.3"),
+        );
         assert!(!queue.has_elevator);
         assert_eq!(queue.free_tags(), (6, 6));
-        for _ in 0..3 {
-            assert!(queue.try_take_request_tag(0, Op::Read, true));
+        for id in 0..3 {
+            assert!(queue.try_take_request_tag(&rq(id, Op::Read, true, 0)));
         }
         assert!(
-            !queue.try_take_request_tag(0, Op::Read, true),
+            !queue.try_take_request_tag(&rq(3, Op::Read, true, 0)),
             "queue depth 3 per hardware queue"
         );
-        assert!(queue.try_take_request_tag(1, Op::Read, true));
+        assert!(queue.try_take_request_tag(&Request {
+            hctx: 1,
+            ..rq(4, Op::Read, true, 0)
+        }));
         assert!(
             queue.can_dispatch(0) && queue.try_take_driver_tag(0),
             "the request already holds its tag"
         );
-        queue.release_tags(0, 0, true);
-        assert!(queue.try_take_request_tag(0, Op::Read, true));
+        queue.release_tags(&rq(0, Op::Read, true, 0), 0);
+        assert!(queue.try_take_request_tag(&rq(5, Op::Read, true, 0)));
         assert!(queue.lock_for(0).is_none(), "none has no shared lock");
     }
 
+    /// Linux 6.3's mq-deadline passes async_depth (3/4 of nr_requests = 192) to the sbitmap as a depth per 64-bit
+    /// word: more than a word holds, so writes take all 256 scheduler tags (as the seed-000 artifact's disk stats
+    /// show: 256 requests in flight per drive with 16 writers). 6.11's dd_to_word_depth scales it: a set
+    /// async_depth of 64 leaves writes 16 bits of each word.
     #[test]
-    fn mq_deadline_keeps_a_quarter_of_its_tags_for_sync_reads() {
-        let mut queue = BlockQueue::new(
-            iosched_policy::by_name("mq-deadline", 1).unwrap(),
-            1,
-            64,
-            Some(8),
+    fn mq_deadlines_async_depth_limits_nothing_on_6_3_and_per_word_share_on_6_11() {
+        let mut q = queue("mq-deadline", Some(256), "6.3");
+        assert_eq!(
+            q.wake_batch, 8,
+            "min_shallow_depth 192: every 64-bit word counts whole"
         );
-        for _ in 0..6 {
-            assert!(queue.try_take_request_tag(0, Op::Write, true));
+        for id in 0..256 {
+            assert!(
+                q.try_take_request_tag(&rq(id, Op::Write, true, 1)),
+                "write {id}"
+            );
         }
         assert!(
-            !queue.try_take_request_tag(0, Op::Write, true),
-            "async_depth defaults to 3/4 of nr_requests = 6"
+            !q.try_take_request_tag(&rq(256, Op::Read, true, 2)),
+            "no tag left even for a sync read"
         );
-        queue.wait_for_tag(0, Op::Write, true, 100);
+
+        let mut q = queue("mq-deadline", Some(256), "6.11");
+        q.elevator.set_tunable("async_depth", 64).unwrap();
+        assert_eq!(q.wake_batch, 1);
+        let taken = (0..256)
+            .filter(|&id| q.try_take_request_tag(&rq(id, Op::Write, true, 1)))
+            .count();
+        assert_eq!(taken, 64, "16 bits of each of the 4 words");
         assert!(
-            queue.try_take_request_tag(0, Op::Read, true),
-            "a sync read still gets one of the other two"
+            q.try_take_request_tag(&rq(300, Op::Read, true, 2)),
+            "sync reads take the rest"
+        );
+        assert_eq!(q.requests_allocated(), 65);
+    }
+
+    /// A shallow depth of 1 (BFQ's for a queue over its share) on 6.3 means bit 0 of each word: 4 tags of 256 for
+    /// every such allocation on the hardware queue together, fewer when sync reads hold some of those bits. 6.18
+    /// spreads a whole-set depth over the words instead.
+    #[test]
+    fn a_shallow_depth_is_per_word_before_6_17_and_a_share_of_the_set_since() {
+        let mut sb = Sbitmap::new(256, 0, v("6.3"));
+        assert_eq!((sb.shift, sb.words.len()), (6, 4));
+        let taken: Vec<u32> = (0..10).filter_map(|_| sb.get(0, Some(1))).collect();
+        assert_eq!(taken.len(), 4);
+        assert!(
+            taken.iter().all(|t| t % 64 == 0),
+            "bit 0 of each word: {taken:?}"
+        );
+        sb.clear(64, 0);
+        let read = sb.get(0, None).unwrap();
+        assert_eq!(
+            read, 64,
+            "an unlimited allocation takes the lowest free bit of its hint's word"
         );
         assert_eq!(
-            queue.wake_batch, 1,
-            "an eighth of the shallow depth 6, at least 1"
+            sb.get(0, Some(1)),
+            None,
+            "the read holds the bit the limited ones could use"
         );
-        let mut woken = Vec::new();
-        queue.release_tags(0, 0, true);
-        queue.tag_freed(0, &mut woken);
-        assert_eq!(woken, [100]);
-        assert!(
-            !queue.retry_tag(0, Op::Write, true, 100),
-            "6 tags still in use (5 writes and the read): the write sleeps again"
+
+        let mut sb = Sbitmap::new(256, 0, v("6.18"));
+        let taken: Vec<u32> = (0..10).filter_map(|_| sb.get(0, Some(8))).collect();
+        assert_eq!(taken.len(), 8, "8 of the whole set, 2 per word");
+        assert!(taken.iter().all(|t| t % 64 < 2), "{taken:?}");
+        // A depth that does not divide: 6 over 4 words of 64 gives the first two words 2 bits, the others 1.
+        let sb = Sbitmap::new(256, 0, v("6.18"));
+        assert_eq!(
+            (0..4)
+                .map(|i| sb.word_limit(i, Some(6)))
+                .collect::<Vec<_>>(),
+            [2, 2, 1, 1]
         );
-        woken.clear();
-        queue.release_tags(0, 0, true);
-        queue.tag_freed(0, &mut woken);
-        assert_eq!(woken, [100]);
-        assert!(queue.retry_tag(0, Op::Write, true, 100));
-        assert!(!queue.has_tag_waiters());
+        assert_eq!(Sbitmap::new(256, 0, v("6.3")).word_limit(0, Some(48)), 48);
     }
 
     #[test]
-    fn freed_tags_wake_sleepers_in_batches_queue_by_queue_and_a_running_submitter_can_take_them_first(
-    ) {
-        let mut queue = BlockQueue::new(iosched_policy::by_name("none", 1).unwrap(), 1, 16, None);
-        assert_eq!(queue.wake_batch, 2, "16 tags / 8 wait queues");
-        for _ in 0..16 {
-            assert!(queue.try_take_request_tag(0, Op::Write, true));
+    fn a_freed_tag_is_where_its_cpu_looks_first() {
+        let mut sb = Sbitmap::new(64, 0, v("6.3"));
+        assert_eq!(sb.shift, 4);
+        let tags: Vec<u32> = (0..64).map(|_| sb.get(3, None).unwrap()).collect();
+        assert_eq!(sb.get(3, None), None, "full");
+        sb.clear(tags[40], 3);
+        assert_eq!(sb.hints[3], Some(tags[40]));
+        sb.clear(tags[41], 3);
+        assert_eq!(
+            sb.get(3, Some(16)),
+            Some(tags[41]),
+            "a shallow search starts at the hint's bit"
+        );
+        assert_eq!(sb.in_use(), 63);
+    }
+
+    /// 16 tags (wake batch 2), five sleepers on wait queues 0-4: how freed tags wake them, by version.
+    fn sleepers(kernel: &str) -> (BlockQueue, Vec<u32>) {
+        let mut q = BlockQueue::new(
+            iosched_policy::by_name("none", 1).unwrap(),
+            1,
+            16,
+            None,
+            v(kernel),
+        );
+        for id in 0..16 {
+            assert!(q.try_take_request_tag(&rq(id, Op::Write, true, 1)));
         }
-        for io in 10..15 {
-            queue.wait_for_tag(0, Op::Write, true, io); // sleepers on wait queues 0, 1, 2, 3, 4
+        for io in 100..105 {
+            q.wait_for_tag(&rq(io, Op::Write, true, 1), io);
         }
-        let mut woken = Vec::new();
-        queue.release_tags(0, 0, true);
-        queue.tag_freed(0, &mut woken);
+        (q, Vec::new())
+    }
+
+    #[test]
+    fn freed_tags_wake_sleepers_in_batches_and_a_running_submitter_can_take_them_first() {
+        let (mut q, mut woken) = sleepers("6.18");
+        assert_eq!(q.wake_batch, 2, "16 tags / 8 wait queues");
+        q.release_tags(&rq(0, Op::Write, true, 1), 0);
+        q.tag_freed(0, &mut woken);
         assert!(woken.is_empty(), "one freed tag is half a batch");
-        queue.release_tags(0, 0, true);
-        queue.tag_freed(0, &mut woken);
+        q.release_tags(&rq(1, Op::Write, true, 1), 0);
+        q.tag_freed(0, &mut woken);
         assert_eq!(
             woken,
-            [10, 11],
-            "two sleepers, from the first two wait queues"
+            [100, 101],
+            "6.5+: one batch across wait queues 0 and 1"
         );
         assert!(
-            queue.try_take_request_tag(0, Op::Write, true),
+            q.try_take_request_tag(&rq(200, Op::Write, true, 2)),
             "a submitter that never slept takes a freed tag before the woken threads run"
         );
-        assert!(queue.retry_tag(0, Op::Write, true, 10));
+        assert!(q.retry_tag(0, 100));
         assert!(
-            !queue.retry_tag(0, Op::Write, true, 11),
+            !q.retry_tag(0, 101),
             "none left: back to sleep, on the next wait queue (5)"
         );
-        assert_eq!(queue.sleeping_on_tags(0), 4);
+        assert_eq!(q.sleeping_on_tags(0), 4);
         woken.clear();
-        for _ in 0..4 {
-            queue.release_tags(0, 0, true);
-            queue.tag_freed(0, &mut woken);
+        for id in 2..6 {
+            q.release_tags(&rq(id, Op::Write, true, 1), 0);
+            q.tag_freed(0, &mut woken);
         }
         assert_eq!(
             woken,
-            [12, 13, 14, 11],
-            "wake-ups go on from wait queue 2; the sleeper that lost its race is last"
+            [102, 103, 104, 101],
+            "wake-ups go on from wait queue 2; the loser is last"
         );
+    }
+
+    #[test]
+    fn linux_6_3_wakes_one_wait_queue_per_batch() {
+        let (mut q, mut woken) = sleepers("6.3");
+        for id in 0..4 {
+            q.release_tags(&rq(id, Op::Write, true, 1), 0);
+            q.tag_freed(0, &mut woken);
+        }
+        assert_eq!(
+            woken,
+            [100, 101],
+            "two batches, one sleeper each: a wait queue holds one"
+        );
+    }
+
+    #[test]
+    fn before_6_2_each_wait_queue_counts_its_own_batch() {
+        // 5.2: the count goes to the first wait queue with sleepers; when it has counted 2, up to 2 of its sleepers
+        // wake and the next wait queue counts.
+        let (mut q, mut woken) = sleepers("5.2");
+        for id in 0..4 {
+            q.release_tags(&rq(id, Op::Write, true, 1), 0);
+            q.tag_freed(0, &mut woken);
+        }
+        assert_eq!(woken, [100, 101]);
+        // 4.15 sleeps non-exclusively: a wake-up wakes the whole wait queue.
+        let (mut q, mut woken) = sleepers("4.15");
+        for io in 105..107 {
+            q.wait_for_tag(&rq(io, Op::Write, true, 1), io); // wait queues 5 and 6
+        }
+        for io in 107..110 {
+            q.wait_for_tag(&rq(io, Op::Write, true, 1), io); // 7, then 0 and 1 again
+        }
+        for id in 0..2 {
+            q.release_tags(&rq(id, Op::Write, true, 1), 0);
+            q.tag_freed(0, &mut woken);
+        }
+        assert_eq!(woken, [100, 108], "wait queue 0 woken whole");
     }
 
     #[test]
     fn legacy_queue_counts_sync_and_async_requests_apart_under_the_queue_lock() {
-        let mut queue = BlockQueue::legacy(iosched_policy::by_name("noop", 1).unwrap(), 2, Some(3));
+        let mut queue = BlockQueue::legacy(
+            iosched_policy::by_name("noop", 1).unwrap(),
+            2,
+            Some(3),
+            v("4.19"),
+        );
         assert_eq!(queue.layer, BlockLayer::Legacy);
         assert_eq!(
             queue.free_tags(),
             (6, 2),
             "3 sync + 3 async requests, 2 command slots"
         );
-        for _ in 0..3 {
-            assert!(queue.try_take_request_tag(0, Op::Write, false));
+        for id in 0..3 {
+            assert!(queue.try_take_request_tag(&rq(id, Op::Write, false, 1)));
         }
         assert!(
-            !queue.try_take_request_tag(0, Op::Write, false),
+            !queue.try_take_request_tag(&rq(3, Op::Write, false, 1)),
             "async list full"
         );
         assert!(
-            queue.try_take_request_tag(0, Op::Read, true),
+            queue.try_take_request_tag(&rq(4, Op::Read, true, 1)),
             "sync requests still available"
         );
-        queue.wait_for_tag(0, Op::Write, false, 7);
+        queue.wait_for_tag(&rq(7, Op::Write, false, 1), 7);
         assert_eq!(queue.next_tag_waiter(0), None);
-        queue.release_tags(0, 0, true);
+        queue.release_tags(&rq(4, Op::Read, true, 1), 0);
         assert_eq!(
             queue.next_tag_waiter(0),
             None,
             "a freed sync request does not admit an async bio"
         );
-        queue.release_tags(0, 0, false);
+        queue.release_tags(&rq(0, Op::Write, false, 1), 0);
         assert_eq!(queue.next_tag_waiter(0), Some(7));
         assert!(
             queue.lock_for(0).is_some(),

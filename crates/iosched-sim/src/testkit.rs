@@ -73,6 +73,7 @@ pub fn host(cores: u32) -> HostConfig {
             dirty_ratio: 20,
             read_ahead_kb: 128,
         }),
+        kernel: iosched_policy::KernelVersion::NEWEST.to_string(),
     }
 }
 

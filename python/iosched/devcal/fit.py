@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import kernel_version
 from ..presets import load_preset
 from .measure import simulate_step
 from .plan import Step
@@ -235,8 +236,12 @@ def host_preset_params(base: str = "xeon-silver-4210r-10c") -> tuple[dict, dict[
     params = json.loads(json.dumps(p.params))
     params["cores"] = os.cpu_count() or 1
     prov = {"cores": "measured: os.cpu_count() on this machine"}
+    release, version = kernel_version.running()
+    if version is not None:
+        params["kernel"] = version
+        prov["kernel"] = f"measured: uname -r on this machine ({release})"
     for k in params:
-        if k != "cores":
+        if k not in prov:
             prov[k] = f"named assumption: taken over from host preset {base}"
     return params, prov
 

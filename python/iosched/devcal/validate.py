@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import native, store
+from .. import kernel_version, native, store
 from ..backends.kernel.runner import Options, run_kernel
 from ..errors import SpecError
 from ..report.build import build
@@ -48,6 +48,11 @@ def validate(spec: str, device_path: str, preset: str, *, host: str | None, dura
             drift += check("after")
         echo(f"simulator: {spec} with device preset {tree.device}" + (f", host {tree.host}" if tree.host else ""))
         experiment = runs[0].experiment
+        version = kernel_of_runs(out, experiment)
+        if version is not None:
+            for r in runs:
+                r.host["kernel"] = version
+            echo(f"simulator models the kernel the runs ran on: Linux {version}")
         for note in mirror_tunables(runs, kernel_tunables(out, experiment)):
             echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)
@@ -101,6 +106,19 @@ class _DriftCheck:
         return rows
 
 
+def kernel_of_runs(out: Path, experiment: str) -> str | None:
+    """The Linux version ("MAJOR.MINOR") ``experiment``'s kernel-backend runs in ``out`` ran on, as they recorded it
+    (spec.json ``kernel``, from ``uname -r``); None if none recorded one."""
+    for rid in store.finished_runs(out):
+        doc = store.load_run_spec(out, rid)
+        if doc.get("backend") != "kernel" or doc.get("experiment") != experiment:
+            continue
+        version = doc.get("kernel") or kernel_version.from_release(str((doc.get("host") or {}).get("kernel", "")))
+        if version:
+            return version
+    return None
+
+
 def kernel_tunables(out: Path, experiment: str) -> dict[str, dict[str, int]]:
     """Per scheduler, the tunables the kernel's scheduler had during ``experiment``'s runs in ``out`` (the
     kernel backend records queue/iosched/* of the first device in each run's spec.json), integers only."""
@@ -121,8 +139,8 @@ def kernel_tunables(out: Path, experiment: str) -> dict[str, dict[str, int]]:
 
 def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:
     """Give each simulated run the kernel's values of the tunables the simulator also has, where they differ from
-    the simulator's defaults (which follow the kernel version each scheduler's source was read from: e.g.
-    mq-deadline's async_depth default is 3/4 of nr_requests in Linux 6.3 and nr_requests since 6.10). Tunables the
+    the simulator's defaults (which follow the run's kernel version, set to the measured one first: e.g.
+    mq-deadline's async_depth default is 3/4 of nr_requests in Linux 6.3 and nr_requests since 6.11). Tunables the
     spec sets stay as set. Returns one note per scheduler changed."""
     notes = []
     for name, values in sorted(kernel.items()):

@@ -112,6 +112,8 @@ def _run_rows(out: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
                 host = f"VM lab ({spec.get('vm', {}).get('accel', '?')}) on {host}"
                 devices = [d.get("given", "?") if isinstance(d, dict) else str(d) for d in devices]
             devices = [d.get("target", d.get("path", "?")) if isinstance(d, dict) else str(d) for d in devices]
+        elif spec.get("kernel"):  # simulated: the preset's (or the spec's) kernel version, which selects behaviour
+            host = f"{host} (Linux {spec['kernel']})"
         rows.append({"id": r["id"], "series": r.get("series", ""), "point": r.get("point", {}),
                      "repetition": r.get("repetition", 0), "seed": r.get("seed", spec.get("seed", "")),
                      "scheduler": spec.get("scheduler", ""), "tunables": spec.get("tunables", {}),

@@ -85,6 +85,19 @@ def test_kernel_tunables_come_from_the_kernel_runs_records(tmp_path):
     assert validate.kernel_tunables(tmp_path, "v") == {"mq-deadline": {"async_depth": 256}}
 
 
+def test_validate_simulates_the_kernel_version_the_kernel_runs_recorded(tmp_path):
+    assert validate.kernel_of_runs(tmp_path, "v") is None, "negative control: nothing recorded"
+    for rid, backend, doc in (("a", "sim", {"kernel": "6.3"}),
+                              ("b", "kernel", {"host": {"kernel": "6.18.44-lab"}}),
+                              ("c", "kernel", {"kernel": "6.12", "experiment": "other"})):
+        (tmp_path / "runs" / rid).mkdir(parents=True)
+        for finished in ("results.parquet", "result.json.gz"):
+            (tmp_path / "runs" / rid / finished).write_bytes(b"")
+        (tmp_path / "runs" / rid / "spec.json").write_text(json.dumps(
+            {"backend": backend, "experiment": "v", **doc}))
+    assert validate.kernel_of_runs(tmp_path, "v") == "6.18", "from the kernel run's uname -r, not the sim run's"
+
+
 def test_reuse_without_earlier_measurements_says_what_is_missing(tmp_path):
     with pytest.raises(SpecError, match="no earlier measurements"):
         measure.reuse_measurements(tmp_path)

@@ -88,3 +88,26 @@ def test_scheduler_costs_for_a_scheduler_without_an_elevator_are_refused(tmp_pat
     assert str(e.value) == (f"{f}: params.scheduler_costs.none: none has no elevator and runs no scheduler hooks, "
                             "so it costs nothing: remove the entry")
 
+
+
+def test_every_host_preset_names_the_kernel_its_paper_ran():
+    """The kernel key of each host preset, as its seed's paper states it (seed 003 ran on seed 000's machine)."""
+    root = REPO / "presets"
+    kernels = {p.name: p.params["kernel"] for p in presets.list_presets(root) if p.kind == "host"}
+    assert kernels == {"xeon-silver-4210r-10c": "6.3", "i5-4590-4c": "4.15", "2x-e5-2620-16c": "5.2",
+                       "i7-3517u-4c": "4.19"}
+
+
+def test_a_host_preset_without_a_kernel_or_with_a_bad_one_is_refused(tmp_path):
+    f = _copy(tmp_path)
+    presets.load_preset_file(f, "host")  # positive control
+    f.write_text(f.read_text().replace('kernel = "6.3"\n', "", 1).replace('kernel = "fixture"\n', ""))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == f"{f}: params.kernel: missing parameter"
+    f = _copy(tmp_path)
+    f.write_text(f.read_text().replace('kernel = "6.3"\n', 'kernel = "6.3.8"\n', 1))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == (f'{f}: params.kernel: expected a kernel version "MAJOR.MINOR" such as "6.3", '
+                            'got "6.3.8"')

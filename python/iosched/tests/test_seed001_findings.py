@@ -12,7 +12,8 @@ import pytest
 from iosched.papers import seed001 as s
 
 
-SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.3, 0.2), "read": (0.8, 0.8),
+# randrw (KF1) as seed001.QUICK_TIMES: BFQ's share only settles after its first second (see there).
+SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (1.0, 0.5), "read": (0.8, 0.8),
          "write": (0.8, 0.8), "trace": (0.3, 0.2)}
 
 

@@ -52,6 +52,27 @@ def test_resolve_basic(tmp_path):
     assert bg["numjobs"] == 2 and bg["iodepth"] == 32 and bg["cpus_allowed"] == [1, 2, 3, 4]
 
 
+def test_the_kernel_version_comes_from_the_host_preset_and_a_spec_may_override_it(tmp_path):
+    from iosched.simconfig import run_config
+    run = expand_runs(load_experiment(str(write(tmp_path, BASE))))[0]
+    assert run.kernel == "6.3" and run_config(run)["host"]["kernel"] == "6.3", "the xeon preset: seed 000 ran 6.3.8"
+    text = BASE.replace('cores = 10', 'cores = 10, kernel = "6.18"')
+    run = expand_runs(load_experiment(str(write(tmp_path, text))))[0]
+    assert run.kernel == "6.18" and run_config(run)["host"]["kernel"] == "6.18"
+
+
+def test_kernel_versions_from_uname_releases():
+    from iosched import kernel_version
+    assert kernel_version.from_release("6.3.8-custom") == "6.3"
+    assert kernel_version.from_release("6.18.44") == "6.18"
+    assert kernel_version.from_release("4.19.0-3-MANJARO") == "4.19"
+    assert kernel_version.from_release("5.2") == "5.2"
+    assert kernel_version.from_release("weird") is None
+    assert kernel_version.from_release("6") is None
+    with pytest.raises(SpecError, match="host.kernel"):
+        kernel_version.check("6", file="x.toml", key="host.kernel")
+
+
 def test_sim_config_shape(tmp_path):
     from iosched.backends.sim import run_id
     from iosched.simconfig import run_config
@@ -145,6 +166,9 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace('bs = "4k"', 'bs = "4q"'), ['job "lapp": bs: expected a size', '"4q"']),
     (lambda t: t.replace('duration = "2s"', 'duration = "2 fortnights"'), ["spec.toml: duration: expected a time"]),
     (lambda t: t.replace('cores = 10', 'cores = 12'), ["host.cores: expected at most 10"]),
+    (lambda t: t.replace('cores = 10', 'kernel = "6.3.8"'),
+     ['spec.toml: host.kernel: expected a kernel version "MAJOR.MINOR" such as "6.3", got "6.3.8"']),
+    (lambda t: t.replace('cores = 10', 'kernel = 6.3'), ["host.kernel: expected a string"]),
     (lambda t: t.replace('preset = "samsung-980pro-1tb"', 'preset = "nope"'),
      ['devices[0].preset: unknown device preset "nope"']),
     (lambda t: t.replace('name = "none"', 'name = "bfq-mq"'), ['scheduler.name: unknown scheduler "bfq-mq"']),

@@ -72,6 +72,15 @@ pub struct HostConfig {
     /// The page cache for buffered jobs (`pagecache.rs`); a host without one cannot run them.
     #[serde(default)]
     pub page_cache: Option<PageCacheConfig>,
+    /// The Linux version the host runs, "MAJOR.MINOR" (e.g. "6.3"): the block layer and the schedulers follow it
+    /// wherever the modelled behaviour differs between versions (`iosched_policy::kernel::CHANGES`). Default: the
+    /// newest modelled version.
+    #[serde(default = "newest_kernel")]
+    pub kernel: String,
+}
+
+fn newest_kernel() -> String {
+    iosched_policy::KernelVersion::NEWEST.to_string()
 }
 
 /// The host's page cache: its size, how fast data is copied in and out, and the kernel's writeback thresholds.
@@ -100,6 +109,11 @@ pub struct SchedulerCost {
 }
 
 impl HostConfig {
+    /// `kernel` as a version; an unparsable one is an error naming the field.
+    pub fn kernel_version(&self) -> Result<iosched_policy::KernelVersion, String> {
+        iosched_policy::KernelVersion::parse(&self.kernel).map_err(|e| format!("host.kernel: {e}"))
+    }
+
     /// Whether this host prices `scheduler`'s hooks: a scheduler with an elevator needs a `scheduler_costs` entry (a
     /// missing one is an error, never a silent zero). `none` has no elevator and runs no scheduler hooks, so it
     /// costs nothing by definition; an entry for it, or for a scheduler that does not exist, is refused. An unknown

@@ -33,6 +33,7 @@ impl SimConfig {
         check(self.sample_interval_ns > 0, || {
             "sample_interval_ns: expected > 0".into()
         })?;
+        self.host.kernel_version()?;
         if let Some(pc) = &self.host.page_cache {
             pc.validate()?;
         }

@@ -101,7 +101,7 @@ impl Simulation<'_> {
             self.accepted(io, now);
             return;
         }
-        if !queue.try_take_request_tag(hctx, rq.op, rq.sync) {
+        if !queue.try_take_request_tag(&rq) {
             let slot = &self.slots[io as usize];
             if slot.kind == BioKind::Fio {
                 let proc = &mut self.processes[slot.process as usize];
@@ -113,7 +113,7 @@ impl Simulation<'_> {
                 }
                 proc.state.tag_waits += 1;
             }
-            queue.wait_for_tag(hctx, rq.op, rq.sync, io);
+            queue.wait_for_tag(&rq, io);
             return;
         }
         queue.elevator.insert(rq, now);
@@ -207,7 +207,7 @@ impl Simulation<'_> {
         );
         self.devices[device as usize].command_completed();
         let queue = &mut self.queues[device as usize];
-        queue.release_tags(rq.hctx, dispatch_hctx, rq.op == Op::Read || rq.sync);
+        queue.release_tags(&rq, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
         let sleeping = self.host.idle_at(core, now);

@@ -102,7 +102,9 @@ fn block_queues_and_devices(
             BlockLayer::Mq => config.host.cores.min(device.max_hw_queues),
             BlockLayer::Legacy => 1,
         };
+        let kernel = config.host.kernel_version()?;
         let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
+        elevator.set_kernel_version(kernel);
         for (name, value) in &config.scheduler.tunables {
             elevator
                 .set_tunable(name, *value)
@@ -114,10 +116,14 @@ fn block_queues_and_devices(
                 nr_hw_queues,
                 device.queue_depth,
                 config.scheduler.nr_requests,
+                kernel,
             ),
-            BlockLayer::Legacy => {
-                BlockQueue::legacy(elevator, device.queue_depth, config.scheduler.nr_requests)
-            }
+            BlockLayer::Legacy => BlockQueue::legacy(
+                elevator,
+                device.queue_depth,
+                config.scheduler.nr_requests,
+                kernel,
+            ),
         };
         if let Some(kib) = device.max_sectors_kb {
             queue.set_max_sectors_kb(kib);

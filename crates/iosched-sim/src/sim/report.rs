@@ -99,6 +99,18 @@ impl Simulation<'_> {
                 "free_program_units".into(),
                 device.free_program_units() as f64,
             );
+            push(
+                "block",
+                "requests_allocated".into(),
+                queue.requests_allocated() as f64,
+            );
+            push(
+                "block",
+                "tag_sleepers".into(),
+                (0..queue.nr_hw_queues)
+                    .map(|h| queue.sleeping_on_tags(h))
+                    .sum::<usize>() as f64,
+            );
             for (metric, value) in queue.elevator.introspect() {
                 push("scheduler", metric, value);
             }

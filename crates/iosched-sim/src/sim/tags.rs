@@ -1,7 +1,7 @@
 //! A bio that finds no free request (tag): who waits for it (`TagWait`), the sleeping thread's wake-up, its retry,
 //! and what the thread does once it has its request.
 
-use iosched_policy::{BlockLayer, Op};
+use iosched_policy::BlockLayer;
 
 use super::{BioKind, Simulation};
 use crate::engine::Event;
@@ -42,12 +42,11 @@ impl Simulation<'_> {
     /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
     /// enters the elevator and its thread goes on.
     pub(super) fn tag_retry(&mut self, io: u32, now: u64) {
-        let (device, hctx, write, sync) = {
+        let (device, hctx) = {
             let s = &self.slots[io as usize];
-            (s.device, s.hctx, s.write, s.sync)
+            (s.device, s.hctx)
         };
-        let op = if write { Op::Write } else { Op::Read };
-        if !self.queues[device as usize].retry_tag(hctx, op, sync, io) {
+        if !self.queues[device as usize].retry_tag(hctx, io) {
             return; // asleep again, on the next wait queue
         }
         let rq = self.make_request(io, now);

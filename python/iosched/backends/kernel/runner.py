@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import presets, store
+from ... import kernel_version, presets, store
 from ...errors import SpecError, show
 from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
@@ -451,15 +451,16 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
     rows = job_rows(run, rid, result)
     fs_note = f" ({opts.filesystem})" if opts.filesystem else ""
     for row in rows:
-        row.update(backend="kernel", host=host_info()["hostname"], lock_share=None, sim_events=None,
-                   device="+".join(t.device.path + fs_note for t in targets))
+        row.update(backend="kernel", host=host_info()["hostname"], kernel=host_info()["kernel"], lock_share=None,
+                   sim_events=None, device="+".join(t.device.path + fs_note for t in targets))
     ts = list(sampler.rows)
     for i, name in enumerate(names):
         ts += fioresult.read_iops_logs(rdir / "logs", i, name, interval_ms)
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "kernel", "iosched_version": __version__,
-        "host": host_info(), "fio": {"path": fio, "version": fio_version, "argv": cmd[1:]},
+        "host": host_info(), "kernel": kernel_version.from_release(host_info()["kernel"]),
+        "fio": {"path": fio, "version": fio_version, "argv": cmd[1:]},
         "devices": [dict(t.info, spec_name=t.spec_name, target=t.path,
                          **({"filesystem": t.mounted.describe()} if t.mounted else {})) for t in targets],
         "scheduler": run.scheduler, "tunables": run.tunables, "nr_requests": run.nr_requests,

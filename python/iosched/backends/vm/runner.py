@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__, store
+from ... import __version__, kernel_version, store
 from ...errors import SpecError, show
 from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, expand_runs, validate_spec
@@ -486,9 +486,10 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
               "warnings": warnings}
     rows = job_rows(run, rid, result)
     hostname = host_info()["hostname"]
+    guest_kernel = setup.get("kernel") or lab.release
     for row in rows:
-        row.update(backend="vm", host=f"vm-{accel}@{hostname}", lock_share=None, sim_events=None,
-                   device="+".join(d.given for d in devices))
+        row.update(backend="vm", host=f"vm-{accel}@{hostname}", kernel=guest_kernel, lock_share=None,
+                   sim_events=None, device="+".join(d.given for d in devices))
     interval_ms = max(1, run.sample_interval_ns // 1_000_000)
     ts = list(cpu_rows)
     for k, name in enumerate(names):
@@ -498,7 +499,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "vm", "iosched_version": __version__,
-        "host": dict(host_info(), kernel=setup.get("kernel") or lab.release),
+        "host": dict(host_info(), kernel=guest_kernel), "kernel": kernel_version.from_release(guest_kernel or ""),
         "vm": {"accel": accel, "accel_reason": how, "cpus": opts.cpus, "memory_mib": opts.memory_mib,
                "kernel": setup.get("kernel"), "cmdline": setup.get("cmdline"), "lab": lab.describe(),
                "qemu": qemu.qemu_version(qemu.find_qemu()), "boot_s": round(outcome.boot_s or 0, 2),

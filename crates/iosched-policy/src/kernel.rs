@@ -1,0 +1,326 @@
+//! The Linux version a run models, and every change of a modelled behaviour between the versions the seeds ran
+//! (4.15, 4.19, 5.2, 6.3) and current kernels (6.12, 6.18).
+//!
+//! A behaviour that differs by version selects on [`KernelVersion::has`] with one of the [`Change`]s below, each
+//! naming the commit that changed it, as read in the kernel sources of the versions on either side. A version is
+//! placed by these changes alone: each behaviour takes the side of its change, so a version the simulator does not
+//! model distinctly (5.4, 6.1, 6.6, ...) behaves as the nearest modelled one in everything modelled. The table in
+//! docs/simulator.md ("Kernel versions") lists them; a test keeps the two in step.
+
+use std::fmt;
+
+/// A Linux version as "MAJOR.MINOR" (stable releases of one line are not told apart; see [`Change::since`] for the
+/// one backport that matters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl KernelVersion {
+    pub const fn new(major: u32, minor: u32) -> Self {
+        Self { major, minor }
+    }
+
+    /// The newest version whose behaviour the simulator models: what a policy built without a version follows.
+    pub const NEWEST: Self = Self::new(6, 18);
+
+    /// "6.3" → 6.3. Only MAJOR.MINOR (two decimal numbers) is accepted.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad =
+            || format!("expected a kernel version \"MAJOR.MINOR\" such as \"6.3\", got {text:?}");
+        let (major, minor) = text.split_once('.').ok_or_else(bad)?;
+        let number = |s: &str| -> Result<u32, String> {
+            if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            s.parse().map_err(|_| bad())
+        };
+        let version = Self::new(number(major)?, number(minor)?);
+        if version.major < 2 {
+            return Err(bad());
+        }
+        Ok(version)
+    }
+
+    /// Whether this version has `change` (is at or after the version that brought it).
+    pub fn has(self, change: &Change) -> bool {
+        self >= change.since
+    }
+}
+
+impl Default for KernelVersion {
+    fn default() -> Self {
+        Self::NEWEST
+    }
+}
+
+impl fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// One change of a modelled behaviour.
+#[derive(Debug, Clone, Copy)]
+pub struct Change {
+    /// The first MAJOR.MINOR with the new behaviour.
+    pub since: KernelVersion,
+    /// The upstream commit (12 hex digits), or "" where the sources on both sides were read but the commit was not
+    /// pinned (then `title` names it).
+    pub commit: &'static str,
+    /// The commit's subject line.
+    pub title: &'static str,
+    /// What changes, in the simulator's terms.
+    pub behaviour: &'static str,
+}
+
+const fn v(major: u32, minor: u32) -> KernelVersion {
+    KernelVersion::new(major, minor)
+}
+
+/// BFQ limits tags for writes and async I/O (`bfq_limit_depth`, per-word depths); before, BFQ has no limit_depth.
+/// First released in 4.16 (read: absent in 4.15, present in 4.19).
+pub const BFQ_LIMIT_DEPTH: Change = Change {
+    since: v(4, 16),
+    commit: "a52a69ea89dc",
+    title: "block, bfq: limit tags for writes and async I/O",
+    behaviour: "BFQ gives async requests 1/2 and sync writes 3/4 of each sbitmap word of the scheduler tags \
+                (3/16 and 6/16 while a queue is weight-raised); before, BFQ limits nothing",
+};
+
+/// sbitmap_queue_min_shallow_depth: the wake batch accounts for the smallest shallow depth (Omar Sandoval's May 2018
+/// series, 4.18; read: absent in 4.15, present in 4.19).
+pub const SBITMAP_MIN_SHALLOW_DEPTH: Change = Change {
+    since: v(4, 18),
+    commit: "",
+    title: "sbitmap: fix missed wakeups caused by sbitmap_queue_get_shallow()",
+    behaviour: "an elevator's smallest shallow depth (BFQ's, Kyber's) lowers the tags' wake batch; before, the \
+                batch is depth / 8 within 1..=8 whatever the elevator",
+};
+
+/// blk_mq_get_tag sleeps exclusively (read: prepare_to_wait in 4.15, prepare_to_wait_exclusive in 4.19; the
+/// commit is not pinned here).
+pub const BLK_MQ_TAG_EXCLUSIVE_WAIT: Change = Change {
+    since: v(4, 19),
+    commit: "",
+    title: "blk_mq_get_tag: prepare_to_wait_exclusive (not pinned)",
+    behaviour: "a wake-up of a tag wait queue wakes up to wake_batch sleepers; before, every sleeper on that wait \
+                queue wakes",
+};
+
+/// sbitmap_get starts a non-round-robin search at bit 0 of the hint's word (read: the hint's bit in 4.19, bit 0 in
+/// 5.2; commit not pinned).
+pub const SBITMAP_GET_FROM_WORD_START: Change = Change {
+    since: v(5, 0),
+    commit: "",
+    title: "sbitmap: don't loop for find_next_zero_bit() for !round_robin (not pinned)",
+    behaviour: "an unlimited tag allocation takes the lowest free bit of its CPU's hint word; before, the first free \
+                bit from the hint on",
+};
+
+/// mq-deadline reserves a quarter of its tags for synchronous reads (`async_depth`, shown and settable in sysfs).
+pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
+    since: v(5, 14),
+    commit: "07757588e507",
+    title: "block/mq-deadline: Reserve 25% of scheduler tags for synchronous requests",
+    behaviour: "mq-deadline limits every request but a sync read to async_depth (default 3/4 of nr_requests), \
+                given to the sbitmap as a per-word shallow depth, so with 64-bit words it limits nothing; \
+                before, mq-deadline has no limit and no async_depth tunable",
+};
+
+/// BFQ caps each queue's (and group's) tags by its weight share; over it, depth 1.
+pub const BFQ_REQUEST_OVER_LIMIT: Change = Change {
+    since: v(5, 18),
+    commit: "76f1df88bbc2",
+    title: "bfq: Limit number of requests consumed by each cgroup",
+    behaviour: "a BFQ queue on a service tree holding at least its weight's share of the limit (weight / weight \
+                sum of its tree) allocates with shallow depth 1; the tags' min_shallow_depth becomes 1 (wake batch \
+                1)",
+};
+
+/// The sbitmap wake-up counts freed bits once per bitmap and wakes from one wait queue per batch.
+pub const SBITMAP_SINGLE_WAKE_COUNT: Change = Change {
+    since: v(6, 2),
+    commit: "4f8126bb2308",
+    title: "sbitmap: Use single per-bitmap counting to wake up queued tags",
+    behaviour: "every wake_batch freed tags (counted while anyone waits) wake up to wake_batch sleepers of the first \
+                wait queue that has any; before, each wait queue counts its own wake_batch",
+};
+
+/// The sbitmap wake-up goes on to the next wait queues until it woke a whole batch.
+pub const SBITMAP_WAKE_WHOLE_BATCH: Change = Change {
+    since: v(6, 5),
+    commit: "106397376c03",
+    title: "sbitmap: fix batching wakeup",
+    behaviour: "a batch wakes up to wake_batch sleepers across the wait queues in turn; before, from one wait \
+                queue only",
+};
+
+/// mq-deadline scales async_depth to a per-word depth; default async_depth becomes nr_requests.
+pub const MQ_DEADLINE_WORD_DEPTH: Change = Change {
+    since: v(6, 11),
+    commit: "39823b47bbd4",
+    title: "block/mq-deadline: Fix the tag reservation code",
+    behaviour: "async_depth defaults to nr_requests and is scaled to the word (dd_to_word_depth), so a smaller one \
+                set in sysfs limits; min_shallow_depth 1 (wake batch 1)",
+};
+
+/// sbitmap shallow depths cover the whole bitmap, spread over its words.
+pub const SBITMAP_WHOLE_SHALLOW_DEPTH: Change = Change {
+    since: v(6, 17),
+    commit: "42e6c6ce03fd",
+    title: "lib/sbitmap: convert shallow_depth from one word to the whole sbitmap",
+    behaviour: "a shallow depth is a share of the whole tag set (each word gets its part); BFQ's and Kyber's depths \
+                become fractions of nr_requests; the wake batch is min(depth, min_shallow_depth) / 8 within 1..=8",
+};
+
+/// Kyber limits sync writes too. Mainline after 6.19; backported to the 6.18.y and 6.19.y stable lines (the VM
+/// lab's 6.18.44 has it), so "6.18" here means such a stable release.
+pub const KYBER_LIMITS_SYNC_WRITES: Change = Change {
+    since: v(6, 18),
+    commit: "1db61b0afdd7",
+    title: "blk-mq-sched: unify elevators checking for async requests",
+    behaviour: "Kyber's 75% async depth also applies to sync (direct) writes; before, only to async requests (no \
+                read is ever async)",
+};
+
+/// Every modelled change, oldest first.
+pub const CHANGES: &[&Change] = &[
+    &BFQ_LIMIT_DEPTH,
+    &SBITMAP_MIN_SHALLOW_DEPTH,
+    &BLK_MQ_TAG_EXCLUSIVE_WAIT,
+    &SBITMAP_GET_FROM_WORD_START,
+    &MQ_DEADLINE_ASYNC_DEPTH,
+    &BFQ_REQUEST_OVER_LIMIT,
+    &SBITMAP_SINGLE_WAKE_COUNT,
+    &SBITMAP_WAKE_WHOLE_BATCH,
+    &MQ_DEADLINE_WORD_DEPTH,
+    &SBITMAP_WHOLE_SHALLOW_DEPTH,
+    &KYBER_LIMITS_SYNC_WRITES,
+];
+
+/// The scheduler tags of one hardware queue as an elevator's `limit_depth` sees them: `nr_requests` bits in sbitmap
+/// words of 2^`shift` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedTags {
+    pub nr_requests: u32,
+    pub shift: u32,
+}
+
+impl SchedTags {
+    pub fn new(nr_requests: u32) -> Self {
+        Self {
+            nr_requests,
+            shift: sbitmap_shift(nr_requests),
+        }
+    }
+
+    pub fn bits_per_word(self) -> u32 {
+        1 << self.shift
+    }
+}
+
+/// include/linux/sbitmap.h `sbitmap_calculate_shift` (64-bit longs): the largest word of at most 64 bits such that
+/// the bitmap spans at least 4 words, if it has 4 bits or more.
+pub fn sbitmap_shift(depth: u32) -> u32 {
+    let mut shift = 6u32;
+    if depth >= 4 {
+        while (4u32 << shift) > depth {
+            shift -= 1;
+        }
+    }
+    shift
+}
+
+/// lib/sbitmap.c `sbq_calc_wake_batch`: freed tags per wake-up of an sbitmap queue's sleepers on `kernel`, for
+/// `depth` bits in words of 2^`shift`, with the smallest shallow depth set on it (None: never set).
+pub fn sbq_calc_wake_batch(
+    kernel: KernelVersion,
+    depth: u32,
+    shift: u32,
+    min_shallow_depth: Option<u32>,
+) -> u32 {
+    let min_shallow = min_shallow_depth.unwrap_or(u32::MAX);
+    let reach = if kernel.has(&SBITMAP_WHOLE_SHALLOW_DEPTH) {
+        depth.min(min_shallow)
+    } else if kernel.has(&SBITMAP_MIN_SHALLOW_DEPTH) {
+        // Each word can be limited to min_shallow_depth bits; a partial last word counts its own bits.
+        let word_bits = 1u32 << shift;
+        let shallow = word_bits.min(min_shallow);
+        (depth >> shift) * shallow + (depth & (word_bits - 1)).min(shallow)
+    } else {
+        depth
+    };
+    (reach / 8).clamp(1, 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_order_and_print_as_major_dot_minor() {
+        let v63 = KernelVersion::parse("6.3").unwrap();
+        assert_eq!(v63, KernelVersion::new(6, 3));
+        assert!(
+            KernelVersion::parse("6.18").unwrap() > v63,
+            "6.18 is after 6.3, not before"
+        );
+        assert!(KernelVersion::parse("4.19").unwrap() < KernelVersion::parse("5.2").unwrap());
+        assert_eq!(KernelVersion::new(4, 15).to_string(), "4.15");
+        for bad in [
+            "6", "6.3.8", "v6.3", "6.x", "", ".3", "6.", "1.0", "6.3-rc1",
+        ] {
+            let err = KernelVersion::parse(bad).unwrap_err();
+            assert!(err.contains("MAJOR.MINOR"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_version_has_the_changes_up_to_it() {
+        let v = |s| KernelVersion::parse(s).unwrap();
+        assert!(!v("6.3").has(&MQ_DEADLINE_WORD_DEPTH));
+        assert!(v("6.11").has(&MQ_DEADLINE_WORD_DEPTH));
+        assert!(v("5.18").has(&BFQ_REQUEST_OVER_LIMIT) && !v("5.17").has(&BFQ_REQUEST_OVER_LIMIT));
+        assert!(
+            v("6.3").has(&SBITMAP_SINGLE_WAKE_COUNT) && !v("6.3").has(&SBITMAP_WAKE_WHOLE_BATCH)
+        );
+        let mut since: Vec<KernelVersion> = CHANGES.iter().map(|c| c.since).collect();
+        let listed = since.clone();
+        since.sort();
+        assert_eq!(since, listed, "CHANGES oldest first");
+        for c in CHANGES {
+            assert!(c.commit.is_empty() || c.commit.len() == 12, "{}", c.title);
+        }
+    }
+
+    #[test]
+    fn the_word_size_is_computed_as_sbitmap_calculate_shift_does() {
+        // 256 scheduler tags: 4 words of 64; 64 tags: 4 words of 16; 1023 driver tags: 16 words of 64.
+        assert_eq!(sbitmap_shift(256), 6);
+        assert_eq!(sbitmap_shift(255), 5);
+        assert_eq!(sbitmap_shift(64), 4);
+        assert_eq!(sbitmap_shift(1023), 6);
+        assert_eq!(sbitmap_shift(8), 1);
+        assert_eq!(sbitmap_shift(3), 6, "below 4 bits the word stays at 64");
+        assert_eq!(SchedTags::new(256).bits_per_word(), 64);
+    }
+
+    #[test]
+    fn the_wake_batch_formula_follows_the_version() {
+        let v = |s| KernelVersion::parse(s).unwrap();
+        // mq-deadline on 6.3 sets min_shallow_depth = async_depth = 192: 64 per word counts, 4 words, batch 8.
+        assert_eq!(sbq_calc_wake_batch(v("6.3"), 256, 6, Some(192)), 8);
+        // BFQ on 6.3 sets 1: one bit per word, 4 in all, batch 1.
+        assert_eq!(sbq_calc_wake_batch(v("6.3"), 256, 6, Some(1)), 1);
+        // BFQ on 5.2 sets its smallest word depth, 3/16 of 64 = 12: 48 in all, batch 6.
+        assert_eq!(sbq_calc_wake_batch(v("5.2"), 256, 6, Some(12)), 6);
+        // 4.15 has no min_shallow_depth: 256 / 8, at most 8.
+        assert_eq!(sbq_calc_wake_batch(v("4.15"), 256, 6, Some(12)), 8);
+        // 6.18: min(depth, min_shallow) / 8: Kyber's 192 → 8; 12 → 1.
+        assert_eq!(sbq_calc_wake_batch(v("6.18"), 256, 6, Some(192)), 8);
+        assert_eq!(sbq_calc_wake_batch(v("6.18"), 256, 6, Some(12)), 1);
+        assert_eq!(sbq_calc_wake_batch(v("6.3"), 16, 2, None), 2);
+    }
+}
