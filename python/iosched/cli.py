@@ -368,9 +368,9 @@ def recover():
 @click.argument("dir_b", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv"]), default="table",
               show_default=True)
-@click.option("--backend-a", type=click.Choice(["sim", "kernel"]),
+@click.option("--backend-a", type=click.Choice(["sim", "kernel", "vm"]),
               help="Only DIR_A's runs of this backend (needed when it holds both).")
-@click.option("--backend-b", type=click.Choice(["sim", "kernel"]),
+@click.option("--backend-b", type=click.Choice(["sim", "kernel", "vm"]),
               help="Only DIR_B's runs of this backend (needed when it holds both).")
 def compare(dir_a, dir_b, fmt, backend_a, backend_b):
     """The same spec's results from two result folders (e.g. --backend sim and kernel) side by side; DIR_A and
