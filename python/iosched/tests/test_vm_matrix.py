@@ -13,7 +13,8 @@ from .test_vm_real import _vm_or_skip, cli  # noqa: F401  (the module-wide skip,
 VALIDATION = Path(__file__).resolve().parents[3] / "experiments" / "validation"
 
 
-def test_one_matrix_row_in_the_lab_and_the_simulator(tmp_path):
+def test_one_matrix_row_in_the_lab_and_the_simulator(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOSCHED_PRESETS", str(VALIDATION.parents[1] / "presets"))     # the lab's host preset
     shutil.copy(VALIDATION / "rt-vs-be.toml", tmp_path / "rt-vs-be.toml")
     (tmp_path / "m.toml").write_text(
         'device = "nullb:irqmode=2,completion_nsec=4ms,hw_queue_depth=4"\nhost = "lab-tcg-2vcpu"\n'
