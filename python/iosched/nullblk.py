@@ -70,10 +70,8 @@ def device_params(text: str, *, file: str | None = None, key: str | None = None)
         null_blk={"irqmode": irqmode, "completion_ns": completion_ns})
 
 
-def preset(text: str, *, file: str | None = None, key: str | None = None):
-    """A Preset for ``nullb[:...]`` (what presets.load_preset returns for such a name)."""
-    from .presets import Preset
-
+def preset_fields(text: str, *, file: str | None = None, key: str | None = None) -> dict[str, Any]:
+    """The fields of a presets.Preset for ``nullb[:...]`` (what presets.load_preset returns for such a name)."""
     params = device_params(text, file=file, key=key)
     nb = params["null_blk"]
     derived = f"derived from null_blk's parameters ({KERNEL}), not fitted"
@@ -92,7 +90,7 @@ def preset(text: str, *, file: str | None = None, key: str | None = None):
     depth = params["queue_depth"] * params["max_hw_queues"]
     ceiling = f"{depth / nb['completion_ns'] * 1e9:,.0f} IOPS" if nb["irqmode"] == 2 and nb["completion_ns"] else \
         "CPU-bound (no device time)"
-    return Preset(kind="device", name=text, description=f"null_blk {text} (simulated; {KERNEL})", seeds=[],
-                  key_figures={"service": f"irqmode={nb['irqmode']}, {nb['completion_ns']} ns per request, "
-                                          f"{depth} in flight at most: {ceiling}"},
-                  params=params, provenance=prov, path=Path(f"<{KIND}>"))
+    return dict(kind="device", name=text, description=f"null_blk {text} (simulated; {KERNEL})", seeds=[],
+                key_figures={"service": f"irqmode={nb['irqmode']}, {nb['completion_ns']} ns per request, "
+                                        f"{depth} in flight at most: {ceiling}"},
+                params=params, provenance=prov, path=Path(f"<{KIND}>"))

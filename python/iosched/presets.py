@@ -239,7 +239,7 @@ _cache: dict[tuple[str, str, str], Preset] = {}
 def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None) -> Preset:
     """The preset ``name`` of ``kind``; an unknown name is a SpecError at (file, key)."""
     if kind == "device" and nullblk.is_nullb(name):     # the null_blk family: made from its parameters
-        return nullblk.preset(name, file=file, key=key)
+        return Preset(**nullblk.preset_fields(name, file=file, key=key))
     root = presets_dir()
     if (not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name
             or len(name.encode("utf-8", "surrogatepass")) > 200):
