@@ -372,9 +372,9 @@ def recover():
 @click.argument("dir_b", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv"]), default="table",
               show_default=True)
-@click.option("--backend-a", type=click.Choice(["sim", "kernel"]),
+@click.option("--backend-a", type=click.Choice(["sim", "kernel", "vm"]),
               help="Only DIR_A's runs of this backend (needed when it holds both).")
-@click.option("--backend-b", type=click.Choice(["sim", "kernel"]),
+@click.option("--backend-b", type=click.Choice(["sim", "kernel", "vm"]),
               help="Only DIR_B's runs of this backend (needed when it holds both).")
 def compare(dir_a, dir_b, fmt, backend_a, backend_b):
     """The same spec's results from two result folders (e.g. --backend sim and kernel) side by side; DIR_A and
@@ -524,9 +524,15 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
 
 
 @main.command()
-@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
-@click.option("--device", "device_path", required=True, help="The block device (/dev/X) to run the kernel side on.")
-@click.option("--preset", required=True, help="Device preset for the simulator: a name, or a .toml file.")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False), required=False)
+@click.option("--device", "device_path", help="The block device (/dev/X) to run the kernel side on.")
+@click.option("--preset", help="Device preset for the simulator: a name, or a .toml file.")
+@click.option("--matrix", type=click.Path(exists=True, dir_okay=False),
+              help="Instead of SPEC: a validation matrix (e.g. experiments/validation/matrix.toml), with --backend vm.")
+@click.option("--backend", type=click.Choice(["kernel", "vm"]), default="kernel", show_default=True,
+              help="The real side: kernel (--device /dev/X) or vm (the lab, with --matrix).")
+@click.option("--lab", "lab_dir", default=None, help="vm: the lab's cache folder.")
+@click.option("--vm", "vm_opts", multiple=True, help="vm: KEY=VALUE guest settings (cpus, memory, accel).")
 @click.option("--host", default=None, help="Host preset for the simulator: a name or a .toml file (default: the spec's).")
 @click.option("--duration", default=None, help="Override every job's runtime (both backends).")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,
@@ -535,14 +541,47 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
 @click.option("--drift-check/--no-drift-check", default=True, show_default=True,
               help="Before and after the runs, measure the device's QD-max read and write IOPS again (5 s + 1 s ramp "
                    "each, shorter with a shorter --duration) and warn where the preset is off by more than 10%.")
-def validate(spec, device_path, preset, host, duration, repeat, out, drift_check):
-    """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare."""
+def validate(spec, device_path, preset, matrix, backend, lab_dir, vm_opts, host, duration, repeat, out,
+             drift_check):
+    """Run SPEC under each scheduler on the kernel (--device) and in the simulator (--preset); compare.  With
+    --matrix FILE --backend vm: every workload of the matrix under its schedulers in the VM lab and in the
+    simulator, on the matrix's null_blk (docs/validation.md)."""
     from .devcal.validate import validate as run_validation
 
     _need_native()
+    if matrix or backend == "vm":
+        return _validate_matrix(matrix, spec, backend, device_path, preset, host, repeat, lab_dir, vm_opts, duration,
+                                out)
+    if not spec or not device_path or not preset:
+        raise SpecError("validate", None, "expected SPEC --device /dev/X --preset NAME (or --matrix FILE "
+                                          "--backend vm)")
     with _kernel_errors(lambda e: f"interrupted ({e})"):
         run_validation(spec, device_path, preset, host=host, duration=duration, repeat=repeat, out=Path(out),
                        drift_check=drift_check, echo=click.echo)
+
+
+def _validate_matrix(matrix, spec, backend, device_path, preset, host, repeat, lab_dir, vm_opts, duration, out):
+    from .backends.kernel.state import Interrupted
+    from .backends.vm import VmError
+    from .devcal.matrix import load_matrix, run_matrix
+
+    if not matrix or backend != "vm":
+        raise SpecError("--matrix" if not matrix else "--backend", None,
+                        "a validation matrix runs with --matrix FILE --backend vm")
+    for flag, given in (("SPEC", spec), ("--device", device_path), ("--preset", preset), ("--host", host),
+                        ("--repeat", repeat)):
+        if given:
+            raise SpecError(flag, None, "not with --matrix (the matrix file names the device, host and repetitions)")
+    m = load_matrix(matrix)
+    try:
+        run_matrix(m, Path(out), lab=lab_dir, vm_opts=tuple(vm_opts), duration=duration,
+                   echo=lambda s, err=False: click.echo(s, err=err))
+    except VmError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except Interrupted as e:
+        interrupt.report(f"interrupted ({e}); the guest was stopped, finished runs are in {out}")
+        interrupt.exit()
 
 
 if __name__ == "__main__":  # pragma: no cover - after every command, so `python -m iosched.cli` has them all

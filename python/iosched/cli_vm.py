@@ -190,6 +190,21 @@ def devices():
     click.echo(docs_table())
 
 
+@vm.command("host-preset")
+@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="The host preset to write (e.g. presets/hosts/lab-tcg-2vcpu.toml; the name is the file's stem).")
+@click.option("--cores", type=click.IntRange(1, 64), default=2, show_default=True, help="The guest's vCPUs.")
+def host_preset(results, out, cores):
+    """Write the lab guest's host preset from the runs of experiments/validation/lab-host-*.toml in RESULTS."""
+    from .devcal.labhost import write_lab_host
+
+    figures = write_lab_host(Path(results), Path(out), cores)
+    for k, v in figures.items():
+        click.echo(f"{k}: {v}")
+    click.echo(f"wrote {out}")
+
+
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
                    no_report) -> None:
     """`iosched run SPEC --backend vm ...`."""

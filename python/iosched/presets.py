@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kernel_version, native
+from . import kernel_version, native, nullblk
 from .datadir import data_dir
 from .errors import SpecError, show
 
@@ -240,6 +240,8 @@ _cache: dict[tuple[str, str, str], Preset] = {}
 
 def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None) -> Preset:
     """The preset ``name`` of ``kind``; an unknown name is a SpecError at (file, key)."""
+    if kind == "device" and nullblk.is_nullb(name):     # the null_blk family: made from its parameters
+        return Preset(**nullblk.preset_fields(name, file=file, key=key))
     root = presets_dir()
     if (not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name
             or len(name.encode("utf-8", "surrogatepass")) > 200):

@@ -39,6 +39,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         condition,
         trimmed_fraction: 0.0,
         max_sectors_kb: None,
+        null_blk: None,
     }
 }
 

@@ -109,5 +109,6 @@ def test_every_host_preset_has_k2_costs_with_provenance():
     for path in sorted((REPO / "presets" / "hosts").glob("*.toml")):
         preset = presets.load_preset("host", path.stem)
         costs = preset.params["scheduler_costs"]
-        assert costs["k2"] == costs["mq-deadline"], path.stem  # the named assumption
         assert "scheduler_costs.k2" in preset.provenance, path.stem
+        if not preset.provenance["scheduler_costs.k2"].startswith("measured"):     # lab-tcg-2vcpu measures it
+            assert costs["k2"] == costs["mq-deadline"], path.stem  # the named assumption

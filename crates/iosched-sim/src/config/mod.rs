@@ -221,6 +221,10 @@ pub struct DeviceConfig {
     /// Largest request the block layer builds by merging (`max_sectors_kb`); None: 128 KiB.
     #[serde(default)]
     pub max_sectors_kb: Option<u32>,
+    /// The kernel's null_blk instead of the SSD model (`device/null_blk.rs`): the SSD fields above are then unused
+    /// but for the block layer's (capacity, block size, hardware queues, tags, max_sectors_kb).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_blk: Option<crate::device::NullBlkConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -34,6 +34,9 @@ impl Device {
             .stats
             .max_outstanding_commands
             .max(self.outstanding_commands as u64);
+        if let Some(null_blk) = self.config.null_blk.clone() {
+            return self.null_blk_submit(&null_blk, command, events); // no front end: device/null_blk.rs
+        }
         self.fetched_commands.push_back(command);
         self.feed_front_end(events);
     }

@@ -40,7 +40,10 @@ use crate::result::DeviceResult;
 
 mod controller;
 mod flash;
+mod null_blk;
 mod write_buffer;
+
+pub use null_blk::NullBlkConfig;
 
 use controller::FrontEndCore;
 use flash::{ReadTracking, Unit};

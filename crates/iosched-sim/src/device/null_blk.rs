@@ -1,0 +1,127 @@
+//! The kernel's null_blk (`drivers/block/null_blk/main.c`, Linux 6.12.117 as the lab runs it) in its request-based
+//! mode (`queue_mode=2`, blk-mq), instead of an SSD: a device whose service time is known exactly.
+//!
+//! In 6.12, `null_queue_rq` starts the request, handles it at once (`null_handle_cmd`: the data copy of a
+//! `memory_backed` device, else nothing) and ends it through `nullb_complete_cmd` by `irqmode`:
+//! - 0 (`NULL_IRQ_NONE`): `blk_mq_end_request` inside `queue_rq`, in the submitter's context;
+//! - 1 (`NULL_IRQ_SOFTIRQ`): `blk_mq_complete_request`, the completion raised as a softirq on the submitting CPU;
+//! - 2 (`NULL_IRQ_TIMER`): an hrtimer of `completion_nsec` started then, whose expiry ends the request.
+//!
+//! Nothing else limits it: no internal queue, no bandwidth (`mbps` = 0), every request in service at once; the only
+//! bound on requests in flight is the tag set's `hw_queue_depth` tags per hardware queue (`submit_queues`), which
+//! the block layer holds (`DeviceConfig::queue_depth`, `max_hw_queues`). So here a command completes a fixed time
+//! after it reached the driver: `completion_ns` under irqmode 2, 0 under irqmode 0 and 1 (their cost is CPU time,
+//! the host's per-I/O costs). Reads and writes, any size, alike.
+//!
+//! Simplification: the data copy of `memory_backed=1` (a memcpy per page on the submitting CPU, before the timer
+//! starts) is left to the host's per-I/O costs; the device time is the same with and without it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Command, Device};
+use crate::engine::{Event, EventQueue};
+
+/// null_blk's parameters that change when a command completes (the rest are the block layer's: tags, hardware
+/// queues, block size, capacity).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NullBlkConfig {
+    /// 0 none, 1 softirq, 2 timer.
+    pub irqmode: u32,
+    /// The timer's delay under irqmode 2 (null_blk's `completion_nsec`); unused otherwise.
+    pub completion_ns: u64,
+}
+
+impl NullBlkConfig {
+    /// How long after it reached the driver a command completes.
+    pub fn service_ns(&self) -> u64 {
+        if self.irqmode == 2 {
+            self.completion_ns
+        } else {
+            0
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.irqmode > 2 {
+            return Err(format!(
+                "null_blk.irqmode: expected 0 (none), 1 (softirq) or 2 (timer), got {}",
+                self.irqmode
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Device {
+    /// A command reached null_blk: it completes `service_ns` later, whatever else is in flight.
+    pub(super) fn null_blk_submit(&mut self, null_blk: &NullBlkConfig, command: Command, events: &mut EventQueue) {
+        if command.write {
+            self.stats.write_ios += 1;
+        } else {
+            self.stats.read_ios += 1;
+        }
+        events.schedule(
+            events.now_ns + null_blk.service_ns(),
+            Event::DeviceComplete {
+                device: self.index,
+                request: command.request,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Condition;
+    use crate::device::test_support::*;
+    use crate::testkit::small_device;
+
+    fn null_blk_device(irqmode: u32, completion_ns: u64) -> Device {
+        let mut config = small_device(Condition::Fresh);
+        config.null_blk = Some(NullBlkConfig {
+            irqmode,
+            completion_ns,
+        });
+        Device::new(config, 0, 1, 1)
+    }
+
+    #[test]
+    fn under_the_timer_every_command_completes_completion_ns_after_it_arrived() {
+        let mut device = null_blk_device(2, 500_000);
+        let mut events = EventQueue::new();
+        // Eight at once (QD 8), then one 100 us later: no queueing inside, reads and writes alike.
+        submit_writes(&mut device, &mut events, 4);
+        for request in 4..8 {
+            device.submit(0, read(request, request as u64 * 4096), &mut events);
+        }
+        events.now_ns = 100_000;
+        device.submit(0, read(8, 0), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 9);
+        assert!(done[..8].iter().all(|&(at, _)| at == 500_000), "{done:?}");
+        assert_eq!(done[8], (600_000, 8));
+        assert_eq!((device.stats.read_ios, device.stats.write_ios), (5, 4));
+        assert_eq!(device.stats.max_outstanding_commands, 9);
+    }
+
+    #[test]
+    fn without_the_timer_a_command_completes_at_once() {
+        for irqmode in [0, 1] {
+            let mut device = null_blk_device(irqmode, 500_000);
+            let mut events = EventQueue::new();
+            device.submit(0, read(1, 0), &mut events);
+            assert_eq!(run_until_idle(&mut device, &mut events), vec![(0, 1)]);
+        }
+    }
+
+    #[test]
+    fn an_unknown_irqmode_is_refused() {
+        let config = NullBlkConfig {
+            irqmode: 3,
+            completion_ns: 1,
+        };
+        assert!(config.validate().unwrap_err().starts_with("null_blk.irqmode: expected 0"));
+    }
+}

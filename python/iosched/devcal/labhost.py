@@ -1,0 +1,109 @@
+"""The host preset of the VM lab's guest (`iosched vm host-preset RESULTS --out FILE`): per-I/O CPU costs from fio's
+usr+sys time per I/O measured in the lab on a null_blk with no device time (irqmode=0: the request ends inside
+queue_rq), by the specs experiments/validation/lab-host-engines.toml (each ioengine under none) and
+lab-host-schedulers.toml (libaio under each scheduler).  What the lab cannot separate is taken from a base host
+preset, scaled by the measured libaio cost against the base's (a named assumption each)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ..errors import SpecError
+from ..presets import ENGINES, load_preset
+from .presetfiles import write_preset
+
+ENGINES_EXPERIMENT = "lab-host-engines"
+SCHEDULERS_EXPERIMENT = "lab-host-schedulers"
+BASE = "xeon-silver-4210r-10c"
+MIN_SCHEDULER_NS = 100      # a scheduler whose measured extra cost is below the noise still runs its hooks
+
+
+def cpu_per_io(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+    """{(experiment, scheduler, ioengine point): [(CPU ns per I/O, usr share), one per run]} from result rows."""
+    out: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for r in rows:
+        ios = (r["read_ios"] or 0) + (r["write_ios"] or 0)
+        cpu = (r["usr_cpu"] or 0) + (r["sys_cpu"] or 0)
+        if not ios or cpu <= 0:
+            continue
+        point = r.get("sweep_point") or ""
+        out.setdefault((r["experiment"], r["scheduler"], point), []).append(
+            (cpu / 100.0 * r["window_ns"] / ios, (r["usr_cpu"] or 0) / cpu))
+    return out
+
+
+def lab_host_params(rows: list[dict[str, Any]], cores: int, source: str) -> tuple[dict, dict[str, str], dict]:
+    """(params, provenance, the measured figures) of the lab's host preset from the calibration runs' rows."""
+    base = load_preset("host", BASE)
+    measured = cpu_per_io(rows)
+
+    def runs_of(experiment: str, scheduler: str, engine: str | None = None) -> list[tuple[float, float]]:
+        found = [v for (e, s, p), vs in measured.items() for v in vs
+                 if e == experiment and s == scheduler and (engine is None or engine in p)]
+        if not found:
+            raise SpecError(source, None, f"no {experiment} run for {scheduler}" + (f" with {engine}" if engine else "")
+                            + ": run the spec first (see docs/validation.md)")
+        return found
+
+    params: dict[str, Any] = {"cores": cores}
+    prov: dict[str, str] = {"cores": "the lab guest's vCPUs (--vm cpus, default 2)"}
+    figures: dict[str, Any] = {}
+    for engine in ENGINES:
+        runs = runs_of(ENGINES_EXPERIMENT, "none", engine)
+        ns = statistics.median(v for v, _ in runs)
+        usr = statistics.median(u for _, u in runs)
+        b = base.params[engine]
+        share = b["submit_ns"] / (b["submit_ns"] + b["complete_ns"])
+        params[engine] = {"submit_ns": int(round(ns * share)), "complete_ns": int(round(ns * (1 - share))),
+                          "usr_fraction": round(usr, 3), "sleep_wake_ns": 0}
+        figures[engine] = {"ns_per_io": [round(v) for v, _ in runs], "median_ns": round(ns), "usr_share": round(usr, 3)}
+        prov[f"{engine}.submit_ns"] = (f"measured: fio usr+sys per I/O, {engine} QD 1 4 KiB randread on null_blk "
+                                       f"irqmode=0 in the lab (median of {[round(v) for v, _ in runs]} ns), split "
+                                       f"submit:complete as {BASE}'s ({share:.2f})")
+        prov[f"{engine}.complete_ns"] = f"measured: as {engine}.submit_ns"
+        prov[f"{engine}.usr_fraction"] = f"measured: fio's usr share of usr+sys in the same runs"
+    factor = (params["libaio"]["submit_ns"] + params["libaio"]["complete_ns"]) / \
+        (base.params["libaio"]["submit_ns"] + base.params["libaio"]["complete_ns"])
+    figures["factor_vs_base"] = round(factor, 2)
+    scaled = f"named assumption: {BASE}'s value x {factor:.1f} (the measured libaio cost against {BASE}'s: TCG " \
+             "emulates every instruction, so every kernel path is slower by about the same factor)"
+    for engine in ENGINES:
+        params[engine]["sleep_wake_ns"] = int(round(base.params[engine]["sleep_wake_ns"] * factor))
+        prov[f"{engine}.sleep_wake_ns"] = scaled + " (QD 1 on irqmode=0 never sleeps, so the lab runs do not pin it)"
+    for key in ("context_switch_ns", "lock_handoff_ns"):
+        params[key] = int(round(base.params[key] * factor))
+        prov[key] = scaled
+    none_ns = statistics.median(v for v, _ in runs_of(SCHEDULERS_EXPERIMENT, "none"))
+    costs: dict[str, dict[str, int]] = {}
+    for sched, b in base.params["scheduler_costs"].items():
+        runs = runs_of(SCHEDULERS_EXPERIMENT, sched)
+        extra = statistics.median(v for v, _ in runs) - none_ns
+        total_b = b["insert_ns"] + b["dispatch_ns"] + b["complete_ns"]
+        used = max(extra, MIN_SCHEDULER_NS)
+        costs[sched] = {k: int(round(used * b[k] / total_b)) for k in ("insert_ns", "dispatch_ns", "complete_ns")}
+        figures[sched] = {"ns_per_io": [round(v) for v, _ in runs], "extra_ns": round(extra)}
+        prov[f"scheduler_costs.{sched}"] = (
+            f"measured: fio usr+sys per I/O under {sched} minus under none (libaio QD 1 on null_blk irqmode=0 in the "
+            f"lab: {[round(v) for v, _ in runs]} vs none's median {round(none_ns)} ns = {round(extra)} ns"
+            + (f", below the runs' noise: floored at {MIN_SCHEDULER_NS} ns" if extra < MIN_SCHEDULER_NS else "")
+            + f"), split insert:dispatch:complete as {BASE}'s")
+    params["scheduler_costs"] = costs
+    figures["none_ns_per_io"] = round(none_ns)
+    return params, prov, figures
+
+
+def write_lab_host(results: Path, out: Path, cores: int = 2) -> dict:
+    parquet = results / "results.parquet"
+    if not parquet.is_file():
+        raise SpecError(str(results), None, "no results.parquet: run the lab-host specs into it first")
+    rows = [r for r in pq.read_table(parquet).to_pylist() if r["backend"] == "vm"]
+    params, prov, figures = lab_host_params(rows, cores, str(results))
+    lib = params["libaio"]
+    write_preset(out, "host", "The VM lab's guest: QEMU TCG, 2 vCPUs, Linux 6.12.117 (costs measured in the lab)",
+                 {"libaio per I/O": f"{(lib['submit_ns'] + lib['complete_ns']) / 1e3:.1f} us (TCG: about "
+                                    f"{figures['factor_vs_base']:.0f}x the Xeon preset's)"}, params, prov)
+    return figures
