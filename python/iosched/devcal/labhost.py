@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .. import kernel_version
 from ..errors import SpecError
 from ..presets import ENGINES, load_preset
 from .presetfiles import write_preset
@@ -51,6 +52,10 @@ def lab_host_params(rows: list[dict[str, Any]], cores: int, source: str) -> tupl
 
     params: dict[str, Any] = {"cores": cores}
     prov: dict[str, str] = {"cores": "the lab guest's vCPUs (--vm cpus, default 2)"}
+    kernels = sorted({k for k in (kernel_version.from_release(r.get("kernel") or "") for r in rows) if k})
+    if len(kernels) == 1:        # the runs' own kernel (uname -r in the guest), as iosched calibrate records it
+        params["kernel"] = kernels[0]
+        prov["kernel"] = f"the lab guest's kernel during the calibration runs ({source})"
     figures: dict[str, Any] = {}
     for engine in ENGINES:
         runs = runs_of(ENGINES_EXPERIMENT, "none", engine)

@@ -91,11 +91,12 @@ def test_scheduler_costs_for_a_scheduler_without_an_elevator_are_refused(tmp_pat
 
 
 def test_every_host_preset_names_the_kernel_its_paper_ran():
-    """The kernel key of each host preset, as its seed's paper states it (seed 003 ran on seed 000's machine)."""
+    """The kernel key of each host preset, as its seed's paper states it (seed 003 ran on seed 000's machine), and
+    the VM lab's own kernel for its guest."""
     root = REPO / "presets"
     kernels = {p.name: p.params["kernel"] for p in presets.list_presets(root) if p.kind == "host"}
     assert kernels == {"xeon-silver-4210r-10c": "6.3", "i5-4590-4c": "4.15", "2x-e5-2620-16c": "5.2",
-                       "i7-3517u-4c": "4.19"}
+                       "i7-3517u-4c": "4.19", "lab-tcg-2vcpu": "6.12"}
 
 
 def test_a_host_preset_without_a_kernel_or_with_a_bad_one_is_refused(tmp_path):
