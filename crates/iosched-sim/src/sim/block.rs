@@ -89,15 +89,14 @@ impl Simulation<'_> {
         let (device, hctx) = (self.slots[io as usize].device, rq.hctx);
         let queue = &mut self.queues[device as usize];
         if let Some(into) = queue.elevator.bio_merge(&rq, queue.max_sectors) {
-            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along.
-            // Known bug, kept while this code moves so that results stay identical: a punted io_uring bio merged
-            // here does not hand its io-wq worker to the next punted bio (`next_punted_bio`), which can strand
-            // them (the run then fails its conservation check, or never ends while a scheduler timer ticks).
+            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along. A punted
+            // io_uring bio's io-wq worker is free again, as after an insert.
             let chain_tail = self.slots[io as usize].tail;
             self.link(into, io);
             if chain_tail != NO_IO {
                 self.slots[into as usize].tail = chain_tail;
             }
+            self.next_punted_bio(io, now);
             self.accepted(io, now);
             return;
         }
