@@ -70,13 +70,18 @@ impl Simulation<'_> {
         let (start, _) = self.host.run(core, process, now, 0, account);
         match self.queues[device as usize].lock_for(hctx) {
             Some(lock) if acquisitions > 0 => {
-                let booking = lock.acquire(core, start, cost_ns, acquisitions);
-                self.host.extend_for_lock(
+                let booking = lock.acquire(core, process, now, start, cost_ns, acquisitions);
+                let end = self.host.extend_for_lock(
                     core,
                     booking.spin_ns + booking.handoff_ns,
                     cost_ns,
                     account,
-                )
+                );
+                for d in &lock.displaced {
+                    let account = &mut self.processes[d.owner as usize].stats.cpu;
+                    self.host.delay_for_lock(d.core, d.delay_ns, account);
+                }
+                end
             }
             _ => self.host.run(core, process, start, cost_ns, account).1,
         }
