@@ -579,7 +579,8 @@ impl Elevator for Kyber {
     /// all three on the hctx lock, which with one hardware queue per CPU is the same contention.
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
-            submit: 3,
+            submit: 2,
+            dispatch: 1,
             complete: 0,
         }
     }

@@ -94,10 +94,15 @@ pub enum Locking {
     Device,
 }
 
-/// Lock acquisitions per request, by path (see [`Elevator::lock_acquisitions`]).
+/// Lock acquisitions by path (see [`Elevator::lock_acquisitions`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LockAcquisitions {
+    /// Per bio entering the elevator: the bio merge attempt and the insert.
     pub submit: u32,
+    /// Per call of the elevator's dispatch in a hardware-queue run, whether it returns a request or not (with a
+    /// `has_work` that takes the lock, if the policy's does).
+    pub dispatch: u32,
+    /// Per completed request.
     pub complete: u32,
 }
 
@@ -108,6 +113,7 @@ pub struct LockAcquisitions {
 /// again in `scsi_run_queue`.
 pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
     submit: 2,
+    dispatch: 0, // dispatch is part of the unplug's acquisition (the second on submission)
     complete: 2,
 };
 
@@ -217,9 +223,10 @@ pub trait Elevator: Send {
         true
     }
 
-    /// How many times the kernel's hooks take the lock of [`Elevator::locking`] per request: on the submission
-    /// path (bio merge attempt, insert, dispatch) and on the completion path. Under contention each acquisition
-    /// is a separate hand-off of the lock and the data it protects between cores.
+    /// How many times the kernel's hooks take the lock of [`Elevator::locking`]: per bio on the submission path
+    /// (bio merge attempt, insert), per dispatch call of a hardware-queue run (in whatever context runs the queue)
+    /// and per request on the completion path. Under contention each acquisition is a separate hand-off of the lock
+    /// and the data it protects between cores.
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions::default()
     }

@@ -3,7 +3,7 @@
 
 use crate::config::{
     Condition, DeviceConfig, EngineCost, HostConfig, Interface, IoEngine, JobConfig,
-    PageCacheConfig, Rw, SchedulerConfig, SchedulerCost, SimConfig,
+    PageCacheConfig, Rw, SchedulerConfig, SchedulerCost, SchedulerDispatch, SimConfig,
 };
 
 /// A 1 GiB NVMe SSD of 2 channels x 2 units, with a 1 MiB write buffer and 1 us per command.
@@ -73,6 +73,7 @@ pub fn host(cores: u32) -> HostConfig {
             dirty_ratio: 20,
             read_ahead_kb: 128,
         }),
+        scheduler_dispatch: SchedulerDispatch::Inline,
     }
 }
 

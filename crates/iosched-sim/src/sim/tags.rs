@@ -3,7 +3,9 @@
 
 use iosched_policy::{BlockLayer, Op};
 
+use super::block::QueueRunner;
 use super::{BioKind, Simulation};
+use crate::config::SchedulerDispatch;
 use crate::engine::Event;
 
 /// Who waits for a request (a tag) when a bio finds none: the submitting thread, or io_uring's workers.
@@ -54,7 +56,18 @@ impl Simulation<'_> {
         self.queues[device as usize].elevator.insert(rq, now);
         self.accepted(io, now);
         self.tag_obtained(io, now);
-        self.run_hw_queue(device, hctx, now);
+        // The woken thread inserted in its own context; it runs the queue itself unless kblockd does.
+        let runner = match self.costs.dispatch_context {
+            SchedulerDispatch::Kblockd => QueueRunner::Kblockd,
+            SchedulerDispatch::Inline => QueueRunner::Thread {
+                core: self.processes[self.slots[io as usize].process as usize]
+                    .state
+                    .core,
+                process: self.slots[io as usize].process,
+                booked_until_ns: 0,
+            },
+        };
+        self.run_hw_queue(device, hctx, now, runner);
         self.arm_timer(device, now);
     }
 
