@@ -88,3 +88,17 @@ def test_scheduler_costs_for_a_scheduler_without_an_elevator_are_refused(tmp_pat
     assert str(e.value) == (f"{f}: params.scheduler_costs.none: none has no elevator and runs no scheduler hooks, "
                             "so it costs nothing: remove the entry")
 
+
+
+def test_scheduler_dispatch_is_inline_or_kblockd(tmp_path):
+    """host.scheduler_dispatch: optional (the simulator's default is "inline"); any other value is one clear line."""
+    f = _copy(tmp_path)
+    text = f.read_text()
+    good = text.replace("cores = 10\n", 'cores = 10\nscheduler_dispatch = "kblockd"\n', 1) + \
+        'scheduler_dispatch = "fixture"\n'
+    f.write_text(good)
+    assert presets.load_preset_file(f, "host").params["scheduler_dispatch"] == "kblockd"
+    f.write_text(good.replace('scheduler_dispatch = "kblockd"', 'scheduler_dispatch = "sync"'))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == f'{f}: params.scheduler_dispatch: expected "inline" or "kblockd", got \'sync\''
