@@ -117,6 +117,12 @@ pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
     complete: 2,
 };
 
+/// One acquisition of one of the policy's inner locks (see [`Elevator::inner_locks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InnerLockUse {
+    pub lock: u32,
+}
+
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterCompletion {
@@ -263,6 +269,16 @@ pub trait Elevator: Send {
     /// last call, appended to `into` in the order the kernel's wake-up callbacks run them. The caller runs each, as
     /// the callback does (`blk_mq_run_hw_queue`). A completion can wake some; call this after [`Elevator::completed`].
     fn take_woken_hctxs(&mut self, _into: &mut Vec<u32>) {}
+
+    /// How many locks of its own the policy's hooks take besides the lock of [`Elevator::locking`], device-wide
+    /// (Kyber: the spinlocks of its token pools' wait queues). Numbered from 0.
+    fn inner_locks(&self) -> u32 {
+        0
+    }
+
+    /// The inner locks the hooks took since the last call, in order, appended to `into`. The caller books each
+    /// on the core that ran the hook (call this after [`Elevator::dispatch`] and [`Elevator::completed`]).
+    fn take_inner_lock_uses(&mut self, _into: &mut Vec<InnerLockUse>) {}
 
     /// When the policy next wants `timer` called, if ever.
     fn next_timer_ns(&self) -> Option<u64> {

@@ -149,6 +149,51 @@ impl Simulation<'_> {
         }
     }
 
+    /// Book the elevator's inner-lock acquisitions made by the hook that just ran (Kyber's token wait queues) on
+    /// `core` for `owner`, from `at_ns`: each is a spinlock taken and released at once, so what it costs is the
+    /// waiting for its holder and, when it last ran on another core, moving it here (`lock_handoff_ns`): the lock
+    /// time of the wait-queue functions a profile shows. Returns when the core is free again (`at_ns` if none).
+    fn book_inner_locks(
+        &mut self,
+        device: u32,
+        core: u32,
+        owner: u32,
+        now: u64,
+        at_ns: u64,
+    ) -> u64 {
+        let mut uses = std::mem::take(&mut self.inner_lock_uses);
+        self.queues[device as usize]
+            .elevator
+            .take_inner_lock_uses(&mut uses);
+        let mut end = at_ns;
+        for u in uses.drain(..) {
+            let account = match owner {
+                KWORKER => &mut self.kworker_cpu,
+                process => &mut self.processes[process as usize].stats.cpu,
+            };
+            let (start, _) = self.host.run(core, owner, end, 0, account);
+            let lock = &mut self.queues[device as usize].inner_locks[u.lock as usize];
+            let booking = lock.acquire(core, owner, now, start, 0, 1);
+            end = self
+                .host
+                .extend_for_lock(core, booking.spin_ns + booking.handoff_ns, 0, account);
+            for d in &lock.displaced {
+                let account = match d.owner {
+                    KWORKER => &mut self.kworker_cpu,
+                    process => &mut self.processes[process as usize].stats.cpu,
+                };
+                self.host.delay_for_lock(d.core, d.delay_ns, account);
+            }
+        }
+        self.inner_lock_uses = uses;
+        end
+    }
+
+    /// Whether the elevator has inner locks (a cheap test before asking it for their uses).
+    fn inner_lock_uses_pending(&self, device: u32) -> bool {
+        !self.queues[device as usize].inner_locks.is_empty()
+    }
+
     /// Who runs the hardware queue after bio `io` was inserted: its submitter on its core (with the first dispatch
     /// call booked already if `block_submit` booked it), or a kblockd worker (host `scheduler_dispatch`).
     fn runner_after_insert(&mut self, io: u32) -> QueueRunner {
@@ -243,6 +288,15 @@ impl Simulation<'_> {
                 return at;
             }
             let rq = queue.elevator.dispatch(hctx, now);
+            if !self.inner_lock_uses_pending(device) {
+                // nothing to book
+            } else if started {
+                at = self.book_inner_locks(device, core, owner, now, at);
+            } else {
+                // A kblockd worker's call that dispatched nothing (no token): on the queue's CPU, no switch booked.
+                let cpu = hctx % self.config.host.cores;
+                self.book_inner_locks(device, cpu, KWORKER, now, now);
+            }
             if cost > 0 && (started || rq.is_some()) {
                 if !started {
                     // A kblockd worker is woken on the queue's CPU: a switch to it there.
@@ -361,6 +415,9 @@ impl Simulation<'_> {
         let queue = &mut self.queues[device as usize];
         queue.release_tags(rq.hctx, dispatch_hctx, rq.op == Op::Read || rq.sync);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
+        if self.inner_lock_uses_pending(device) {
+            self.book_inner_locks(device, core, process, now, now); // the wake-up, in the completion's interrupt
+        }
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
         let sleeping = self.host.idle_at(core, now);
         let mut path_start = now;

@@ -86,6 +86,7 @@ impl<'c> Simulation<'c> {
             woken_bios: Vec::new(),
             kworker_cpu: CpuAccount::default(),
             kblockd_runs: queues_runs,
+            inner_lock_uses: Vec::new(),
             end_ns,
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],

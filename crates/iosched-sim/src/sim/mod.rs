@@ -150,6 +150,8 @@ pub struct Simulation<'c> {
     kworker_cpu: CpuAccount,
     /// Per device and hardware queue: kblockd runs so far, for the CPU the next one runs on.
     kblockd_runs: Vec<Vec<u32>>,
+    /// Scratch: the elevator's inner-lock acquisitions to book.
+    inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
