@@ -12,7 +12,7 @@ import pytest
 from iosched.papers import seed001 as s
 
 
-SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.3, 0.2), "read": (0.8, 0.8),
+SHORT = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (0.4, 0.3), "read": (0.8, 0.8),
          "write": (0.8, 0.8), "trace": (0.3, 0.2)}
 
 
