@@ -27,8 +27,10 @@ DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs",
-               "page_cache", "kernel")
-HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs", "page_cache")
+               "page_cache", "kernel", "scheduler_dispatch")
+HOST_OPTIONAL = ("lock_handoff_ns", "scheduler_costs", "page_cache", "scheduler_dispatch")
+# HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
+SCHEDULER_DISPATCH = ("inline", "kblockd")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
 # PageCacheConfig in config.rs: the page cache buffered jobs (direct=0) need.
 PAGE_CACHE_FIELDS = ("capacity_bytes", "copy_bytes_per_s", "dirty_background_ratio", "dirty_ratio", "read_ahead_kb")
@@ -145,6 +147,9 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                         raise SpecError(file, f"params.{k}.{ck}", f"expected a percentage 0..100, got {v[ck]!r}")
             elif k == "kernel":
                 kernel_version.check(v, file=file, key="params.kernel")
+            elif k == "scheduler_dispatch":
+                if v not in SCHEDULER_DISPATCH:
+                    raise SpecError(file, f"params.{k}", f'expected "inline" or "kblockd", got {v!r}')
             elif k == "scheduler_costs":
                 if not isinstance(v, dict):
                     raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")

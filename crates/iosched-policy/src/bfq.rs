@@ -1520,11 +1520,12 @@ impl Elevator for Bfq {
         Locking::Device
     }
 
-    /// bfq_bio_merge, bfq_insert_requests and bfq_dispatch_request take bfqd->lock on submission;
-    /// bfq_finish_requeue_request takes it again on completion.
+    /// bfq_bio_merge and bfq_insert_requests take bfqd->lock on submission, bfq_dispatch_request on every call
+    /// (also one that finds nothing to dispatch); bfq_finish_requeue_request takes it again on completion.
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
-            submit: 3,
+            submit: 2,
+            dispatch: 1,
             complete: 1,
         }
     }

@@ -56,9 +56,9 @@
 //!   before asking the elevator, and the device accepts every command. So `inflight` needs no requeue path and is
 //!   exact: each request is counted once at dispatch and released once at completion.
 //! - **Lock acquisitions** ([`Elevator::lock_acquisitions`]): the module takes its lock in `insert_requests`,
-//!   `has_work`, `dispatch_request` and `completed_request`. Per request that is counted as 4 on submission
-//!   (insert; `has_work` and `dispatch` for the request; the `has_work` that ends blk-mq's dispatch loop) and 1 on
-//!   completion. Not counted: blk-mq's extra `has_work` probes (the pending check before a queue run, and one per
+//!   `has_work`, `dispatch_request` and `completed_request`. Per bio that is counted as 2 on submission (insert;
+//!   the `has_work` that ends the dispatch loop of the queue run that follows), 2 per dispatch call (`has_work` and
+//!   `dispatch`) wherever the queue runs, and 1 on completion. Not counted: blk-mq's extra `has_work` probes (the pending check before a queue run, and one per
 //!   hardware queue when a completion at the bound re-runs them all), so under contention this undercounts.
 
 use std::collections::VecDeque;
@@ -148,10 +148,12 @@ impl Elevator for K2 {
         Locking::Device
     }
 
-    /// insert, has_work + dispatch, the loop-ending has_work; completed_request (see the module doc).
+    /// insert and the has_work that ends the queue run after it; has_work + dispatch per dispatch call;
+    /// completed_request (see the module doc).
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
-            submit: 4,
+            submit: 2,
+            dispatch: 2,
             complete: 1,
         }
     }

@@ -81,8 +81,9 @@
 //!   queue's CPUs), so queues woken together run in parallel and race for the freed tokens; the simulator runs
 //!   them one after the other, synchronously, in callback order, before anything else runs a queue on that
 //!   completion. The kernel's second attempt right after queueing the wait cannot succeed in this serialized model
-//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg) and the wait queues' own spinlocks
-//!   (taken to add, remove and wake entries), which cost no CPU time here.
+//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg). The wait queues' own spinlocks are
+//!   reported ([`Elevator::take_inner_lock_uses`]): one acquisition to add a hardware queue's entry, one to take it
+//!   off after a token was found, one per wake-up (`wake_up_nr` holds it while it calls the entries).
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
 //! * **Async depth** (`limit_depth`, per the run's kernel version): 75 % (KYBER_ASYNC_PERCENT) of each sbitmap word
@@ -110,8 +111,8 @@ use std::collections::VecDeque;
 
 use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
-    merge_into_recent, AfterCompletion, Elevator, LockAcquisitions, Locking, Op, Request,
-    TunableError,
+    merge_into_recent, AfterCompletion, Elevator, InnerLockUse, LockAcquisitions, Locking, Op,
+    Request, TunableError,
 };
 
 /// Share of the scheduler tags async requests may hold (KYBER_ASYNC_PERCENT).
@@ -309,20 +310,20 @@ impl TokenPool {
     /// `wake_index` on; the wait queue whose count runs out is woken whole (its entries are not exclusive, so
     /// `wake_up_nr` calls every one of them) and `wake_index` moves past it. The woken hardware queues are
     /// appended to `woken` in call order.
-    fn token_freed(&mut self, woken: &mut Vec<u32>) {
-        let Some(ws) = (0..WAIT_QUEUES)
+    /// Returns the wait queue woken, if any (`wake_up_nr` takes its spinlock while it calls the entries).
+    fn token_freed(&mut self, woken: &mut Vec<u32>) -> Option<usize> {
+        let ws = (0..WAIT_QUEUES)
             .map(|i| (self.wake_index + i) % WAIT_QUEUES)
-            .find(|&ws| !self.waits[ws].is_empty())
-        else {
-            return;
-        };
+            .find(|&ws| !self.waits[ws].is_empty())?;
         self.wake_index = ws;
         self.wait_cnt[ws] = self.wait_cnt[ws].saturating_sub(1);
         if self.wait_cnt[ws] == 0 {
             self.wait_cnt[ws] = self.wake_batch;
             self.wake_index = (ws + 1) % WAIT_QUEUES;
             woken.extend(self.waits[ws].drain(..));
+            return Some(ws);
         }
+        None
     }
 
     /// sbitmap_queue_resize: a new depth may change the wake batch; if it does, every wait queue's count is set to
@@ -334,6 +335,13 @@ impl TokenPool {
             self.wake_batch = batch;
             self.wait_cnt = [1; WAIT_QUEUES];
         }
+    }
+}
+
+/// The inner lock of wait queue `ws` of `domain`'s token pool (each `sbq_wait_state` has its own spinlock).
+fn wait_queue_lock(domain: usize, ws: usize) -> InnerLockUse {
+    InnerLockUse {
+        lock: (domain * WAIT_QUEUES + ws) as u32,
     }
 }
 
@@ -358,6 +366,8 @@ pub struct Kyber {
     /// Hardware queues woken by freed tokens and not yet handed to the caller, in wake order.
     woken: Vec<u32>,
     kernel: KernelVersion,
+    /// Wait-queue spinlocks taken since the caller last asked, in order.
+    inner_lock_uses: Vec<InnerLockUse>,
 }
 
 impl Kyber {
@@ -374,6 +384,7 @@ impl Kyber {
             timer_at: None,
             woken: Vec::new(),
             kernel: KernelVersion::NEWEST,
+            inner_lock_uses: Vec::new(),
         }
     }
 
@@ -428,6 +439,8 @@ impl Kyber {
     /// Take a token of `domain` for hardware queue `hctx` (kyber_get_domain_token). Without one, the queue's wait
     /// entry goes to the head of the pool's wait queue its `wait_index` names, unless it is on one already; with
     /// one, an entry still queued is taken off.
+    /// Adding the entry (`add_wait_queue`) and taking it off (`list_del_init`) each take that wait queue's spinlock
+    /// (recorded for [`Elevator::take_inner_lock_uses`]).
     fn get_token(&mut self, hctx: usize, domain: usize) -> bool {
         let pool = &mut self.tokens[domain];
         let queue = &mut self.hctxs[hctx];
@@ -435,6 +448,7 @@ impl Kyber {
             pool.in_use += 1;
             if let Some(ws) = queue.wait_queue[domain].take() {
                 pool.waits[ws].retain(|&h| h as usize != hctx);
+                self.inner_lock_uses.push(wait_queue_lock(domain, ws));
             }
             true
         } else {
@@ -443,6 +457,7 @@ impl Kyber {
                 queue.wait_index[domain] = (ws + 1) % WAIT_QUEUES;
                 queue.wait_queue[domain] = Some(ws);
                 pool.waits[ws].push_front(hctx as u32);
+                self.inner_lock_uses.push(wait_queue_lock(domain, ws));
             }
             false
         }
@@ -595,7 +610,8 @@ impl Elevator for Kyber {
     /// all three on the hctx lock, which with one hardware queue per CPU is the same contention.
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
-            submit: 3,
+            submit: 2,
+            dispatch: 1,
             complete: 0,
         }
     }
@@ -656,7 +672,9 @@ impl Elevator for Kyber {
         );
         pool.in_use = pool.in_use.saturating_sub(1);
         let first_woken = self.woken.len();
-        pool.token_freed(&mut self.woken);
+        if let Some(ws) = pool.token_freed(&mut self.woken) {
+            self.inner_lock_uses.push(wait_queue_lock(domain, ws));
+        }
         // kyber_domain_wake takes each woken queue's entry off its wait queue and runs the queue.
         for &hctx in &self.woken[first_woken..] {
             self.hctxs[hctx as usize].wait_queue[domain] = None;
@@ -666,6 +684,15 @@ impl Elevator for Kyber {
 
     fn take_woken_hctxs(&mut self, into: &mut Vec<u32>) {
         into.append(&mut self.woken);
+    }
+
+    /// The spinlocks of the token pools' wait queues: one per `sbq_wait_state`, 8 per domain.
+    fn inner_locks(&self) -> u32 {
+        (NR_DOMAINS * WAIT_QUEUES) as u32
+    }
+
+    fn take_inner_lock_uses(&mut self, into: &mut Vec<InnerLockUse>) {
+        into.append(&mut self.inner_lock_uses);
     }
 
     fn next_timer_ns(&self) -> Option<u64> {
@@ -1152,6 +1179,46 @@ mod tests {
         k.completed(&held.pop().unwrap(), 0, 4 * MS);
         assert_eq!(woken(&mut k), [1]);
         assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+    }
+
+    fn inner_locks_taken(k: &mut Kyber) -> Vec<u32> {
+        let mut uses = Vec::new();
+        k.take_inner_lock_uses(&mut uses);
+        uses.into_iter().map(|u| u.lock).collect()
+    }
+
+    /// Root cause 5 of issue 17: the token pools' wait-queue spinlocks. Worked example on OTHER (domain 3: its
+    /// wait queue w is inner lock 3 x 8 + w = 24 + w), 16 tokens, wake batch 16 / 8 = 2. With all 16 held,
+    /// queues 1 and 2 find no token: each adds its entry to wait queue 0 (lock 24, once each). A queue already
+    /// waiting that fails again takes no lock. The first freed token only counts; the second wakes wait queue 0
+    /// (lock 24, once: `wake_up_nr` holds it while it calls both entries, which take themselves off). Queues 1 and
+    /// 2 then take the two freed tokens with no entry left to remove: no lock. Queue 2's next request finds none
+    /// and adds its entry anew, on its next wait queue (1: lock 25).
+    #[test]
+    fn wait_queue_locks_are_taken_to_add_an_entry_and_to_wake_a_wait_queue() {
+        let mut k = Kyber::new(3);
+        let mut held = hold_all_other_tokens(&mut k);
+        assert!(inner_locks_taken(&mut k).is_empty(), "tokens were free");
+        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
+        k.insert(rq(17, Op::Flush, 2, 2, 0, 0), 0);
+        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), 0);
+        assert_eq!(k.dispatch(1, 0), None);
+        assert_eq!(k.dispatch(2, 0), None);
+        assert_eq!(k.dispatch(2, 0), None);
+        assert_eq!(inner_locks_taken(&mut k), [24, 24]);
+        k.completed(&held.pop().unwrap(), 0, MS);
+        assert!(
+            inner_locks_taken(&mut k).is_empty(),
+            "a freed token that only counts"
+        );
+        k.completed(&held.pop().unwrap(), 0, 2 * MS);
+        assert_eq!(woken(&mut k), [2, 1]);
+        assert_eq!(inner_locks_taken(&mut k), [24]);
+        assert!(k.dispatch(1, 2 * MS).is_some());
+        assert!(k.dispatch(2, 2 * MS).is_some());
+        assert_eq!(k.dispatch(2, 2 * MS), None);
+        assert_eq!(inner_locks_taken(&mut k), [25]);
+        assert_eq!(k.inner_locks(), 32);
     }
 
     #[test]

@@ -459,6 +459,15 @@ impl Elevator for KyberFairness {
         self.kyber.take_woken_hctxs(into)
     }
 
+    /// Kyber's token wait queues, whose spinlocks its dispatch and completion take.
+    fn inner_locks(&self) -> u32 {
+        self.kyber.inner_locks()
+    }
+
+    fn take_inner_lock_uses(&mut self, into: &mut Vec<crate::InnerLockUse>) {
+        self.kyber.take_inner_lock_uses(into)
+    }
+
     fn next_timer_ns(&self) -> Option<u64> {
         match (self.kyber.next_timer_ns(), self.refill_at_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),

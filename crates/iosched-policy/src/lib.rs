@@ -109,10 +109,15 @@ pub enum Locking {
     Device,
 }
 
-/// Lock acquisitions per request, by path (see [`Elevator::lock_acquisitions`]).
+/// Lock acquisitions by path (see [`Elevator::lock_acquisitions`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LockAcquisitions {
+    /// Per bio entering the elevator: the bio merge attempt and the insert.
     pub submit: u32,
+    /// Per call of the elevator's dispatch in a hardware-queue run, whether it returns a request or not (with a
+    /// `has_work` that takes the lock, if the policy's does).
+    pub dispatch: u32,
+    /// Per completed request.
     pub complete: u32,
 }
 
@@ -123,8 +128,15 @@ pub struct LockAcquisitions {
 /// again in `scsi_run_queue`.
 pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
     submit: 2,
+    dispatch: 0, // dispatch is part of the unplug's acquisition (the second on submission)
     complete: 2,
 };
+
+/// One acquisition of one of the policy's inner locks (see [`Elevator::inner_locks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InnerLockUse {
+    pub lock: u32,
+}
 
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,9 +245,10 @@ pub trait Elevator: Send {
         true
     }
 
-    /// How many times the kernel's hooks take the lock of [`Elevator::locking`] per request: on the submission
-    /// path (bio merge attempt, insert, dispatch) and on the completion path. Under contention each acquisition
-    /// is a separate hand-off of the lock and the data it protects between cores.
+    /// How many times the kernel's hooks take the lock of [`Elevator::locking`]: per bio on the submission path
+    /// (bio merge attempt, insert), per dispatch call of a hardware-queue run (in whatever context runs the queue)
+    /// and per request on the completion path. Under contention each acquisition is a separate hand-off of the lock
+    /// and the data it protects between cores.
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions::default()
     }
@@ -278,6 +291,16 @@ pub trait Elevator: Send {
     /// last call, appended to `into` in the order the kernel's wake-up callbacks run them. The caller runs each, as
     /// the callback does (`blk_mq_run_hw_queue`). A completion can wake some; call this after [`Elevator::completed`].
     fn take_woken_hctxs(&mut self, _into: &mut Vec<u32>) {}
+
+    /// How many locks of its own the policy's hooks take besides the lock of [`Elevator::locking`], device-wide
+    /// (Kyber: the spinlocks of its token pools' wait queues). Numbered from 0.
+    fn inner_locks(&self) -> u32 {
+        0
+    }
+
+    /// The inner locks the hooks took since the last call, in order, appended to `into`. The caller books each
+    /// on the core that ran the hook (call this after [`Elevator::dispatch`] and [`Elevator::completed`]).
+    fn take_inner_lock_uses(&mut self, _into: &mut Vec<InnerLockUse>) {}
 
     /// When the policy next wants `timer` called, if ever.
     fn next_timer_ns(&self) -> Option<u64> {

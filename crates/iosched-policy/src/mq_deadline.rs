@@ -324,11 +324,12 @@ impl Elevator for MqDeadline {
         Locking::Device
     }
 
-    /// dd_bio_merge, dd_insert_requests and dd_dispatch_request each take dd->lock; dd_finish_request only
-    /// updates atomic counters (Linux 6.3, non-zoned devices).
+    /// dd_bio_merge and dd_insert_requests take dd->lock on submission, dd_dispatch_request on every call (dd_has_work
+    /// does not); dd_finish_request only updates atomic counters (Linux 6.3, non-zoned devices).
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
-            submit: 3,
+            submit: 2,
+            dispatch: 1,
             complete: 0,
         }
     }

@@ -337,6 +337,8 @@ pub struct BlockQueue {
     /// The elevator's device-wide lock, or its per-hardware-queue locks (see `Elevator::locking`).
     pub device_lock: SpinLock,
     pub hctx_locks: Vec<SpinLock>,
+    /// The elevator's inner locks (`Elevator::inner_locks`: Kyber's token wait queues), device-wide.
+    pub inner_locks: Vec<SpinLock>,
     /// Largest request a merge may build, in sectors (max_sectors_kb).
     pub max_sectors: u32,
     /// When a scheduler timer event is already pending.
@@ -353,6 +355,7 @@ impl BlockQueue {
         kernel: KernelVersion,
     ) -> Self {
         let has_elevator = elevator.is_elevator();
+        let inner_locks = vec![SpinLock::default(); elevator.inner_locks() as usize];
         let request_tags = if has_elevator {
             nr_requests.unwrap_or(2 * queue_depth.min(128))
         } else {
@@ -388,6 +391,7 @@ impl BlockQueue {
             wake_batch,
             device_lock: SpinLock::default(),
             hctx_locks: vec![SpinLock::default(); nr_hw_queues as usize],
+            inner_locks,
             // 128 KiB: the kernel's default max_sectors_kb for many devices, and fio's largest bs in the seeds.
             max_sectors: 256,
             timer_pending_ns: None,
@@ -432,7 +436,7 @@ impl BlockQueue {
     /// Cost of moving the scheduler's lock between cores (the host's `lock_handoff_ns`).
     pub fn set_lock_handoff_ns(&mut self, handoff_ns: u64) {
         self.device_lock.handoff_ns = handoff_ns;
-        for lock in &mut self.hctx_locks {
+        for lock in self.hctx_locks.iter_mut().chain(&mut self.inner_locks) {
             lock.handoff_ns = handoff_ns;
         }
     }

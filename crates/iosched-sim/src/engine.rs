@@ -14,6 +14,9 @@ pub enum Event {
     BlockSubmit { io: u32 },
     /// The scheduler's lock was taken and its insert work is done: the bio enters the elevator.
     BlockInsert { io: u32 },
+    /// The dispatch call that took request `io` (headed by that bio) from the elevator released the scheduler's
+    /// lock: the request goes to the driver (with scheduler costs; without them it goes at once).
+    Dispatched { device: u32, io: u32 },
     /// A thread asleep waiting for a request for bio `io` was woken and now runs: it asks again (blk-mq).
     TagRetry { io: u32 },
     /// A controller core finished fetching and processing a command.

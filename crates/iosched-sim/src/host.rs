@@ -16,6 +16,8 @@
 //! submitting CPU, usually the previous one anyway), `recent_used_cpu`, SMT siblings and several cache domains,
 //! periodic and idle load balancing of queued work, and the scan limit of `select_idle_cpu`.
 
+use std::collections::VecDeque;
+
 pub struct Core {
     pub free_at_ns: u64,
     last_process: u32,
@@ -119,6 +121,19 @@ impl Host {
         c.free_at_ns
     }
 
+    /// Work booked on `core` from its lock section on ends `delay_ns` later: a request made earlier in time pushed
+    /// its lock holding back (`SpinLock::acquire`'s `displaced`). The delay is spent spinning.
+    pub fn delay_for_lock(&mut self, core: u32, delay_ns: u64, account: &mut CpuAccount) {
+        let window = (self.window_start_ns, self.window_end_ns);
+        let c = &mut self.cores[core as usize];
+        let start = c.free_at_ns;
+        c.free_at_ns += delay_ns;
+        let counted = overlap(start, c.free_at_ns, window.0, window.1);
+        c.busy_ns += counted;
+        c.lock_ns += counted;
+        account.cpu_ns += counted;
+    }
+
     /// Is the core idle at `at_ns` (a process waiting for I/O on it has gone to sleep)?
     #[inline]
     pub fn idle_at(&self, core: u32, at_ns: u64) -> bool {
@@ -206,17 +221,52 @@ impl ForkPlacement {
 /// caller had to spin, each of its `acquisitions` for this request is taken to be a separate hand-off (other
 /// cores got the lock in between); without contention only a change of core costs one.
 ///
-/// Acquisitions are booked in the order the simulation asks for them, which is time order because callers only
-/// acquire at the current event time.
+/// The lock is causal: it serves requests in the order of the times they are made (a queued spinlock's waiters
+/// queue in arrival order), not in the order the simulation books them. A core that is busy when its scheduler
+/// work becomes runnable books that work, and so its request for the lock, at the later time its core reaches it;
+/// meanwhile other cores ask for the lock at earlier times. So the lock keeps a calendar of its holdings that are
+/// not over yet, in request order. A request at `at_ns` goes after every holding requested at or before `at_ns`:
+/// it is granted when the last of them releases, or at once if the lock is free then, and never before it is made.
+/// Holdings booked earlier but requested later than `at_ns` come after it: each is granted anew when its
+/// predecessor releases, and any that ends later than booked is reported (`displaced`) so that the caller extends
+/// its holder's core by the delay (the waiting it did not know about when it was booked).
 #[derive(Debug, Clone)]
 pub struct SpinLock {
-    free_at_ns: u64,
-    last_core: u32,
+    /// Holdings not released by the latest `now_ns` seen, in request order (which is also grant order).
+    holdings: VecDeque<Holding>,
+    /// The holding released last among those dropped from `holdings`: its release and its core.
+    floor_release_ns: u64,
+    floor_core: u32,
+    latest_request_ns: u64,
     pub handoff_ns: u64,
     pub acquisitions: u64,
     pub contended: u64,
     pub spin_ns: u64,
     pub handoffs: u64,
+    /// Requests made at an earlier time than one booked before them, and the delay they caused to such holdings.
+    pub out_of_order: u64,
+    pub displaced_ns: u64,
+    /// Holdings the last `acquire` delayed (read and clear by the caller).
+    pub displaced: Vec<Displaced>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Holding {
+    request_ns: u64,
+    release_ns: u64,
+    core: u32,
+    owner: u32,
+    acquisitions: u32,
+    hold_ns: u64,
+}
+
+/// A holding that a request made earlier in time pushed back: its core (and the process it runs for) is busy
+/// `delay_ns` longer than booked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Displaced {
+    pub core: u32,
+    pub owner: u32,
+    pub delay_ns: u64,
 }
 
 impl Default for SpinLock {
@@ -236,47 +286,142 @@ pub struct LockBooking {
     pub release_ns: u64,
 }
 
+const NO_CORE: u32 = u32::MAX;
+
 impl SpinLock {
     pub fn new(handoff_ns: u64) -> Self {
         Self {
-            free_at_ns: 0,
-            last_core: u32::MAX,
+            holdings: VecDeque::new(),
+            floor_release_ns: 0,
+            floor_core: NO_CORE,
+            latest_request_ns: 0,
             handoff_ns,
             acquisitions: 0,
             contended: 0,
             spin_ns: 0,
             handoffs: 0,
+            out_of_order: 0,
+            displaced_ns: 0,
+            displaced: Vec::new(),
         }
     }
 
-    /// Take the lock `acquisitions` times back to back from `core` at `at_ns`, holding it `hold_ns` in all.
+    /// When a request made at `at_ns` by `core` after a holder (`previous_core`, releasing at
+    /// `previous_release_ns`) is granted, how many hand-offs it pays, and when it releases.
     #[inline]
-    pub fn acquire(
-        &mut self,
+    fn grant(
+        &self,
+        previous_core: u32,
+        previous_release_ns: u64,
         core: u32,
         at_ns: u64,
-        hold_ns: u64,
         acquisitions: u32,
-    ) -> LockBooking {
-        let spin = self.free_at_ns.saturating_sub(at_ns);
-        self.acquisitions += acquisitions as u64;
-        let handoffs = if spin > 0 {
-            self.contended += 1;
-            self.spin_ns += spin;
+        hold_ns: u64,
+    ) -> (u64, u64, u64) {
+        let granted = at_ns.max(previous_release_ns);
+        let handoffs = if granted > at_ns {
             acquisitions as u64
-        } else if self.last_core != core && self.last_core != u32::MAX {
+        } else if previous_core != core && previous_core != NO_CORE {
             1
         } else {
             0
         };
+        (
+            granted,
+            handoffs,
+            granted + handoffs * self.handoff_ns + hold_ns,
+        )
+    }
+
+    /// Take the lock `acquisitions` times back to back from `core` for `owner` (a process), holding it `hold_ns` in
+    /// all, asking at `at_ns` (no earlier than `now_ns`, the simulation's current time). Holdings this pushes back
+    /// are left in `displaced`.
+    #[inline]
+    pub fn acquire(
+        &mut self,
+        core: u32,
+        owner: u32,
+        now_ns: u64,
+        at_ns: u64,
+        hold_ns: u64,
+        acquisitions: u32,
+    ) -> LockBooking {
+        debug_assert!(at_ns >= now_ns);
+        self.displaced.clear();
+        // Holdings released by now can no longer be affected: a request is never made in the past.
+        while let Some(first) = self.holdings.front() {
+            if first.release_ns > now_ns {
+                break;
+            }
+            (self.floor_release_ns, self.floor_core) = (first.release_ns, first.core);
+            self.holdings.pop_front();
+        }
+        if at_ns < self.latest_request_ns {
+            self.out_of_order += 1;
+        }
+        self.latest_request_ns = self.latest_request_ns.max(at_ns);
+        let position = self.holdings.partition_point(|h| h.request_ns <= at_ns);
+        let (previous_core, previous_release) = match position {
+            0 => (self.floor_core, self.floor_release_ns),
+            _ => {
+                let p = &self.holdings[position - 1];
+                (p.core, p.release_ns)
+            }
+        };
+        let (granted, handoffs, release) = self.grant(
+            previous_core,
+            previous_release,
+            core,
+            at_ns,
+            acquisitions,
+            hold_ns,
+        );
+        let spin = granted - at_ns;
+        self.acquisitions += acquisitions as u64;
+        self.contended += (spin > 0) as u64;
+        self.spin_ns += spin;
         self.handoffs += handoffs;
-        self.last_core = core;
-        let handoff_ns = handoffs * self.handoff_ns;
-        self.free_at_ns = at_ns + spin + handoff_ns + hold_ns;
+        self.holdings.insert(
+            position,
+            Holding {
+                request_ns: at_ns,
+                release_ns: release,
+                core,
+                owner,
+                acquisitions,
+                hold_ns,
+            },
+        );
+        // Those requested later but booked earlier come after this one now.
+        let (mut previous_core, mut previous_release) = (core, release);
+        for i in position + 1..self.holdings.len() {
+            let h = self.holdings[i];
+            let (_, _, new_release) = self.grant(
+                previous_core,
+                previous_release,
+                h.core,
+                h.request_ns,
+                h.acquisitions,
+                h.hold_ns,
+            );
+            if new_release <= h.release_ns {
+                break; // granted no later than booked: it and those after it stand
+            }
+            let delay_ns = new_release - h.release_ns;
+            self.holdings[i].release_ns = new_release;
+            self.spin_ns += delay_ns;
+            self.displaced_ns += delay_ns;
+            self.displaced.push(Displaced {
+                core: h.core,
+                owner: h.owner,
+                delay_ns,
+            });
+            (previous_core, previous_release) = (h.core, new_release);
+        }
         LockBooking {
             spin_ns: spin,
-            handoff_ns,
-            release_ns: self.free_at_ns,
+            handoff_ns: handoffs * self.handoff_ns,
+            release_ns: release,
         }
     }
 }
@@ -319,7 +464,7 @@ mod tests {
     fn a_contended_lock_makes_later_takers_spin() {
         let mut lock = SpinLock::new(0);
         let at = |lock: &mut SpinLock, core, t| {
-            let b = lock.acquire(core, t, 1_000, 1);
+            let b = lock.acquire(core, core, t, t, 1_000, 1);
             (b.spin_ns, b.release_ns)
         };
         assert_eq!(at(&mut lock, 0, 0), (0, 1_000));
@@ -338,24 +483,24 @@ mod tests {
     #[test]
     fn a_lock_changing_cores_pays_a_hand_off_per_acquisition_under_contention() {
         let mut lock = SpinLock::new(300);
-        let first = lock.acquire(0, 0, 1_000, 3);
+        let first = lock.acquire(0, 0, 0, 0, 1_000, 3);
         assert_eq!(
             (first.handoff_ns, first.release_ns),
             (0, 1_000),
             "first use: nothing to move"
         );
-        let same_core = lock.acquire(0, 2_000, 1_000, 3);
+        let same_core = lock.acquire(0, 0, 2_000, 2_000, 1_000, 3);
         assert_eq!(
             same_core.handoff_ns, 0,
             "the lock is still in this core's cache"
         );
-        let other_core = lock.acquire(1, 4_000, 1_000, 3);
+        let other_core = lock.acquire(1, 1, 4_000, 4_000, 1_000, 3);
         assert_eq!(
             (other_core.handoff_ns, other_core.release_ns),
             (300, 5_300),
             "uncontended: one move of the lock to core 1"
         );
-        let contended = lock.acquire(2, 5_000, 1_000, 3);
+        let contended = lock.acquire(2, 2, 5_000, 5_000, 1_000, 3);
         assert_eq!(contended.spin_ns, 300);
         assert_eq!(
             (contended.handoff_ns, contended.release_ns),
@@ -363,6 +508,80 @@ mod tests {
             "contended: each of the three acquisitions is a hand-off"
         );
         assert_eq!(lock.handoffs, 4);
+    }
+
+    /// Two cores, one lock, hold 1000 ns, no hand-off cost. At time 0 core 0 is busy until 10000, so its request is
+    /// booked first but made at 10000; core 1 asks at 2000 (booked second). The lock is idle at 2000: core 1 takes
+    /// it at once, without spinning, and releases at 3000; core 0 is granted at 10000 as booked. Neither is
+    /// granted before it asked.
+    #[test]
+    fn a_request_booked_ahead_does_not_hold_an_idle_lock_against_earlier_requests() {
+        let mut lock = SpinLock::new(0);
+        let ahead = lock.acquire(0, 0, 0, 10_000, 1_000, 1);
+        assert_eq!((ahead.spin_ns, ahead.release_ns), (0, 11_000));
+        let now = lock.acquire(1, 1, 2_000, 2_000, 1_000, 1);
+        assert_eq!(
+            (now.spin_ns, now.release_ns),
+            (0, 3_000),
+            "an idle lock is not spun on"
+        );
+        assert!(
+            lock.displaced.is_empty(),
+            "3000 <= 10000: core 0's holding stands"
+        );
+        assert_eq!((lock.spin_ns, lock.out_of_order), (0, 1));
+    }
+
+    /// Requests are served in the order they are made, whatever the order they are booked in. Core 0's request at
+    /// 5000 is booked first; core 1's at 4500 second. Core 1 asked first: granted at 4500, release 5500. Core 0
+    /// then waits for it: granted at 5500 (spinning 500), release 6500, 500 later than booked, which is reported
+    /// so that its core is extended. A third request, core 1 at 6000, comes after both: spins until 6500.
+    #[test]
+    fn out_of_order_requests_are_served_in_request_time_order() {
+        let mut lock = SpinLock::new(0);
+        let first_booked = lock.acquire(0, 7, 4_000, 5_000, 1_000, 1);
+        assert_eq!(first_booked.release_ns, 6_000);
+        let first_made = lock.acquire(1, 8, 4_000, 4_500, 1_000, 1);
+        assert_eq!((first_made.spin_ns, first_made.release_ns), (0, 5_500));
+        assert_eq!(
+            lock.displaced,
+            vec![Displaced {
+                core: 0,
+                owner: 7,
+                delay_ns: 500
+            }]
+        );
+        let third = lock.acquire(1, 8, 4_600, 6_000, 1_000, 1);
+        assert_eq!((third.spin_ns, third.release_ns), (500, 7_500));
+        assert!(lock.displaced.is_empty());
+        assert_eq!(lock.spin_ns, 500 + 500);
+    }
+
+    /// A request made while the lock is held waits for that holder, and every request later pushes back those
+    /// made after it, in chain: holdings at [1000, 2000) (core 0, asked at 1000) and [2200, 3200) (core 1, asked
+    /// at 2200, booked ahead); core 2 asks at 1500: it spins until 2000 and releases at 3000, so core 1's holding
+    /// starts at 3000 (it spins 800 instead of 0) and ends at 4000, 800 later.
+    #[test]
+    fn a_request_made_while_the_lock_is_held_waits_for_the_holder_then_goes_before_later_requests()
+    {
+        let mut lock = SpinLock::new(0);
+        lock.acquire(0, 0, 1_000, 1_000, 1_000, 1);
+        lock.acquire(1, 1, 1_000, 2_200, 1_000, 1);
+        let waiter = lock.acquire(2, 2, 1_500, 1_500, 1_000, 1);
+        assert_eq!((waiter.spin_ns, waiter.release_ns), (500, 3_000));
+        assert_eq!(
+            lock.displaced,
+            vec![Displaced {
+                core: 1,
+                owner: 1,
+                delay_ns: 800
+            }]
+        );
+        // Released holdings are forgotten, but the last holder is remembered: core 1 asks again at 5000, on the
+        // core that released last, so without a hand-off.
+        let later = lock.acquire(1, 1, 5_000, 5_000, 1_000, 1);
+        assert_eq!((later.spin_ns, later.release_ns), (0, 6_000));
+        assert_eq!(lock.holdings.len(), 1);
     }
 
     #[test]

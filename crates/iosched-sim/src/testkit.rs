@@ -3,7 +3,7 @@
 
 use crate::config::{
     Condition, DeviceConfig, EngineCost, HostConfig, Interface, IoEngine, JobConfig,
-    PageCacheConfig, Rw, SchedulerConfig, SchedulerCost, SimConfig,
+    PageCacheConfig, Rw, SchedulerConfig, SchedulerCost, SchedulerDispatch, SimConfig,
 };
 
 /// A 1 GiB NVMe SSD of 2 channels x 2 units, with a 1 MiB write buffer and 1 us per command.
@@ -75,6 +75,7 @@ pub fn host(cores: u32) -> HostConfig {
             read_ahead_kb: 128,
         }),
         kernel: iosched_policy::KernelVersion::NEWEST.to_string(),
+        scheduler_dispatch: SchedulerDispatch::Inline,
     }
 }
 

@@ -159,7 +159,8 @@ fn an_uncontended_scheduler_adds_exactly_its_hook_costs_per_io() {
 }
 
 /// Many cores on one device-wide lock: spinning and hand-offs cap the device below what the cores could do,
-/// and the lock's share of CPU is large; per-hardware-queue locks (Kyber) do not contend with pinned processes.
+/// and the lock's share of CPU is large; per-hardware-queue locks (Kyber) do not contend with pinned processes,
+/// but Kyber's device-wide token wait queues do (queues that found no token add themselves, completions wake them).
 #[test]
 fn a_device_wide_lock_caps_throughput_under_contention() {
     let mut results = Vec::new();
@@ -184,7 +185,11 @@ fn a_device_wide_lock_caps_throughput_under_contention() {
         results.push((scheduler, total, lock as f64 / busy as f64));
     }
     let [none, kyber, deadline, bfq] = [results[0], results[1], results[2], results[3]];
-    assert!(kyber.2 == 0.0 && none.2 == 0.0, "{results:?}");
+    assert!(none.2 == 0.0, "{results:?}");
+    assert!(
+        kyber.2 > 0.0 && kyber.2 < deadline.2 / 2.0,
+        "Kyber spins only on its wait queues: {results:?}"
+    );
     assert!(
         (kyber.1 - none.1).abs() / none.1 < 0.02,
         "Kyber keeps up with none on one SSD: {results:?}"

@@ -306,7 +306,9 @@ def kf4(runs: dict[str, dict[int, Run]] | None = None) -> list[Check]:
 # --quick: shorter windows, long enough for the shapes (a few Kyber-fairness periods and BFQ rounds). KF1 (randrw)
 # keeps the full window: fio's processes have no ioprio, so BFQ gives their queues weight 40 and weight-raises them
 # at first, and its total over none falls from 0.46 (0.3 s after a 0.2 s ramp) to 0.45 (0.6 s), 0.43 (1 s) and 0.43
-# (2 s, 4 s), the weight-1000 cgroup from 351 to 338, 340, 326 and 325 MB/s (none: 348-349).
+# (2 s, 4 s), the weight-1000 cgroup from 351 to 338, 340, 326 and 325 MB/s (none: 348-349). BFQ is lock-bound
+# there too: with each dispatch call booked where the queue runs, 0.3 s (about two of BFQ's 125 ms rounds) left
+# KF1's fairness index at 0.88 (0.97 at 0.4 s, 0.99 in full mode).
 QUICK_TIMES = {"randread": (0.4, 0.3), "randwrite": (0.4, 0.4), "randrw": (1.0, 0.5), "read": (0.8, 0.8),
                "write": (0.8, 0.8), "trace": (0.3, 0.2)}
 SCHEDULERS = ("none", "kyber-fairness", "bfq")

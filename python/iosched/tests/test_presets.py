@@ -112,3 +112,17 @@ def test_a_host_preset_without_a_kernel_or_with_a_bad_one_is_refused(tmp_path):
         presets.load_preset_file(f, "host")
     assert str(e.value) == (f'{f}: params.kernel: expected a kernel version "MAJOR.MINOR" such as "6.3", '
                             'got "6.3.8"')
+
+
+def test_scheduler_dispatch_is_inline_or_kblockd(tmp_path):
+    """host.scheduler_dispatch: optional (the simulator's default is "inline"); any other value is one clear line."""
+    f = _copy(tmp_path)
+    text = f.read_text()
+    good = text.replace("cores = 10\n", 'cores = 10\nscheduler_dispatch = "kblockd"\n', 1) + \
+        'scheduler_dispatch = "fixture"\n'
+    f.write_text(good)
+    assert presets.load_preset_file(f, "host").params["scheduler_dispatch"] == "kblockd"
+    f.write_text(good.replace('scheduler_dispatch = "kblockd"', 'scheduler_dispatch = "sync"'))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "host")
+    assert str(e.value) == f'{f}: params.scheduler_dispatch: expected "inline" or "kblockd", got \'sync\''

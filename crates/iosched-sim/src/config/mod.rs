@@ -77,10 +77,31 @@ pub struct HostConfig {
     /// newest modelled version.
     #[serde(default = "newest_kernel")]
     pub kernel: String,
+    /// Where blk-mq runs a hardware queue after a request is inserted into the elevator: in the submitter's context
+    /// or in a kblockd worker (see [`SchedulerDispatch`]).
+    #[serde(default)]
+    pub scheduler_dispatch: SchedulerDispatch,
 }
 
 fn newest_kernel() -> String {
     iosched_policy::KernelVersion::NEWEST.to_string()
+}
+
+/// The context of the hardware-queue run that follows an insert into the elevator (blk-mq, with an elevator).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerDispatch {
+    /// The submitter inserts and dispatches on its own core, in its own context: what a request flushed from the
+    /// submitter's plug gets (`blk_mq_flush_plug_list` runs the queue synchronously), and what seed 000's patched
+    /// block/fops.c with `force_sync_submission=2` gives every direct I/O. The scheduler's CPU time is the
+    /// submitter's.
+    #[default]
+    Inline,
+    /// Stock Linux 6.3 for a request inserted outside a plug (an io_uring or libaio direct I/O of one bio): the
+    /// submitter inserts, and the run of the hardware queue is deferred to a kblockd worker on the hardware queue's
+    /// CPU (`blk_mq_run_hw_queue(hctx, true)` → `kblockd_mod_delayed_work_on`): a switch to the kworker on that
+    /// core, and the dispatch work is the kworker's, not the submitter's.
+    Kblockd,
 }
 
 /// The host's page cache: its size, how fast data is copied in and out, and the kernel's writeback thresholds.

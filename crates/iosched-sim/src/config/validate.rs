@@ -577,12 +577,6 @@ mod never_panics {
             runtime_ns in pick(&[200_000, 1_000_000, 0]),
         ) {
             let mut j = job("a", rw(rw_index), iodepth, numjobs);
-            if engine(engine_index) == IoEngine::IoUring && cores > 0 {
-                // Known bug, steered around: a bio punted to io-wq that then merges does not hand its worker to
-                // the next punted bio, which can strand them (the run errs, or never ends while a scheduler timer
-                // ticks). Bios are punted only beyond the ring's 4 x cores workers.
-                j.iodepth = j.iodepth.min(4 * cores);
-            }
             (j.iodepth_batch_submit, j.ioengine, j.bs_bytes) = (batch, engine(engine_index), bs);
             (j.offset_bytes, j.size_bytes, j.offset_increment_bytes) = (offset, size, size);
             (j.buffered, j.time_based, j.rate_iops, j.cpus_allowed) = (buffered, time_based, rate_iops, cpus);

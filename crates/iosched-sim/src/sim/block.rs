@@ -1,14 +1,42 @@
 //! An I/O in the block layer: the scheduler's hooks booked on the submitting core (under its lock), merging into a
 //! queued request or taking a request tag, insertion into the elevator, hardware-queue runs that dispatch to the
-//! device while driver tags last, the elevator's timers, and the completion of a request (freeing its tags, waking
-//! whoever waits for them, then each bio's completion).
+//! device while driver tags last (each dispatch call booked in the context that runs the queue), the elevator's
+//! timers, and the completion of a request (freeing its tags, waking whoever waits for them, then each bio's
+//! completion).
+//!
+//! Who runs a hardware queue (Linux 6.3 block/blk-mq.c, blk-mq-sched.c): after an insert, the inserting thread
+//! (`blk_mq_run_hw_queue(hctx, false)` from a plug flush: the host's `scheduler_dispatch = "inline"`) or a kblockd
+//! worker (`"kblockd"`, stock for an insert outside a plug); every other run is asynchronous and so a kblockd
+//! worker's on the hardware queue's CPU: the restart after a completion (`blk_mq_sched_restart`), a scheduler's
+//! wake-up (Kyber's `kyber_domain_wake`, BFQ's `bfq_schedule_dispatch`) and its timers. A worker's run costs a
+//! switch to the kworker on that core; runs that a completion or a timer start and that dispatch nothing are not
+//! booked (the kernel restarts a queue only when it was marked for it; the simulator re-runs it after every
+//! completion and keeps what that dispatches).
 
 use iosched_policy::{AfterCompletion, Op, Request, SECTOR_BYTES};
 
 use super::tags::TagWait;
-use super::{BioKind, Simulation, NO_IO};
+use super::{BioKind, Simulation, KWORKER, NO_IO};
+use crate::config::SchedulerDispatch;
 use crate::device::Command;
 use crate::engine::Event;
+
+/// Who runs a hardware queue, and so on which core and in whose CPU time its dispatch calls are booked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum QueueRunner {
+    /// A thread in its own context on `core` (the submitter after its insert, a woken tag waiter).
+    /// `booked_until_ns`: the end of the run's first dispatch call if it was booked already (with the insert), or 0.
+    Thread {
+        core: u32,
+        process: u32,
+        booked_until_ns: u64,
+    },
+    /// A kblockd worker on the hardware queue's CPU.
+    Kblockd,
+}
+
+/// kblockd runs of a hardware queue before its work moves to the next CPU mapped to it (BLK_MQ_CPU_WORK_BATCH).
+const KBLOCKD_CPU_BATCH: u32 = 8;
 
 impl Simulation<'_> {
     /// The request the elevator sees for bio `io` (with any bios plug-merged behind it), arriving at `now`.
@@ -32,54 +60,165 @@ impl Simulation<'_> {
         }
     }
 
-    /// The submission path reached blk-mq: book the scheduler's insert and dispatch work, under its lock.
+    /// The submission path reached blk-mq: book the scheduler's insert work, under its lock, and (when the
+    /// submitter runs the queue itself) the first dispatch call of the queue run that follows: the submission call
+    /// returns after both. Simplification: the dispatch call is booked before the elevator is asked, so a bio that
+    /// then merges into a request the elevator holds (where the kernel returns without running the queue) or waits
+    /// for a request tag still pays for one dispatch call.
     pub(super) fn block_submit(&mut self, io: u32, now: u64) {
-        let cost = self.costs.insert_dispatch_ns;
-        if cost == 0 {
+        if !self.costs.any() {
             return self.block_insert(io, now);
         }
         let (core, process, device, hctx) = {
             let s = &self.slots[io as usize];
             (s.core, s.process, s.device, s.hctx)
         };
-        let acquisitions = self.costs.submit_acquisitions;
-        let ready = self.run_scheduler_work(core, process, device, hctx, now, cost, acquisitions);
+        let c = self.costs;
+        let ready = self.run_scheduler_work(
+            core,
+            process,
+            device,
+            hctx,
+            now,
+            now,
+            c.insert_ns,
+            c.submit_acquisitions,
+        );
+        let mut call_end = ready;
+        if c.dispatch_ns > 0 && c.dispatch_context == SchedulerDispatch::Inline {
+            call_end = self.run_scheduler_work(
+                core,
+                process,
+                device,
+                hctx,
+                now,
+                ready,
+                c.dispatch_ns,
+                c.dispatch_acquisitions,
+            );
+            self.slots[io as usize].booked_dispatch_end_ns = call_end;
+        }
         // In the submitter's context (submit_bio): it is running on this core until then.
         let proc = &mut self.processes[process as usize];
-        proc.state.busy_until_ns = proc.state.busy_until_ns.max(ready);
+        proc.state.busy_until_ns = proc.state.busy_until_ns.max(call_end);
         if proc.params.clat_after_call {
-            self.slots[io as usize].issue_ns = ready; // the hooks run inside the call
+            self.slots[io as usize].issue_ns = call_end; // the hooks run inside the call
         }
         self.events.schedule(ready, Event::BlockInsert { io });
     }
 
-    /// Book `cost_ns` of scheduler work on `core`, under the scheduler's lock if its hooks take one on this path
-    /// (`acquisitions` > 0). Returns when done.
+    /// Book `cost_ns` of scheduler work for `owner` (a process, or `KWORKER`) on `core`, runnable from `at_ns`
+    /// (at or after `now`), under the scheduler's lock if its hooks take one on this path (`acquisitions` > 0).
+    /// Returns when done.
     #[allow(clippy::too_many_arguments)]
     fn run_scheduler_work(
         &mut self,
         core: u32,
-        process: u32,
+        owner: u32,
         device: u32,
         hctx: u32,
         now: u64,
+        at_ns: u64,
         cost_ns: u64,
         acquisitions: u32,
     ) -> u64 {
-        let account = &mut self.processes[process as usize].stats.cpu;
-        let (start, _) = self.host.run(core, process, now, 0, account);
+        let account = match owner {
+            KWORKER => &mut self.kworker_cpu,
+            process => &mut self.processes[process as usize].stats.cpu,
+        };
+        let (start, _) = self.host.run(core, owner, at_ns, 0, account);
         match self.queues[device as usize].lock_for(hctx) {
             Some(lock) if acquisitions > 0 => {
-                let booking = lock.acquire(core, start, cost_ns, acquisitions);
-                self.host.extend_for_lock(
+                let booking = lock.acquire(core, owner, now, start, cost_ns, acquisitions);
+                let end = self.host.extend_for_lock(
                     core,
                     booking.spin_ns + booking.handoff_ns,
                     cost_ns,
                     account,
-                )
+                );
+                for d in &lock.displaced {
+                    let account = match d.owner {
+                        KWORKER => &mut self.kworker_cpu,
+                        process => &mut self.processes[process as usize].stats.cpu,
+                    };
+                    self.host.delay_for_lock(d.core, d.delay_ns, account);
+                }
+                end
             }
-            _ => self.host.run(core, process, start, cost_ns, account).1,
+            _ => self.host.run(core, owner, start, cost_ns, account).1,
         }
+    }
+
+    /// Book the elevator's inner-lock acquisitions made by the hook that just ran (Kyber's token wait queues) on
+    /// `core` for `owner`, from `at_ns`: each is a spinlock taken and released at once, so what it costs is the
+    /// waiting for its holder and, when it last ran on another core, moving it here (`lock_handoff_ns`): the lock
+    /// time of the wait-queue functions a profile shows. Returns when the core is free again (`at_ns` if none).
+    fn book_inner_locks(
+        &mut self,
+        device: u32,
+        core: u32,
+        owner: u32,
+        now: u64,
+        at_ns: u64,
+    ) -> u64 {
+        let mut uses = std::mem::take(&mut self.inner_lock_uses);
+        self.queues[device as usize]
+            .elevator
+            .take_inner_lock_uses(&mut uses);
+        let mut end = at_ns;
+        for u in uses.drain(..) {
+            let account = match owner {
+                KWORKER => &mut self.kworker_cpu,
+                process => &mut self.processes[process as usize].stats.cpu,
+            };
+            let (start, _) = self.host.run(core, owner, end, 0, account);
+            let lock = &mut self.queues[device as usize].inner_locks[u.lock as usize];
+            let booking = lock.acquire(core, owner, now, start, 0, 1);
+            end = self
+                .host
+                .extend_for_lock(core, booking.spin_ns + booking.handoff_ns, 0, account);
+            for d in &lock.displaced {
+                let account = match d.owner {
+                    KWORKER => &mut self.kworker_cpu,
+                    process => &mut self.processes[process as usize].stats.cpu,
+                };
+                self.host.delay_for_lock(d.core, d.delay_ns, account);
+            }
+        }
+        self.inner_lock_uses = uses;
+        end
+    }
+
+    /// Whether the elevator has inner locks (a cheap test before asking it for their uses).
+    fn inner_lock_uses_pending(&self, device: u32) -> bool {
+        !self.queues[device as usize].inner_locks.is_empty()
+    }
+
+    /// Who runs the hardware queue after bio `io` was inserted: its submitter on its core (with the first dispatch
+    /// call booked already if `block_submit` booked it), or a kblockd worker (host `scheduler_dispatch`).
+    fn runner_after_insert(&mut self, io: u32) -> QueueRunner {
+        if self.costs.dispatch_context == SchedulerDispatch::Kblockd {
+            return QueueRunner::Kblockd;
+        }
+        let slot = &mut self.slots[io as usize];
+        let booked_until_ns = std::mem::take(&mut slot.booked_dispatch_end_ns);
+        QueueRunner::Thread {
+            core: slot.core,
+            process: slot.process,
+            booked_until_ns,
+        }
+    }
+
+    /// The CPU a kblockd worker runs `hctx`'s queue on: the CPUs mapped to it in turn, each for a batch of runs
+    /// (`blk_mq_hctx_next_cpu`; with one hardware queue per CPU, that CPU).
+    fn kblockd_cpu(&mut self, device: u32, hctx: u32) -> u32 {
+        let nr_hw_queues = self.nr_hw_queues(device);
+        let cores = self.config.host.cores;
+        let mapped = (cores - hctx).div_ceil(nr_hw_queues).max(1); // cores c with c % nr_hw_queues == hctx
+        let runs = &mut self.kblockd_runs[device as usize][hctx as usize];
+        let turn = (*runs / KBLOCKD_CPU_BATCH) % mapped;
+        *runs = runs.wrapping_add(1);
+        hctx + turn * nr_hw_queues
     }
 
     /// Bio `io` enters the elevator (`BlockInsert`): merged into a request it holds, or as a request of its own
@@ -89,15 +228,14 @@ impl Simulation<'_> {
         let (device, hctx) = (self.slots[io as usize].device, rq.hctx);
         let queue = &mut self.queues[device as usize];
         if let Some(into) = queue.elevator.bio_merge(&rq, queue.max_sectors) {
-            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along.
-            // Known bug, kept while this code moves so that results stay identical: a punted io_uring bio merged
-            // here does not hand its io-wq worker to the next punted bio (`next_punted_bio`), which can strand
-            // them (the run then fails its conservation check, or never ends while a scheduler timer ticks).
+            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along. A punted
+            // io_uring bio's io-wq worker is free again, as after an insert.
             let chain_tail = self.slots[io as usize].tail;
             self.link(into, io);
             if chain_tail != NO_IO {
                 self.slots[into as usize].tail = chain_tail;
             }
+            self.next_punted_bio(io, now);
             self.accepted(io, now);
             return;
         }
@@ -119,53 +257,121 @@ impl Simulation<'_> {
         queue.elevator.insert(rq, now);
         self.next_punted_bio(io, now);
         self.accepted(io, now);
-        self.run_hw_queue(device, hctx, now);
+        let runner = self.runner_after_insert(io);
+        self.run_hw_queue(device, hctx, now, runner);
         self.arm_timer(device, now);
     }
 
-    /// Dispatch from the elevator to the device while driver tags last.
-    pub(super) fn run_hw_queue(&mut self, device: u32, hctx: u32, now: u64) {
+    /// Dispatch from the elevator to the device while driver tags last. The elevator decides now; each dispatch
+    /// call is booked in `runner`'s context (with blk-mq scheduler costs), and its request goes to the driver when
+    /// the call ends. Returns when the runner is done.
+    pub(super) fn run_hw_queue(
+        &mut self,
+        device: u32,
+        hctx: u32,
+        now: u64,
+        runner: QueueRunner,
+    ) -> u64 {
+        let (cost, acquisitions) = (self.costs.dispatch_ns, self.costs.dispatch_acquisitions);
+        let (mut core, owner, mut booked_until, mut started) = match runner {
+            QueueRunner::Thread {
+                core,
+                process,
+                booked_until_ns,
+            } => (core, process, booked_until_ns, true),
+            QueueRunner::Kblockd => (0, KWORKER, 0, false),
+        };
+        let mut at = now;
         loop {
             let queue = &mut self.queues[device as usize];
             if !queue.can_dispatch(hctx) || !queue.elevator.has_work(hctx) {
-                return;
+                return at;
             }
-            let Some(rq) = queue.elevator.dispatch(hctx, now) else {
-                return;
+            let rq = queue.elevator.dispatch(hctx, now);
+            if !self.inner_lock_uses_pending(device) {
+                // nothing to book
+            } else if started {
+                at = self.book_inner_locks(device, core, owner, now, at);
+            } else {
+                // A kblockd worker's call that dispatched nothing (no token): on the queue's CPU, no switch booked.
+                let cpu = hctx % self.config.host.cores;
+                self.book_inner_locks(device, cpu, KWORKER, now, now);
+            }
+            if cost > 0 && (started || rq.is_some()) {
+                if !started {
+                    // A kblockd worker is woken on the queue's CPU: a switch to it there.
+                    core = self.kblockd_cpu(device, hctx);
+                    at = self
+                        .host
+                        .run(core, KWORKER, now, 0, &mut self.kworker_cpu)
+                        .1;
+                    started = true;
+                }
+                at = match std::mem::take(&mut booked_until) {
+                    0 => self.run_scheduler_work(
+                        core,
+                        owner,
+                        device,
+                        hctx,
+                        now,
+                        at,
+                        cost,
+                        acquisitions,
+                    ),
+                    booked => booked,
+                };
+            }
+            let Some(rq) = rq else {
+                return at; // the call found nothing to dispatch (it still took the lock)
             };
             // Never fails: can_dispatch checked it. So a dispatched request is never handed back (no requeue).
+            let queue = &mut self.queues[device as usize];
             let tagged = queue.try_take_driver_tag(hctx);
             debug_assert!(tagged, "dispatch without a driver tag");
-            let command = Command {
-                request: rq.id,
-                write: rq.op == Op::Write,
-                offset_bytes: rq.sector * SECTOR_BYTES,
-                bytes: (rq.nr_sectors as u64 * SECTOR_BYTES) as u32,
-            };
-            let slot = &mut self.slots[rq.id as usize];
+            let io = rq.id;
+            let slot = &mut self.slots[io as usize];
             slot.dispatch_hctx = hctx;
-            slot.dispatch_ns = now;
             slot.request = Some(rq);
-            self.devices[device as usize].submit(hctx, command, &mut self.events);
+            if at > now {
+                self.events.schedule(at, Event::Dispatched { device, io });
+            } else {
+                self.send_to_driver(device, io, now);
+            }
         }
     }
 
-    /// Run the hardware queues the elevator woke, in its wake order.
+    /// The dispatched request headed by bio `io` goes to the driver: the device fetches its command.
+    pub(super) fn send_to_driver(&mut self, device: u32, io: u32, now: u64) {
+        let slot = &mut self.slots[io as usize];
+        let rq = slot.request.as_ref().expect("a dispatched request");
+        let command = Command {
+            request: rq.id,
+            write: rq.op == Op::Write,
+            offset_bytes: rq.sector * SECTOR_BYTES,
+            bytes: (rq.nr_sectors as u64 * SECTOR_BYTES) as u32,
+        };
+        slot.dispatch_ns = now;
+        let hctx = slot.dispatch_hctx;
+        self.devices[device as usize].submit(hctx, command, &mut self.events);
+    }
+
+    /// A kblockd worker runs the hardware queues the elevator woke, in its wake order.
     fn run_woken_hw_queues(&mut self, device: u32, now: u64) {
         let mut woken = std::mem::take(&mut self.woken_hctxs);
         self.queues[device as usize]
             .elevator
             .take_woken_hctxs(&mut woken);
         for &hctx in &woken {
-            self.run_hw_queue(device, hctx, now);
+            self.run_hw_queue(device, hctx, now, QueueRunner::Kblockd);
         }
         woken.clear();
         self.woken_hctxs = woken;
     }
 
+    /// kblockd workers run every hardware queue of the device.
     fn run_all_hw_queues(&mut self, device: u32, now: u64) {
         for hctx in 0..self.nr_hw_queues(device) {
-            self.run_hw_queue(device, hctx, now);
+            self.run_hw_queue(device, hctx, now, QueueRunner::Kblockd);
         }
     }
 
@@ -209,6 +415,9 @@ impl Simulation<'_> {
         let queue = &mut self.queues[device as usize];
         queue.release_tags(&rq, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
+        if self.inner_lock_uses_pending(device) {
+            self.book_inner_locks(device, core, process, now, now); // the wake-up, in the completion's interrupt
+        }
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
         let sleeping = self.host.idle_at(core, now);
         let mut path_start = now;
@@ -218,6 +427,7 @@ impl Simulation<'_> {
                 process,
                 device,
                 rq.hctx,
+                now,
                 now,
                 self.costs.complete_ns,
                 self.costs.complete_acquisitions,
@@ -230,9 +440,9 @@ impl Simulation<'_> {
         match after {
             AfterCompletion::RunAllQueues => self.run_all_hw_queues(device, now),
             AfterCompletion::RunQueue => {
-                self.run_hw_queue(device, dispatch_hctx, now);
+                self.run_hw_queue(device, dispatch_hctx, now, QueueRunner::Kblockd);
                 if inserted && rq.hctx != dispatch_hctx {
-                    self.run_hw_queue(device, rq.hctx, now);
+                    self.run_hw_queue(device, rq.hctx, now, QueueRunner::Kblockd);
                 }
             }
         }
@@ -282,7 +492,7 @@ mod tests {
             inserted += matches!(event, Event::BlockInsert { .. }) as u32;
             if let Event::BlockSubmit { io } = event {
                 // Without scheduler costs the bio goes straight in.
-                inserted += (sim.costs.insert_dispatch_ns == 0) as u32;
+                inserted += !sim.costs.any() as u32;
                 sim.block_submit(io, now);
             } else {
                 sim.handle(now, event);
@@ -321,14 +531,114 @@ mod tests {
         let (at, event) = sim.events.pop().unwrap();
         assert_eq!((at, event), (submitted, Event::BlockSubmit { io: 0 }));
         sim.block_submit(0, at);
-        let ready = submitted + 500;
+        // The insert, then the first dispatch call of the queue run that follows (the submitter runs it).
+        let (inserted, dispatched) = (submitted + 300, submitted + 500);
         assert_eq!(
             sim.events.pop(),
-            Some((ready, Event::BlockInsert { io: 0 }))
+            Some((inserted, Event::BlockInsert { io: 0 }))
         );
         // In the submitter's context, inside its io_uring_enter call.
-        assert_eq!(sim.processes[0].state.busy_until_ns, ready);
-        assert_eq!(sim.slots[0].issue_ns, ready);
+        assert_eq!(sim.processes[0].state.busy_until_ns, dispatched);
+        assert_eq!(sim.slots[0].issue_ns, dispatched);
+        assert_eq!(
+            sim.host.cores[sim.slots[0].core as usize].free_at_ns,
+            dispatched
+        );
+        // The run's first dispatch call was booked: the request goes to the driver when it ends.
+        sim.block_insert(0, inserted);
+        assert_eq!(
+            sim.events.pop(),
+            Some((dispatched, Event::Dispatched { device: 0, io: 0 }))
+        );
+        assert_eq!(sim.devices[0].outstanding_commands(), 0);
+        sim.handle(dispatched, Event::Dispatched { device: 0, io: 0 });
+        assert_eq!(sim.devices[0].outstanding_commands(), 1);
+        assert_eq!(sim.slots[0].dispatch_ns, dispatched);
+    }
+
+    /// mq-deadline with insert 300 ns and dispatch 200 ns per call, one driver tag, one job submitting `bios` at a
+    /// time.
+    fn one_driver_tag(dispatch: SchedulerDispatch, bios: u32) -> Simulation<'static> {
+        let mut two = job("a", Rw::Randread, bios, 1);
+        two.iodepth_batch_submit = bios;
+        two.ramp_ns = 0; // CPU time counts from the start
+        let mut c = config("mq-deadline", vec![two]);
+        c.devices[0].queue_depth = 1;
+        c.host.scheduler_dispatch = dispatch;
+        let hooks = SchedulerCost {
+            insert_ns: 300,
+            dispatch_ns: 200,
+            complete_ns: 0,
+        };
+        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        Simulation::new(Box::leak(Box::new(c))).unwrap()
+    }
+
+    /// Handle events until the next `DeviceComplete`; returns its time (the event is not handled).
+    fn until_a_completion(sim: &mut Simulation) -> (u64, Event) {
+        loop {
+            let (now, event) = sim.events.pop().unwrap();
+            if matches!(event, Event::DeviceComplete { .. }) {
+                return (now, event);
+            }
+            sim.handle(now, event);
+        }
+    }
+
+    /// Root cause 2 of issue 17: the hardware-queue run a completion starts is scheduler work, booked on a kblockd
+    /// worker under the scheduler's lock. Worked example: bio 1 found no driver tag and waits in mq-deadline. When
+    /// request 0 completes at T, a kworker on the hardware queue's CPU runs the queue: the switch to it (the test
+    /// host's 1,000 ns) and one dispatch call (200 ns, one acquisition of dd->lock), so request 1 reaches the driver
+    /// at T + 1,000 + 200 = T + 1,200, and the kworker has 1,200 ns of CPU. Before the fix it went at T, for free.
+    #[test]
+    fn a_completion_reruns_the_queue_on_a_kworker_under_the_schedulers_lock() {
+        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
+        sim.submit_batch(0, 0);
+        let (t, completion) = until_a_completion(&mut sim);
+        assert!(
+            sim.slots[1].request.is_none(),
+            "bio 1 waits in the elevator"
+        );
+        let acquisitions = sim.queues[0].lock_for(0).unwrap().acquisitions;
+        let core = sim.slots[1].hctx; // one hardware queue per core here: the kworker runs on bio 1's own core
+        assert!(sim.host.idle_at(core, t), "its submitter sleeps");
+        sim.handle(t, completion);
+        assert_eq!(
+            sim.events.pop(),
+            Some((t + 1_200, Event::Dispatched { device: 0, io: 1 }))
+        );
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
+        assert_eq!(
+            sim.queues[0].lock_for(0).unwrap().acquisitions,
+            acquisitions + 1
+        );
+        assert_eq!(sim.host.cores[core as usize].free_at_ns, t + 1_200);
+    }
+
+    /// `scheduler_dispatch = "kblockd"`: the submitter books only its insert (300 ns); the queue run after it is a
+    /// kworker's on the hardware queue's CPU: submitted at s, inserted at s + 300; the kworker switches in (1,000 ns)
+    /// and makes the dispatch call (200 ns): the request reaches the driver at s + 300 + 1,000 + 200 = s + 1,500.
+    /// Inline, it would go at s + 500 (the previous test's setup: insert then the submitter's own dispatch call).
+    #[test]
+    fn with_kblockd_dispatch_the_submitter_books_only_its_insert() {
+        let mut sim = one_driver_tag(SchedulerDispatch::Kblockd, 1);
+        let submitted = sim.submit_batch(0, 0).unwrap();
+        let (at, event) = sim.events.pop().unwrap();
+        assert_eq!((at, event), (submitted, Event::BlockSubmit { io: 0 }));
+        sim.block_submit(0, at);
+        assert_eq!(sim.processes[0].state.busy_until_ns, submitted + 300);
+        let inserted = submitted + 300;
+        assert_eq!(
+            sim.events.pop(),
+            Some((inserted, Event::BlockInsert { io: 0 }))
+        );
+        sim.block_insert(0, inserted);
+        let queued = sim.events.pop().unwrap();
+        assert_eq!(
+            queued,
+            (submitted + 1_500, Event::Dispatched { device: 0, io: 0 })
+        );
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
     }
 
     #[test]

@@ -127,6 +127,7 @@ impl Simulation<'_> {
             hctx,
             dispatch_hctx: hctx,
             dispatch_ns: 0,
+            booked_dispatch_end_ns: 0,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

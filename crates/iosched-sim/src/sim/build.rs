@@ -11,7 +11,7 @@ use crate::blk::BlockQueue;
 use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
 use crate::engine::EventQueue;
-use crate::host::{ForkPlacement, Host};
+use crate::host::{CpuAccount, ForkPlacement, Host};
 use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
 use crate::workload::{process_rng, Generator, TraceReplay};
 
@@ -58,6 +58,10 @@ impl<'c> Simulation<'c> {
         };
         let mut host = Host::new(cores, config.host.context_switch_ns);
         host.set_window(window_start_ns, end_ns);
+        let queues_runs = queues
+            .iter()
+            .map(|q| vec![0; q.nr_hw_queues as usize])
+            .collect();
         Ok(Self {
             config,
             events: EventQueue::new(),
@@ -80,6 +84,9 @@ impl<'c> Simulation<'c> {
             ios_completed: 0,
             woken_hctxs: Vec::new(),
             woken_bios: Vec::new(),
+            kworker_cpu: CpuAccount::default(),
+            kblockd_runs: queues_runs,
+            inner_lock_uses: Vec::new(),
             end_ns,
             window_start_ns,
             interval_ios: vec![[0, 0]; config.jobs.len()],
@@ -142,6 +149,8 @@ fn block_queues_and_devices(
 
 /// The scheduler's CPU costs on this host, with how often its hooks take its lock (from `queue`'s elevator; every
 /// device runs the same scheduler). A scheduler without an entry in the host's `scheduler_costs` costs nothing.
+/// blk-mq books the insert on the submission path and each dispatch call where the queue runs; the legacy layer
+/// dispatches under the queue lock it takes at unplug, so its dispatch is booked with the insert.
 fn scheduler_costs(config: &SimConfig, queue: &BlockQueue) -> SchedulerCosts {
     config
         .host
@@ -149,11 +158,18 @@ fn scheduler_costs(config: &SimConfig, queue: &BlockQueue) -> SchedulerCosts {
         .get(&config.scheduler.name)
         .map(|c| {
             let acquisitions = queue.lock_acquisitions();
+            let (insert_ns, dispatch_ns) = match queue.layer {
+                BlockLayer::Mq => (c.insert_ns, c.dispatch_ns),
+                BlockLayer::Legacy => (c.insert_ns + c.dispatch_ns, 0),
+            };
             SchedulerCosts {
-                insert_dispatch_ns: c.insert_ns + c.dispatch_ns,
+                insert_ns,
+                dispatch_ns,
                 complete_ns: c.complete_ns,
                 submit_acquisitions: acquisitions.submit,
+                dispatch_acquisitions: acquisitions.dispatch,
                 complete_acquisitions: acquisitions.complete,
+                dispatch_context: config.host.scheduler_dispatch,
             }
         })
         .unwrap_or_default() // only `none`, which has no hooks (`check_scheduler_costs`)
@@ -531,11 +547,8 @@ mod tests {
     fn a_schedulers_costs_come_from_its_host_entry_and_a_missing_entry_is_refused() {
         let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
         let sim = Simulation::new(&c).unwrap();
-        assert_eq!(
-            sim.costs.insert_dispatch_ns + sim.costs.complete_ns,
-            0,
-            "the test host's entries are zeros"
-        );
+        assert!(!sim.costs.any(), "the test host's entries are zeros");
+        assert_eq!(sim.costs.complete_ns, 0);
         c.host.scheduler_costs.remove("mq-deadline");
         let e = Simulation::new(&c).err().unwrap();
         assert!(e.contains("mq-deadline"), "{e}");
@@ -549,12 +562,30 @@ mod tests {
         );
         let sim = Simulation::new(&c).unwrap();
         assert_eq!(
-            (sim.costs.insert_dispatch_ns, sim.costs.complete_ns),
-            (500, 100)
+            (
+                sim.costs.insert_ns,
+                sim.costs.dispatch_ns,
+                sim.costs.complete_ns
+            ),
+            (300, 200, 100)
         );
         assert!(
-            sim.costs.submit_acquisitions > 0,
+            sim.costs.submit_acquisitions > 0 && sim.costs.dispatch_acquisitions > 0,
             "mq-deadline's hooks take its lock"
         );
+        // The legacy layer dispatches under the queue lock taken at unplug: with the insert.
+        c.devices[0].interface = crate::config::Interface::Sata;
+        c.scheduler.block_layer = Some("legacy".into());
+        c.scheduler.name = "deadline".into();
+        c.host.scheduler_costs.insert(
+            "deadline".into(),
+            crate::config::SchedulerCost {
+                insert_ns: 300,
+                dispatch_ns: 200,
+                complete_ns: 100,
+            },
+        );
+        let sim = Simulation::new(&c).unwrap();
+        assert_eq!((sim.costs.insert_ns, sim.costs.dispatch_ns), (500, 0));
     }
 }

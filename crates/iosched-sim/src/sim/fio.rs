@@ -24,9 +24,7 @@ impl Simulation<'_> {
         let mut at = now;
         loop {
             if let Some(end) = self.submit_batch(process, at) {
-                if self.costs.insert_dispatch_ns == 0
-                    && !self.processes[process as usize].params.may_sleep_on_tags
-                {
+                if !self.costs.any() && !self.processes[process as usize].params.may_sleep_on_tags {
                     // Nothing is booked between this batch and the next (no scheduler hooks to run on the core),
                     // and no bio of it can put the process to sleep waiting for a request, so the loop can go on
                     // at once; completions meanwhile are booked behind these submissions.
@@ -177,6 +175,7 @@ impl Simulation<'_> {
             hctx,
             dispatch_hctx: hctx,
             dispatch_ns: 0,
+            booked_dispatch_end_ns: 0,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

@@ -26,10 +26,10 @@
 use iosched_policy::Request;
 
 use crate::blk::BlockQueue;
-use crate::config::SimConfig;
+use crate::config::{SchedulerDispatch, SimConfig};
 use crate::device::Device;
 use crate::engine::{Event, EventQueue};
-use crate::host::Host;
+use crate::host::{CpuAccount, Host};
 use crate::pagecache::PageCache;
 use crate::result::{Sample, SimResult};
 
@@ -69,7 +69,11 @@ struct IoSlot {
     core: u32,
     hctx: u32,
     dispatch_hctx: u32,
+    /// When the request went to the driver (blk_mq_start_request).
     dispatch_ns: u64,
+    /// The submitter's hardware-queue run after this bio's insert: when its first dispatch call, booked with the
+    /// insert on the submitter's core, ends (0: none booked).
+    booked_dispatch_end_ns: u64,
     /// Next bio merged into the same request (a singly linked chain from the request's head bio).
     next_merged: u32,
     tail: u32,
@@ -88,14 +92,32 @@ struct CpuBooking {
     end_ns: u64,
 }
 
+/// The scheduler's CPU costs on this host and how often its hooks take its lock (from the policy).
 #[derive(Default, Clone, Copy)]
 struct SchedulerCosts {
-    insert_dispatch_ns: u64,
+    /// Per bio entering the elevator (bio merge attempt and insert; on the legacy layer also the dispatch, which
+    /// runs under the same queue-lock acquisition at unplug).
+    insert_ns: u64,
+    /// Per dispatch call of a hardware-queue run, booked in the context that runs the queue (blk-mq).
+    dispatch_ns: u64,
     complete_ns: u64,
-    /// Lock acquisitions per request on each path (from the policy: how often its kernel hooks take the lock).
     submit_acquisitions: u32,
+    dispatch_acquisitions: u32,
     complete_acquisitions: u32,
+    /// Who runs the hardware queue after an insert: the submitter, or a kblockd worker.
+    dispatch_context: SchedulerDispatch,
 }
+
+impl SchedulerCosts {
+    /// Whether the scheduler's hooks take any CPU time (else they are free and immediate).
+    fn any(&self) -> bool {
+        self.insert_ns + self.dispatch_ns > 0
+    }
+}
+
+/// The owner of a kblockd worker's CPU time (`Host` tells processes apart by number to charge context switches;
+/// kworkers are not fio's processes and their time is in no job's CPU usage).
+const KWORKER: u32 = u32::MAX - 1;
 
 pub struct Simulation<'c> {
     config: &'c SimConfig,
@@ -124,6 +146,12 @@ pub struct Simulation<'c> {
     woken_hctxs: Vec<u32>,
     /// Scratch: bios whose threads a freed request tag woke.
     woken_bios: Vec<u32>,
+    /// CPU time of kblockd workers (on the cores' busy time, in no job's).
+    kworker_cpu: CpuAccount,
+    /// Per device and hardware queue: kblockd runs so far, for the CPU the next one runs on.
+    kblockd_runs: Vec<Vec<u32>>,
+    /// Scratch: the elevator's inner-lock acquisitions to book.
+    inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
     window_start_ns: u64,
     interval_ios: Vec<[u64; 2]>,
@@ -207,6 +235,7 @@ impl Simulation<'_> {
             }
             Event::BlockSubmit { io } => self.block_submit(io, now),
             Event::BlockInsert { io } => self.block_insert(io, now),
+            Event::Dispatched { device, io } => self.send_to_driver(device, io, now),
             Event::TagRetry { io } => self.tag_retry(io, now),
             Event::ControllerDone { device, core } => {
                 self.devices[device as usize].controller_done(core, &mut self.events)
@@ -366,6 +395,7 @@ mod tests {
             hctx: 0,
             dispatch_hctx: 0,
             dispatch_ns: 0,
+            booked_dispatch_end_ns: 0,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

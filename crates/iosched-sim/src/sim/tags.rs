@@ -3,7 +3,9 @@
 
 use iosched_policy::BlockLayer;
 
+use super::block::QueueRunner;
 use super::{BioKind, Simulation};
+use crate::config::SchedulerDispatch;
 use crate::engine::Event;
 
 /// Who waits for a request (a tag) when a bio finds none: the submitting thread, or io_uring's workers.
@@ -53,7 +55,18 @@ impl Simulation<'_> {
         self.queues[device as usize].elevator.insert(rq, now);
         self.accepted(io, now);
         self.tag_obtained(io, now);
-        self.run_hw_queue(device, hctx, now);
+        // The woken thread inserted in its own context; it runs the queue itself unless kblockd does.
+        let runner = match self.costs.dispatch_context {
+            SchedulerDispatch::Kblockd => QueueRunner::Kblockd,
+            SchedulerDispatch::Inline => QueueRunner::Thread {
+                core: self.processes[self.slots[io as usize].process as usize]
+                    .state
+                    .core,
+                process: self.slots[io as usize].process,
+                booked_until_ns: 0,
+            },
+        };
+        self.run_hw_queue(device, hctx, now, runner);
         self.arm_timer(device, now);
     }
 
@@ -185,6 +198,33 @@ mod tests {
         sim.start_and_run_until(|sim| sim.ios_completed >= 16);
         let state = &sim.processes[0].state;
         assert_eq!((state.tag_waits, state.punted.len()), (0, 0));
+    }
+
+    /// Two sequential io_uring writers on one core (so 4 io-wq workers per ring) over the same blocks, 2 command
+    /// slots and 4 requests: bios punted to io-wq later merge into requests the elevator holds (the other
+    /// process's, contiguous with theirs). Each such merge frees its worker, which must take the next punted bio.
+    fn punted_bios_that_merge(scheduler: &str) -> crate::config::SimConfig {
+        let mut j = job("a", Rw::Write, 32, 2);
+        j.runtime_ns = 2_000_000;
+        let mut c = config(scheduler, vec![j]);
+        c.host.cores = 1;
+        c.scheduler.nr_requests = Some(4);
+        c.devices[0].queue_depth = 2;
+        c
+    }
+
+    #[test]
+    fn a_punted_bio_that_merges_hands_its_io_wq_worker_to_the_next_punted_bio() {
+        // Stranded, mq-deadline's run ran out of events with bios in flight; kyber-fairness's timer kept ticking.
+        for scheduler in ["mq-deadline", "kyber-fairness"] {
+            let c = punted_bios_that_merge(scheduler);
+            let mut sim = Simulation::new(&c).unwrap();
+            sim.start_and_run_until(|sim| sim.events.processed > 1_000_000);
+            assert_eq!(sim.active_processes, 0, "{scheduler}: the run never ended");
+            let result =
+                crate::simulate(&c, &mut |_| true).unwrap_or_else(|e| panic!("{scheduler}: {e}"));
+            assert_eq!(result.ios_issued, result.ios_completed, "{scheduler}");
+        }
     }
 
     #[test]
