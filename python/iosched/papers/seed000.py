@@ -900,8 +900,8 @@ def interference_why(v: Values) -> dict[str, str]:
         return (f"the model's 8 drives take the background writes at {mean(v, fig, 1, 'bg_write_gb_s'):.1f} GB/s with "
                 f"one writer and {mean(v, fig, 32, 'bg_write_gb_s'):.1f} GB/s with 32, the artifact's at "
                 f"{mean(ref, fig, 1, 'bg_write_gb_s'):.1f} and {mean(ref, fig, 32, 'bg_write_gb_s'):.1f} GB/s (the "
-                "980 PRO preset's sustained write rate is fitted to seed 003's 70 K 4 KiB writes/s, ~285 MB/s per "
-                "drive): the backlog the reads wait behind differs")
+                "drive state of seed 000's runs is fitted to the 32-writer rate, ~1.28 GB/s per drive, and the model "
+                "takes writes from its buffer at that rate at any depth): the backlog the reads wait behind differs")
     hold = ("; BFQ does not hold the writers back (bfq_limit_depth's per-queue tag limits, issue 17 cause 3) and "
             "Kyber, seeing writes above their 10 ms target, never throttles them")
     big_reads = (f"the model's drives read 64 KiB at up to the link rate (N = 4: {mean(v, 'fig-12a', 4, 'fg_read_kiops'):.0f} "
