@@ -187,7 +187,11 @@ mod tests {
         assert_eq!(done, vec![(18_288, 0), (580_728, 1)]);
         assert_eq!(device.stats.write_ios, 2);
         assert_eq!(device.stats.host_program_units, 1);
-        assert_eq!(device.buffer_used_bytes(), 32768, "the rest waits for more data");
+        assert_eq!(
+            device.buffer_used_bytes(),
+            32768,
+            "the rest waits for more data"
+        );
         assert_eq!(device.stats.buffer_full_stall_ns, 567_536 - 2_000);
     }
 
@@ -208,7 +212,91 @@ mod tests {
             bytes: 163_840,
         };
         device.submit(0, command, &mut events);
-        assert_eq!(run_until_idle(&mut device, &mut events), vec![(1_145_264, 0)]);
+        assert_eq!(
+            run_until_idle(&mut device, &mut events),
+            vec![(1_145_264, 0)]
+        );
         assert_eq!(device.stats.host_program_units, 2);
+    }
+
+    /// Completion times of `count` writes of `bytes` each, all submitted at time 0 on one queue.
+    fn completion_times(config: crate::config::DeviceConfig, count: u32, bytes: u32) -> Vec<u64> {
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        for request in 0..count {
+            let command = Command {
+                request,
+                write: true,
+                offset_bytes: request as u64 * bytes as u64,
+                bytes,
+            };
+            device.submit(0, command, &mut events);
+        }
+        let mut times: Vec<u64> = run_until_idle(&mut device, &mut events)
+            .iter()
+            .map(|d| d.0)
+            .collect();
+        times.sort();
+        times
+    }
+
+    /// Sustained write rate in bytes per second between the completions of the middle and the last write.
+    fn sustained_bytes_per_s(times: &[u64], bytes: u32) -> f64 {
+        let (from, to) = (times.len() / 2, times.len() - 1);
+        (to - from) as f64 * bytes as f64 * 1e9 / (times[to] - times[from]) as f64
+    }
+
+    /// Worked example: which of the two write paths binds, by request size. The small device's buffer drains into
+    /// 4 units in parallel, each taking a 64 KiB program unit over its channel (65,536 ns at 1 GB/s) and programming
+    /// it for 0.5 ms: 4 x 65,536 B / 565,536 ns = 463.5 MB/s of flash program bandwidth. A write command occupies
+    /// the front end for 20 us (the controller's per-command write path): 50,000 commands/s.
+    /// - 4 KiB writes: 50 K/s x 4 KiB = 205 MB/s < 463.5 MB/s, so the buffer never fills and the per-command path
+    ///   binds: write i completes at 20,000 (i + 1) + 1,024 (4 KiB over the 4 GB/s link) + 5,000 (ack) ns.
+    /// - 64 KiB writes: 50 K/s x 64 KiB = 3.3 GB/s > 463.5 MB/s, so once the 1 MiB buffer is full the flash binds:
+    ///   one write per 65,536 B / 463.5 MB/s = 141.4 us.
+    #[test]
+    fn small_writes_are_bound_by_the_command_path_large_ones_by_program_bandwidth() {
+        let mut config = small_device(Condition::Fresh);
+        config.write_command_ns = Some(20_000);
+        let small = completion_times(config.clone(), 100, 4096);
+        for (i, at) in small.iter().enumerate() {
+            assert_eq!(*at, 20_000 * (i as u64 + 1) + 1_024 + 5_000);
+        }
+        let large = sustained_bytes_per_s(&completion_times(config, 400, 65536), 65536);
+        let flash = 4.0 * 65536.0 * 1e9 / 565_536.0;
+        assert!(
+            (large / flash - 1.0).abs() < 0.03,
+            "{large:.0} B/s against {flash:.0}"
+        );
+    }
+
+    /// Worked example: the drive state sets the drain rate through garbage collection. Small device: 1 GiB of user
+    /// space, 64 MiB over-provisioned, 16 program units per block, 4 units; a host program takes 565.5 us (above),
+    /// a copy 50 (mean read) + 500 = 550 us, an erase 2 ms.
+    /// - fresh: no garbage collection within the run, 463.5 MB/s (above);
+    /// - preconditioned, 25% of the space freed: live 768 MiB, spare factor r = (1,088 - 768) / 768 = 0.4167,
+    ///   victims' valid fraction u = (1 - r) / (1 + r) = 0.4118, so per 16-unit block 6.59 copies and 9.41 host
+    ///   programs: 9.41 x 565.5 + 6.59 x 550 + 2,000 = 10,945 us per unit for 9.41 x 64 KiB, x 4 units = 225 MB/s;
+    /// - preconditioned, nothing freed: r = 64 / 1,024 = 0.0625, u = 0.8824: 14.12 copies and 1.88 host programs,
+    ///   1.88 x 565.5 + 14.12 x 550 + 2,000 = 10,829 us per unit for 1.88 x 64 KiB, x 4 units = 45.5 MB/s.
+    #[test]
+    fn the_drive_state_sets_the_sustained_write_rate() {
+        let rate = |condition: Condition, trimmed_fraction: f64| {
+            let mut config = small_device(condition);
+            config.trimmed_fraction = trimmed_fraction;
+            sustained_bytes_per_s(&completion_times(config, 3000, 65536), 65536) / 1e6
+        };
+        let fresh = rate(Condition::Fresh, 0.0);
+        let freed = rate(Condition::Preconditioned, 0.25);
+        let full = rate(Condition::Preconditioned, 0.0);
+        assert!((fresh / 463.5 - 1.0).abs() < 0.03, "fresh {fresh:.1} MB/s");
+        assert!(
+            (freed / 225.0 - 1.0).abs() < 0.05,
+            "25% freed {freed:.1} MB/s"
+        );
+        assert!(
+            (full / 45.5 - 1.0).abs() < 0.05,
+            "nothing freed {full:.1} MB/s"
+        );
     }
 }
