@@ -108,8 +108,10 @@ def jobs_config(host: dict[str, Any], device: dict[str, Any], jobs: Iterable[Job
 
 def testbed_config(host: str, device: str, jobs: Iterable[Job], runtime_s: float, ramp_s: float, *, file: str,
                    seed: int = 1, scheduler: str = "none", tunables: Iterable[tuple[str, int]] = (),
-                   ssds: int = 1) -> dict[str, Any]:
-    """`jobs_config` with host and device straight from their presets."""
+                   ssds: int = 1, device_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`jobs_config` with host and device straight from their presets (``device_options``: DeviceConfig fields
+    over the preset's, e.g. a drive state)."""
     host_params, device_params = preset_params(host, device)
+    device_params = dict(device_params, **(device_options or {}))
     return jobs_config(host_params, device_params, jobs, runtime_s, ramp_s, file=file, seed=seed, scheduler=scheduler,
                        tunables=tunables, ssds=ssds)

@@ -21,3 +21,10 @@ def test_preset_meets_its_calibration_input(target):
     assert value == pytest.approx(target.paper_value, rel=target.tolerance), (
         f"{target.name} ({target.source}): paper {target.paper_value}, simulated {value:.2f}"
     )
+
+
+def test_seed000s_drive_state_is_the_one_its_calibration_target_measures():
+    from iosched.papers import seed000
+
+    states = [dict(t.device_options) for t in calibration.TARGETS if t.device_options]
+    assert states == [seed000.DRIVE_STATE]
