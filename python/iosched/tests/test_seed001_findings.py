@@ -42,12 +42,18 @@ def test_kf2_kyber_fairness_keeps_nones_throughput_and_shares_by_weight():
         none, kf = r["none"], r["kyber-fairness"]
         assert kf.total > 0.9 * none.total, (rw, kf.total, none.total)
         assert kf.fi > 0.98 and none.fi < 0.61, (rw, kf.mbs, none.mbs)
-    # Random reads: well above BFQ (the paper: 2.68x). Since each dispatch call is booked under BFQ's lock the
-    # model's gain is 3.22x, a hair outside the paper's ±20% (3.216x): the report's KF2 row says NO, and
-    # docs/papers.md says why; this test keeps the direction and the size class only. Sequential writes: no gain.
-    gain = runs["randread"]["kyber-fairness"].total / runs["randread"]["bfq"].total
-    assert 2.0 < gain < 4.0, gain
+    # Sequential writes: no gain over BFQ (random reads: the next test).
     assert runs["write"]["kyber-fairness"].total < 1.3 * runs["write"]["bfq"].total
+
+
+# A known miss, kept strict: since issue 17's lock work the model's gain is 3.22x, a hair outside the paper's
+# ±20% (3.216x); docs/papers.md says why. strict: the suite fails if it starts holding again unnoticed.
+@pytest.mark.xfail(strict=True, reason="KF2 random reads 3.22x vs the paper's 2.68x ±20% (docs/papers.md)")
+def test_kf2_random_reads_gain_the_papers_2_68x_over_bfq():
+    runs = s.kf2_runs(("randread",), SHORT)
+    # Random reads: the paper's 2.68x over BFQ, within the module's 20%.
+    gain = runs["randread"]["kyber-fairness"].total / runs["randread"]["bfq"].total
+    assert s.ratio_ok(gain, 2.68, 0.20), gain
 
 
 def test_kf3_kyber_fairness_stays_near_none_from_one_to_sixteen_cgroups():
@@ -64,14 +70,19 @@ def test_kf4_each_lun_in_turn_heaviest_weights_rotate_with_it():
     assert [g.lun for g in s.lun_cgroups(1)] == [0, 1, 2, 3]
 
 
-def test_kf4_replaying_four_luns_kyber_fairness_shares_by_weight_keeps_nones_throughput_beats_bfq_by_up_to_a_third():
-    runs = s.kf4_runs(times=SHORT)
+@pytest.fixture(scope="module")
+def kf4_runs():
+    """KF4's replays, shared by the two tests that read them."""
+    return s.kf4_runs(times=SHORT)
+
+
+def test_kf4_replaying_four_luns_kyber_fairness_shares_by_weight_keeps_nones_throughput_beats_bfq_by_up_to_a_third(
+        kf4_runs):
+    runs = kf4_runs
     none, kf, bfq = (runs[x] for x in ("none", "kyber-fairness", "bfq"))
     for h in s.LUNS:
         assert kf[h].fi > 0.95, (h, kf[h].mbs)
         assert kf[h].total > 0.9 * none[h].total, (h, kf[h].total, none[h].total)
-        if h != 3:      # LUN3 heaviest: BFQ 2,457 vs 2,324 MB/s since issue 17's lock changes (a miss: docs/papers.md)
-            assert kf[h].total > bfq[h].total, (h, kf[h].total, bfq[h].total)
         # The heaviest LUN gets the most under Kyber-fairness; none ignores the weights.
         assert max(range(4), key=lambda i: kf[h].mbs[i]) == h, (h, kf[h].mbs)
         assert none[h].fi < 0.8, (h, none[h].mbs)
@@ -79,3 +90,12 @@ def test_kf4_replaying_four_luns_kyber_fairness_shares_by_weight_keeps_nones_thr
     gains = {h: kf[h].total / bfq[h].total for h in s.LUNS}
     assert s.ratio_ok(max(gains.values()), 1.33, 0.20), gains
     assert gains[3] < min(gains[h] for h in (0, 1, 2)), gains
+
+
+# A known miss, kept strict: with LUN3 heaviest BFQ edges Kyber-fairness (2,457 vs 2,324 MB/s) since issue 17's
+# lock changes; docs/papers.md says why. strict: the suite fails if it starts holding again unnoticed.
+@pytest.mark.xfail(strict=True, reason="KF4 LUN3 heaviest: BFQ 2,457 vs Kyber-fairness 2,324 MB/s (docs/papers.md)")
+def test_kf4_kyber_fairness_beats_bfq_whichever_lun_is_heaviest(kf4_runs):
+    kf, bfq = kf4_runs["kyber-fairness"], kf4_runs["bfq"]
+    for h in s.LUNS:
+        assert kf[h].total > bfq[h].total, (h, kf[h].total, bfq[h].total)
