@@ -1639,22 +1639,7 @@ mod tests {
     }
 
     fn request(op: Op, sync: bool) -> Request {
-        use crate::IoprioClass;
-        Request {
-            id: 0,
-            op,
-            sector: 0,
-            nr_sectors: 8,
-            cpu: 0,
-            hctx: 0,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync,
-            start_ns: 0,
-        }
+        Request { sync, ..crate::testkit::rq(0, op, 0, 8) }
     }
 
     #[test]

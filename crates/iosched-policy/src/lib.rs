@@ -447,21 +447,7 @@ mod tests {
 
     #[test]
     fn reads_are_always_sync_and_writes_only_when_flagged() {
-        let rq = |op, sync| Request {
-            id: 0,
-            op,
-            sector: 0,
-            nr_sectors: 8,
-            cpu: 0,
-            hctx: 0,
-            ioprio_class: IoprioClass::None,
-            ioprio_level: 4,
-            process: 0,
-            cgroup: 0,
-            cgroup_weight: 100,
-            sync,
-            start_ns: 0,
-        };
+        let rq = |op, sync| Request { sync, ..crate::testkit::rq(0, op, 0, 8) };
         assert!(rq(Op::Read, false).is_sync_read(), "readahead is a sync read to the kernel");
         assert!(rq(Op::Write, true).is_sync() && !rq(Op::Write, true).is_sync_read());
         assert!(!rq(Op::Write, false).is_sync());
