@@ -267,19 +267,28 @@ def _qemu_children(pid: int) -> list[int]:
     return out
 
 
-def test_killed_run_leaves_no_qemu(tmp_path):
+def _vm_run_with_qemu(tmp_path, stderr) -> tuple[subprocess.Popen, list[int]]:
+    """`iosched run` of WEIGHTED on the VM backend, started and waited for until its qemu has run for a second:
+    (the process, qemu's pids)."""
     spec = write(tmp_path, WEIGHTED)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "iosched"), "run", str(spec), "--backend", "vm", "--device",
                              NULLB, "--out", str(tmp_path / "out"), "--no-report"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+    deadline = time.monotonic() + 60
+    kids: list[int] = []
+    while not kids and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        kids = _qemu_children(proc.pid)
+    if not kids:
+        proc.kill()
+    assert kids, "qemu never started"
+    time.sleep(1.0)
+    return proc, kids
+
+
+def test_killed_run_leaves_no_qemu(tmp_path):
+    proc, kids = _vm_run_with_qemu(tmp_path, subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        kids: list[int] = []
-        while not kids and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            kids = _qemu_children(proc.pid)
-        assert kids, "qemu never started"
-        time.sleep(1.0)
         proc.send_signal(signal.SIGKILL)          # no clean-up code runs: the kernel's PDEATHSIG must do it
         proc.wait()
         deadline = time.monotonic() + 10
@@ -297,19 +306,9 @@ def test_killed_run_leaves_no_qemu(tmp_path):
 def test_a_signal_stops_a_vm_run_within_a_second(tmp_path, sig):
     """iosched.interrupt for the VM backend: the signal arrives while the guest runs fio; iosched stops qemu, keeps
     nothing half-written and exits 130 with one 'interrupted' line, within a second."""
-    spec = write(tmp_path, WEIGHTED)
     out = tmp_path / "out"
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "iosched"), "run", str(spec), "--backend", "vm",
-                             "--device", NULLB, "--out", str(out), "--no-report"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        kids: list[int] = []
-        while not kids and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-            kids = _qemu_children(proc.pid)
-        assert kids, "qemu never started"
-        time.sleep(1.0)
         t0 = time.monotonic()
         proc.send_signal(sig)
         err = proc.communicate(timeout=30)[1]
