@@ -34,12 +34,12 @@ def unpack(data: bytes, dest: Path) -> list[str]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
         for m in tf.getmembers():
             rel = os.path.normpath(m.name)
-            if rel == "." or rel.startswith(("/", "..")) or not (m.isfile() or m.isdir()):
+            if rel == "." or not (m.isfile() or m.isdir()):
                 continue
             try:
                 target = safepath.inside(dest, rel)
             except SpecError:
-                continue        # a name the guest should never send (NUL, too long): not ours to write
+                continue        # a name the guest should never send (absolute, "..", NUL, too long): not written
             if m.isdir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
