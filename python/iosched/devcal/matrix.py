@@ -17,6 +17,7 @@ The matrix file (TOML; paths relative to it):
     spec = "qd1-reader-vs-writers.toml"     # its jobs (any scheduler it names is replaced by each of `schedulers`)
     job = "reader"                          # whose P99 is compared, and ranked by
     rank_by = "p99"                         # p99 (lower ranks first), iops or share (higher ranks first)
+    ramp = "0s"                             # optional: this workload's ramp (default: the matrix's)
     [workload.tunables.kyber]               # optional: tunables for one scheduler's runs
     read_lat_nsec = 3000000
 """
@@ -32,6 +33,7 @@ from typing import Any, Callable
 import pyarrow.parquet as pq
 
 from ..errors import SpecError, show
+from ..units import parse_time
 
 IOPS_TOLERANCE = 0.15       # issue 19: IOPS within ±15%
 P99_TOLERANCE = 0.30        # issue 19: P99 within ±30%
@@ -41,7 +43,7 @@ TIE_BAND = 0.10
 RANK_BY = {"p99": "the job's P99 (lower first)", "iops": "the job's IOPS (higher first)",
            "share": "the job's share of the total IOPS (higher first)"}
 TOP_KEYS = {"device", "host", "schedulers", "duration", "ramp", "repeat", "workload"}
-WORKLOAD_KEYS = {"name", "spec", "job", "rank_by", "tunables", "description"}
+WORKLOAD_KEYS = {"name", "spec", "job", "rank_by", "tunables", "description", "ramp"}
 
 Echo = Callable[..., None]
 
@@ -53,6 +55,7 @@ class Workload:
     job: str
     rank_by: str
     tunables: dict[str, dict[str, int]] = field(default_factory=dict)
+    ramp: str | None = None             # None: the matrix's
 
     def sets(self, scheduler: str) -> list[str]:
         return [f"{k}={v}" for k, v in sorted(self.tunables.get(scheduler, {}).items())]
@@ -129,7 +132,11 @@ def load_matrix(path: str | Path) -> Matrix:
                 raise SpecError(file, f"{at}.tunables.{s}", f"{s} is not among the matrix's schedulers")
             if not isinstance(t, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in t.values()):
                 raise SpecError(file, f"{at}.tunables.{s}", "expected a table of integer tunables (sysfs values)")
-        workloads.append(Workload(name, spec, text("job", w, f"{at}.job"), rank_by, tunables))
+        ramp = None
+        if "ramp" in w:
+            ramp = text("ramp", w, f"{at}.ramp")
+            parse_time(ramp, file=file, key=f"{at}.ramp")
+        workloads.append(Workload(name, spec, text("job", w, f"{at}.job"), rank_by, tunables, ramp))
     return Matrix(path, device, host, list(scheds), str(data.get("duration", "4s")), str(data.get("ramp", "1s")),
                   repeat, workloads)
 
@@ -147,7 +154,7 @@ def experiments(matrix: Matrix, *, simulator: bool, duration: str | None = None)
             ov = Overrides(scheduler=s, sets=w.sets(s), duration=duration or matrix.duration, repeat=matrix.repeat,
                            host=matrix.host if simulator else None, device=matrix.device if simulator else None)
             exp = load_experiment(str(w.spec), ov)
-            exp.data["ramp"] = matrix.ramp
+            exp.data["ramp"] = w.ramp or matrix.ramp
             out.append((w, exp))
     return out
 

@@ -21,6 +21,10 @@ def test_the_shipped_matrix_parses():
                                              "kyber-read-target", "seq-vs-random"]
     kyber = m.workloads[3]
     assert kyber.sets("kyber") == ["read_lat_nsec=20000000"] and kyber.sets("bfq") == []
+    # rt-vs-be is measured without a ramp (matrix.toml says why); the others take the matrix's.
+    assert m.workloads[2].ramp == "0s" and kyber.ramp is None and m.ramp == "1s"
+    ramps = {(w.name, e.data["ramp"]) for w, e in mx.experiments(m, simulator=True)}
+    assert ("rt-vs-be", "0s") in ramps and ("kyber-read-target", "1s") in ramps
 
 
 def _write(tmp: Path, text: str) -> Path:
@@ -48,6 +52,7 @@ job = "a"
     (('job = "a"', 'job = "a"\ntunables = { kyber = { read_lat_nsec = 1 } }'), "workload[0].tunables.kyber",
      "not among the matrix's schedulers"),
     (('job = "a"', 'job = "a"\nweight = 1'), "workload[0].weight", "unknown key"),
+    (('job = "a"', 'job = "a"\nramp = "soon"'), "workload[0].ramp", "expected a time like 2s"),
     (('host = "lab-tcg-2vcpu"', 'host = "lab-tcg-2vcpu"\nrepeat = 0'), "repeat", "expected an integer >= 1"),
 ])
 def test_bad_matrices_are_one_line_naming_file_and_key(tmp_path, change, key, words):
