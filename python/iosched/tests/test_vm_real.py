@@ -302,6 +302,24 @@ def test_killed_run_leaves_no_qemu(tmp_path):
             proc.kill()
 
 
+def test_a_guest_that_dies_is_one_error_line(tmp_path):
+    """qemu killed under a running guest (as a guest kernel panic with panic=-1 ends it): one error line naming
+    where it stopped; the console (empty: the lab boots quiet, loglevel 4) is kept only when it has something."""
+    proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
+    try:
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 1, err
+        lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "the guest stopped before finishing" in lines[0], err
+        assert "Traceback" not in err
+        assert not (tmp_path / "out" / "vm-console.log").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_vm_run_within_a_second(tmp_path, sig):
     """iosched.interrupt for the VM backend: the signal arrives while the guest runs fio; iosched stops qemu, keeps

@@ -432,3 +432,21 @@ def test_cli_refusals(tmp_path, monkeypatch):
 def test_cli_devices_lists_keys():
     r = CliRunner().invoke(main, ["vm", "devices"])
     assert r.exit_code == 0 and "completion_nsec" in r.output and "max_ioqpairs" in r.output
+
+
+def test_a_failed_boots_console_is_kept_whole_in_out(tmp_path):
+    """A guest kernel's panic (what reaches the quiet console) is longer than an error line's tail: the whole
+    console goes to OUT/vm-console.log, and the error's closing words name it; an empty console keeps nothing."""
+    from types import SimpleNamespace
+
+    from iosched.backends.vm.runner import _kept_console
+    console = tmp_path / "console.log"
+    console.write_text("".join(f"[   12.{i:06d}] Call Trace: frame {i}\n" for i in range(40)) +
+                       "Kernel panic - not syncing: Fatal exception in interrupt\n")
+    guest = SimpleNamespace(boot=SimpleNamespace(console=console))
+    out = tmp_path / "out"
+    assert _kept_console(guest, out) == f" (the whole console: {out / 'vm-console.log'})"
+    assert (out / "vm-console.log").read_text() == console.read_text()
+    console.write_text("")
+    (out / "vm-console.log").unlink()
+    assert _kept_console(guest, out) == "" and not (out / "vm-console.log").exists()

@@ -336,13 +336,27 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
                 break
             if not alive:
                 raise VmError(f"the guest stopped before finishing ({_where(state, outcome)}): qemu exited "
-                              f"{g.proc.returncode}; {g.stderr_tail() or ''} console: {g.console_tail() or '(empty)'}")
+                              f"{g.proc.returncode}; {g.stderr_tail() or ''} console: {g.console_tail() or '(empty)'}"
+                              f"{_kept_console(g, opts.out)}")
             if time.monotonic() > deadline:
                 raise VmError(f"the guest did not answer in time ({_where(state, outcome)}); console: "
-                              f"{g.console_tail() or '(empty)'}")
+                              f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
             time.sleep(0.1)
         with contextlib.suppress(Exception):
             g.proc.wait(timeout=30)
+
+
+def _kept_console(g: qemu.Guest, out: Path) -> str:
+    """The whole serial console of a boot that failed (a guest kernel's panic or oops is longer than the error's
+    tail) kept as OUT/vm-console.log: the error's closing words naming it, or nothing when it cannot be kept."""
+    try:
+        text = g.boot.console.read_bytes()
+        if not text:
+            return ""
+        path = store.write_file(out, "vm-console.log", text)
+    except Exception:  # noqa: BLE001  (the error being raised matters more than this file)
+        return ""
+    return f" (the whole console: {path})"
 
 
 def _where(state: dict, outcome: Outcome) -> str:
