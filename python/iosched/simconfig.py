@@ -18,9 +18,11 @@ from .spec import DEFAULT_SAMPLE_INTERVAL_NS, ResolvedRun, device_names
 def sim_config(*, seed: int, host: dict[str, Any], devices: list[dict[str, Any]], jobs: list[dict[str, Any]],
                scheduler: str = "none", tunables: Iterable[tuple[str, int]] = (), nr_requests: int | None = None,
                block_layer: str | None = None,
-               sample_interval_ns: int = DEFAULT_SAMPLE_INTERVAL_NS) -> dict[str, Any]:
+               sample_interval_ns: int = DEFAULT_SAMPLE_INTERVAL_NS, ramp_end: str = "nominal") -> dict[str, Any]:
     """A SimConfig: ``host`` a HostConfig, ``devices`` named DeviceConfigs, ``jobs`` JobConfigs (resolved fio jobs),
-    ``tunables`` (sysfs name, integer) in the order given."""
+    ``tunables`` (sysfs name, integer) in the order given. ``ramp_end``: "nominal" (every job measured from start +
+    ramp: these configs are short runs standing in for the papers' and calibration's long ones) or
+    "first-completion" (fio's: a spec's default)."""
     return {
         "seed": seed,
         "host": host,
@@ -33,6 +35,7 @@ def sim_config(*, seed: int, host: dict[str, Any], devices: list[dict[str, Any]]
         },
         "jobs": jobs,
         "sample_interval_ns": sample_interval_ns,
+        "ramp_end": ramp_end,
     }
 
 
@@ -40,7 +43,7 @@ def run_config(run: ResolvedRun) -> dict[str, Any]:
     """The SimConfig of a resolved run (what `iosched run` and `iosched reproduce` simulate)."""
     return sim_config(seed=run.seed, host=run.host, devices=run.devices, jobs=[j.config for j in run.jobs],
                       scheduler=run.scheduler, tunables=sorted(run.tunables.items()), nr_requests=run.nr_requests,
-                      block_layer=run.block_layer, sample_interval_ns=run.sample_interval_ns)
+                      block_layer=run.block_layer, sample_interval_ns=run.sample_interval_ns, ramp_end=run.ramp_end)
 
 
 # ---------------------------------------------------------------- simulations straight from presets

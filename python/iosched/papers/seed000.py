@@ -160,7 +160,8 @@ def testbed(jobs: list[dict], sweep: dict[str, list], *, duration: str, ramp: st
             scheduler: dict | None = None, repeat: int = 1) -> dict[str, Any]:
     """A seed-000 testbed spec, on seed 000's drive state. The artifact's figures are single runs (Tables 2-4 have
     five repetitions)."""
-    return {"duration": duration, "ramp": ramp, "repeat": repeat, "seed": 1, "host": {"preset": HOST},
+    return {"duration": duration, "ramp": ramp, "ramp_end": "nominal", "repeat": repeat, "seed": 1,
+            "host": {"preset": HOST},
             "devices": [{"preset": DEVICE, "count": ssds, **DRIVE_STATE}], "scheduler": scheduler or {"name": "none"},
             "job": jobs, **({"sweep": sweep} if sweep else {})}
 
@@ -175,7 +176,8 @@ def job(name: str, rw: str, iodepth: int, cpus: str, bs: str = "4k", numjobs: in
 def spec(jobs: list[dict], sweep: dict[str, list], *, duration: str, ramp: str = "50ms", repeat: int = 3,
          ssds: int = 1, scheduler: dict | None = None) -> dict[str, Any]:
     """A seed-000 testbed spec with three repetitions (seed 003's form)."""
-    return {"duration": duration, "ramp": ramp, "repeat": repeat, "seed": 1, "host": {"preset": HOST},
+    return {"duration": duration, "ramp": ramp, "ramp_end": "nominal", "repeat": repeat, "seed": 1,
+            "host": {"preset": HOST},
             "devices": [{"preset": DEVICE, "count": ssds}], "scheduler": scheduler or {"name": "none"},
             "job": jobs, **({"sweep": sweep} if sweep else {})}
 

@@ -325,7 +325,8 @@ def _spec(groups: list[Cgroup] | list[TraceCgroup], kind: str, schedulers: Itera
     """The seed-001 testbed spec (the TOML `iosched run` reads, as a dict): one job per cgroup, every scheduler."""
     runtime, ramp = TIMES[kind]
     schedulers = list(schedulers)
-    return {"duration": f"{runtime:g}s", "ramp": f"{ramp:g}s", "repeat": 3, "seed": 1, "host": {"preset": HOST},
+    return {"duration": f"{runtime:g}s", "ramp": f"{ramp:g}s", "ramp_end": "nominal", "repeat": 3, "seed": 1,
+            "host": {"preset": HOST},
             "devices": [{"preset": DEVICE}], "scheduler": {"name": schedulers[0]},
             "job": [_spec_job(i, g) for i, g in enumerate(groups)],
             **({"sweep": {"scheduler.name": schedulers}} if len(schedulers) > 1 else {})}

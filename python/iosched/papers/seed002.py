@@ -551,7 +551,8 @@ def spec(jobs: list[tuple[str, dict[str, Any]]], scheduler: dict[str, Any], swee
          device: dict[str, Any] | None = None) -> dict[str, Any]:
     """A seed-002 testbed spec (the TOML `iosched run` reads, as a dict); the background's rate comes from the
     sweep."""
-    return {"duration": f"{RUNTIME_S:g}s", "ramp": f"{RAMP_S * 1000:g}ms", "repeat": 3, "seed": 1,
+    return {"duration": f"{RUNTIME_S:g}s", "ramp": f"{RAMP_S * 1000:g}ms", "ramp_end": "nominal", "repeat": 3,
+            "seed": 1,
             "host": {"preset": HOST}, "devices": [{"preset": DEVICE, **(device or {})}], "scheduler": scheduler,
             "job": [_job(j) for j in jobs], **({"sweep": sweep} if sweep else {})}
 

@@ -78,7 +78,8 @@ def test_sim_config_shape(tmp_path):
     from iosched.simconfig import run_config
     runs = expand_runs(load_experiment(str(write(tmp_path, BASE))))
     cfg = run_config(runs[0])
-    assert set(cfg) == {"seed", "host", "devices", "scheduler", "jobs", "sample_interval_ns"}
+    assert set(cfg) == {"seed", "host", "devices", "scheduler", "jobs", "sample_interval_ns", "ramp_end"}
+    assert cfg["ramp_end"] == "first-completion"             # fio's, unless the spec says "nominal"
     assert set(cfg["scheduler"]) == {"name", "tunables", "nr_requests", "block_layer"}
     assert set(cfg["jobs"][0]) == {
         "name", "rw", "rwmixread", "bs_bytes", "iodepth", "iodepth_batch_submit", "numjobs", "ioengine", "start_ns", "ramp_ns",

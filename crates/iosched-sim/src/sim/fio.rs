@@ -4,6 +4,8 @@
 
 use iosched_policy::SECTOR_BYTES;
 
+use super::process::Ramp;
+use crate::config::RampEnd;
 use super::{BioKind, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
@@ -62,6 +64,9 @@ impl Simulation<'_> {
     /// What the process does after reaping: stop, think, or submit from `end` (returned).
     fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
         let proc = &mut self.processes[process as usize];
+        if proc.state.ramp == Ramp::Ending {
+            proc.state.ramp = Ramp::Over; // fio's loop goes on: TD_RAMP -> TD_RUNNING
+        }
         if proc.state.stopped {
             self.stop(process, end);
             None
@@ -269,6 +274,7 @@ impl Simulation<'_> {
             proc.state.start_ns = start;
             proc.state.stats_start_ns = start + ramp;
             proc.state.end_ns = start + ramp + runtime;
+            proc.state.ramp = Ramp::starting(ramp > 0 && self.config.ramp_end == RampEnd::FirstCompletion);
             proc.state.issue_pending = true;
             if let (Some(b), Some(cache)) = (&proc.source.buffered, &mut self.cache) {
                 if invalidate {
@@ -332,7 +338,9 @@ impl Simulation<'_> {
     }
 
     /// Record one I/O of the process, `bytes` long, whose latency runs from `start_ns` to `end_ns`, if it ended
-    /// inside the process's measurement window.
+    /// inside the process's measurement window. The first one at or after the ramp ends the ramp instead and moves
+    /// the window to start there (fio's `ramp_time_over()`); neither it nor the rest of its reap batch is
+    /// accounted (`Ramp::Ending`).
     pub(super) fn record_latency(
         &mut self,
         process: u32,
@@ -342,6 +350,17 @@ impl Simulation<'_> {
         bytes: u32,
     ) {
         let proc = &mut self.processes[process as usize];
+        match proc.state.ramp {
+            Ramp::Pending if end_ns >= proc.state.stats_start_ns => {
+                let state = &mut proc.state;
+                state.ramp = Ramp::Ending;
+                state.end_ns += end_ns - state.stats_start_ns;
+                state.stats_start_ns = end_ns;
+                return;
+            }
+            Ramp::Pending | Ramp::Ending => return,
+            Ramp::Over => {}
+        }
         if end_ns >= proc.state.stats_start_ns && end_ns <= proc.state.end_ns {
             let stats = if write {
                 &mut proc.stats.write
@@ -438,15 +457,42 @@ mod tests {
     }
 
     #[test]
-    fn latency_counts_only_inside_the_measurement_window() {
+    fn latency_counts_only_inside_the_measurement_window_which_starts_at_the_first_completion_after_the_ramp() {
+        // 1 ms of ramp, 5 ms of runtime: nominally measured over [1, 6] ms.
         let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
         let mut sim = Simulation::new(&c).unwrap();
-        sim.record_latency(0, false, 0, 999_999, 4096); // in the ramp
-        sim.record_latency(0, true, 7_000_000, 7_000_001, 4096); // after the runtime
-        sim.record_latency(0, false, 1_000_000, 1_050_000, 4096);
-        assert_eq!(sim.interval_ios[0], [1, 0]);
+        sim.record_latency(0, false, 0, 999_999, 4096); // in the ramp: not counted
+        assert_eq!(sim.processes[0].state.ramp, Ramp::Pending);
+        // The first completion after 1 ms (at 1.2 ms) ends the ramp: the window becomes [1.2, 6.2] ms. Neither
+        // it nor another of its reap batch is counted (fio is in its ramp state until its loop goes on).
+        sim.record_latency(0, false, 1_000_000, 1_200_000, 4096);
+        sim.record_latency(0, false, 1_000_000, 1_210_000, 4096);
+        let state = &sim.processes[0].state;
+        assert_eq!(state.ramp, Ramp::Ending);
+        assert_eq!((state.stats_start_ns, state.end_ns), (1_200_000, 6_200_000));
+        assert_eq!(sim.after_reap(0, 1_210_000), Some(1_210_000));
+        assert_eq!(sim.processes[0].state.ramp, Ramp::Over);
+        sim.record_latency(0, false, 1_000_000, 1_250_000, 4096); // counted
+        sim.record_latency(0, true, 6_000_000, 6_200_000, 4096); // the window's last instant: counted
+        sim.record_latency(0, true, 6_100_000, 6_200_001, 4096); // after the runtime: not counted
+        assert_eq!(sim.interval_ios[0], [1, 1]);
         let stats = &sim.processes[0].stats;
-        assert_eq!((stats.read.result().ios, stats.write.result().ios), (1, 0));
+        assert_eq!((stats.read.result().ios, stats.write.result().ios), (1, 1));
+    }
+
+    #[test]
+    fn with_a_nominal_ramp_end_every_job_is_measured_from_start_plus_ramp() {
+        // The same job, RampEnd::Nominal: the window stays [1, 6] ms and the completion at 1.2 ms counts.
+        let mut c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        c.ramp_end = RampEnd::Nominal;
+        let mut sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.processes[0].state.ramp, Ramp::Over);
+        sim.record_latency(0, false, 0, 999_999, 4096); // in the ramp: not counted
+        sim.record_latency(0, false, 1_000_000, 1_200_000, 4096);
+        sim.record_latency(0, false, 5_000_000, 6_000_001, 4096); // after the runtime
+        let state = &sim.processes[0].state;
+        assert_eq!((state.stats_start_ns, state.end_ns), (1_000_000, 6_000_000));
+        assert_eq!(sim.interval_ios[0], [1, 0]);
     }
 
     #[test]

@@ -86,6 +86,12 @@ pub(super) struct LoopState {
     pub(super) start_ns: u64,
     pub(super) stats_start_ns: u64,
     pub(super) end_ns: u64,
+    /// Where fio's ramp is. fio ends it as it accounts a completion (`ramp_time_over()` in `io_completed()`): the
+    /// first one reaped at or after `ramp_time` resets the statistics and starts the runtime there. A process
+    /// starved across the ramp (a best-effort reader behind real-time ones under mq-deadline) is so measured
+    /// later, after its starvation; fio reports per job, so two jobs' windows need not coincide. `stats_start_ns`
+    /// and `end_ns` are the earliest until then.
+    pub(super) ramp: Ramp,
     /// An Issue event is pending for it.
     pub(super) issue_pending: bool,
     /// In its submission loop: a SubmitNext event is pending. Completions that arrive meanwhile wait in
@@ -98,6 +104,28 @@ pub(super) struct LoopState {
     pub(super) punted: VecDeque<u32>,
     pub(super) stopped: bool,
     pub(super) finished_ns: Option<u64>,
+}
+
+/// fio's ramp of one process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ramp {
+    /// In the ramp (ramp_time not over at its last completion).
+    Pending,
+    /// It ended at a completion of the batch fio is reaping: fio is in its TD_RAMP state and accounts none of the
+    /// batch's completions; its loop going on makes it TD_RUNNING.
+    Ending,
+    /// Measured (or no ramp).
+    Over,
+}
+
+impl Ramp {
+    pub(super) fn starting(has_ramp: bool) -> Self {
+        if has_ramp {
+            Ramp::Pending
+        } else {
+            Ramp::Over
+        }
+    }
 }
 
 /// What fio reports for a process: latency by direction, and CPU time.
@@ -131,6 +159,7 @@ impl Process {
                 start_ns,
                 stats_start_ns,
                 end_ns,
+                ramp: Ramp::starting(stats_start_ns > start_ns),
                 issue_pending: false,
                 submitting: false,
                 unreaped: Vec::new(),

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use iosched_sim::config::{
-    DeviceConfig, HostConfig, IoEngine, JobConfig, Rw, SchedulerConfig, SimConfig,
+    DeviceConfig, HostConfig, IoEngine, JobConfig, RampEnd, Rw, SchedulerConfig, SimConfig,
 };
 
 pub fn presets_dir() -> PathBuf {
@@ -97,6 +97,7 @@ pub fn seed000(ssds: u32, jobs: Vec<JobConfig>) -> SimConfig {
         },
         jobs,
         sample_interval_ns: 10_000_000,
+        ramp_end: RampEnd::Nominal,
     }
 }
 
@@ -130,6 +131,7 @@ pub fn seed001(jobs: Vec<JobConfig>) -> SimConfig {
         },
         jobs,
         sample_interval_ns: 100_000_000,
+        ramp_end: RampEnd::Nominal,
     }
 }
 
@@ -147,6 +149,7 @@ pub fn seed004(scheduler: &str, jobs: Vec<JobConfig>) -> SimConfig {
         },
         jobs,
         sample_interval_ns: 10_000_000,
+        ramp_end: RampEnd::Nominal,
     }
 }
 
