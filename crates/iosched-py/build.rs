@@ -5,7 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -34,15 +36,29 @@ fn main() {
         files(&dir.join("src"), &mut inputs);
         inputs.push(dir.join("Cargo.toml"));
         println!("cargo:rerun-if-changed={}", dir.join("src").display());
-        println!("cargo:rerun-if-changed={}", dir.join("Cargo.toml").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            dir.join("Cargo.toml").display()
+        );
     }
     inputs.push(root.join("Cargo.lock"));
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
     // Relative paths, sorted: the digest is the same in every checkout of the same sources.
     let mut named: Vec<(String, PathBuf)> = inputs
         .into_iter()
         .filter(|p| p.is_file())
-        .map(|p| (p.strip_prefix(&root).unwrap_or(&p).to_string_lossy().replace('\\', "/"), p))
+        .map(|p| {
+            (
+                p.strip_prefix(&root)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/"),
+                p,
+            )
+        })
         .collect();
     named.sort();
     let mut hash = 0xcbf2_9ce4_8422_2325u64;

@@ -1639,7 +1639,10 @@ mod tests {
     }
 
     fn request(op: Op, sync: bool) -> Request {
-        Request { sync, ..crate::testkit::rq(0, op, 0, 8) }
+        Request {
+            sync,
+            ..crate::testkit::rq(0, op, 0, 8)
+        }
     }
 
     #[test]
@@ -1653,14 +1656,30 @@ mod tests {
         // 6.18 (stable, with 1db61b0afdd7): everything but sync reads, 75 % of the whole set.
         let k = at("6.18");
         assert_eq!(k.limit_depth(&request(Op::Read, true), tags), None);
-        assert_eq!(k.limit_depth(&request(Op::Write, true), tags), Some(192), "direct writes too");
+        assert_eq!(
+            k.limit_depth(&request(Op::Write, true), tags),
+            Some(192),
+            "direct writes too"
+        );
         assert_eq!(k.limit_depth(&request(Op::Write, false), tags), Some(192));
-        assert_eq!(k.limit_depth(&request(Op::Read, false), tags), None, "a read is always sync");
+        assert_eq!(
+            k.limit_depth(&request(Op::Read, false), tags),
+            None,
+            "a read is always sync"
+        );
         assert_eq!(k.min_shallow_depth(tags), Some(192));
         // 6.3: only async writes, 75 % of a 64-bit word.
         let k = at("6.3");
-        assert_eq!(k.limit_depth(&request(Op::Write, true), tags), None, "direct writes take every tag");
-        assert_eq!(k.limit_depth(&request(Op::Write, false), tags), Some(48), "48 of each word of 64");
+        assert_eq!(
+            k.limit_depth(&request(Op::Write, true), tags),
+            None,
+            "direct writes take every tag"
+        );
+        assert_eq!(
+            k.limit_depth(&request(Op::Write, false), tags),
+            Some(48),
+            "48 of each word of 64"
+        );
         assert_eq!(k.min_shallow_depth(tags), Some(48));
         // 4.15: no min_shallow_depth yet.
         assert_eq!(at("4.15").min_shallow_depth(tags), None);

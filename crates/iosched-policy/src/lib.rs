@@ -435,11 +435,19 @@ mod tests {
         assert_eq!(batch("kyber", "6.18"), 8);
         assert_eq!(batch("bfq", "6.18"), 1);
         assert_eq!(batch("mq-deadline", "6.18"), 1);
-        assert_eq!(batch("none", "6.18"), 8, "no shallow depth: 256 / 8, at most 8");
+        assert_eq!(
+            batch("none", "6.18"),
+            8,
+            "no shallow depth: 256 / 8, at most 8"
+        );
         // Linux 6.3: mq-deadline's min_shallow_depth is async_depth (192, more than a 64-bit word): 8.
         assert_eq!(batch("mq-deadline", "6.3"), 8);
         assert_eq!(batch("bfq", "6.3"), 1, "BFQ sets 1 since 5.18");
-        assert_eq!(batch("bfq", "5.2"), 6, "BFQ's smallest word depth, 12 of 64: 48 / 8");
+        assert_eq!(
+            batch("bfq", "5.2"),
+            6,
+            "BFQ's smallest word depth, 12 of 64: 48 / 8"
+        );
         assert_eq!(batch("mq-deadline", "5.2"), 8, "no async_depth before 5.14");
         assert_eq!(sbq_wake_batch(16), 2);
         assert_eq!(sbq_wake_batch(4), 1);
@@ -447,8 +455,14 @@ mod tests {
 
     #[test]
     fn reads_are_always_sync_and_writes_only_when_flagged() {
-        let rq = |op, sync| Request { sync, ..crate::testkit::rq(0, op, 0, 8) };
-        assert!(rq(Op::Read, false).is_sync_read(), "readahead is a sync read to the kernel");
+        let rq = |op, sync| Request {
+            sync,
+            ..crate::testkit::rq(0, op, 0, 8)
+        };
+        assert!(
+            rq(Op::Read, false).is_sync_read(),
+            "readahead is a sync read to the kernel"
+        );
         assert!(rq(Op::Write, true).is_sync() && !rq(Op::Write, true).is_sync_read());
         assert!(!rq(Op::Write, false).is_sync());
         assert!(rq(Op::Discard, true).is_write());

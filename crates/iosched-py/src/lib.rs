@@ -176,7 +176,8 @@ fn trace_summary(
                 since_check: 0,
                 pending: &mut pending,
             };
-            let mut reader = iosched_sim::trace::TraceReader::new(path, input, format, lun, action)?;
+            let mut reader =
+                iosched_sim::trace::TraceReader::new(path, input, format, lun, action)?;
             iosched_sim::trace::summarize_reader(&mut reader)
         }))
     });
@@ -237,7 +238,9 @@ fn block_layers(name: &str) -> Option<Vec<&'static str>> {
 /// A scheduler's tunables (sysfs name, default value) as the simulator has them; None for an unknown name.
 #[pyfunction]
 fn scheduler_tunables(name: &str) -> Option<Vec<(&'static str, i64)>> {
-    iosched_policy::by_name(name, 1).ok().map(|elevator| elevator.tunables())
+    iosched_policy::by_name(name, 1)
+        .ok()
+        .map(|elevator| elevator.tunables())
 }
 
 /// How many time-series metrics a scheduler reports per device and sample (its introspection, before any cgroup

@@ -48,7 +48,10 @@ pub fn trace_parser(data: &[u8]) {
             Ok(Some(r)) => {
                 records += 1;
                 bytes += r.bytes as u128;
-                assert!(r.bytes > 0, "a record without data is skipped, not replayed");
+                assert!(
+                    r.bytes > 0,
+                    "a record without data is skipped, not replayed"
+                );
                 if records >= MAX_RECORDS {
                     return;
                 }
@@ -91,7 +94,9 @@ fn small(c: &SimConfig) -> bool {
     // An engine's usr_fraction outside 0..1 makes the CPU split underflow (found by this target). Python's preset
     // check refuses it, the simulator's own validation does not yet: left out here until it does.
     let engines = [&c.host.io_uring, &c.host.libaio, &c.host.psync];
-    engines.iter().all(|e| (0.0..=1.0).contains(&e.usr_fraction))
+    engines
+        .iter()
+        .all(|e| (0.0..=1.0).contains(&e.usr_fraction))
         && c.host.cores <= 64
         && c.devices.len() <= 8
         && c.devices.iter().all(|d| {

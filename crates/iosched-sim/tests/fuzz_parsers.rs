@@ -14,7 +14,10 @@ struct Mix(u64);
 
 impl Mix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 17
     }
     fn below(&mut self, n: usize) -> usize {
@@ -88,7 +91,11 @@ fn mutate(data: &[u8], mix: &mut Mix) -> Vec<u8> {
 }
 
 fn sample_trace(index: usize, lines: usize) -> Vec<u8> {
-    let names = ["systor17-vdi-4lun.csv", "msr-vdi-4disk.csv", "blkparse-vdi-4dev.txt"];
+    let names = [
+        "systor17-vdi-4lun.csv",
+        "msr-vdi-4disk.csv",
+        "blkparse-vdi-4dev.txt",
+    ];
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../traces")
         .join(names[index % names.len()]);
@@ -127,7 +134,15 @@ proptest! {
 }
 
 fn base_config() -> iosched_sim::SimConfig {
-    let mut job = common::job("a", iosched_sim::config::Rw::Randrw, 4096, 8, 2, &[0, 1], &[0]);
+    let mut job = common::job(
+        "a",
+        iosched_sim::config::Rw::Randrw,
+        4096,
+        8,
+        2,
+        &[0, 1],
+        &[0],
+    );
     job.runtime_ns = 2_000_000;
     job.ramp_ns = 0;
     let mut config = common::seed000(1, vec![job]);

@@ -229,7 +229,9 @@ impl DeviceConfig {
         check(self.logical_block_bytes >= 512, || {
             at("logical_block_bytes must be >= 512")
         })?;
-        self.null_blk.as_ref().map_or(Ok(()), |n| n.validate().map_err(|e| at(&e)))
+        self.null_blk
+            .as_ref()
+            .map_or(Ok(()), |n| n.validate().map_err(|e| at(&e)))
     }
 }
 

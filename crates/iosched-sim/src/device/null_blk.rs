@@ -55,7 +55,12 @@ impl NullBlkConfig {
 
 impl Device {
     /// A command reached null_blk: it completes `service_ns` later, whatever else is in flight.
-    pub(super) fn null_blk_submit(&mut self, null_blk: &NullBlkConfig, command: Command, events: &mut EventQueue) {
+    pub(super) fn null_blk_submit(
+        &mut self,
+        null_blk: &NullBlkConfig,
+        command: Command,
+        events: &mut EventQueue,
+    ) {
         if command.write {
             self.stats.write_ios += 1;
         } else {
@@ -122,6 +127,9 @@ mod tests {
             irqmode: 3,
             completion_ns: 1,
         };
-        assert!(config.validate().unwrap_err().starts_with("null_blk.irqmode: expected 0"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .starts_with("null_blk.irqmode: expected 0"));
     }
 }

@@ -5,8 +5,8 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
-use crate::config::RampEnd;
 use super::{BioKind, IoSlot, Simulation, NO_IO};
+use crate::config::RampEnd;
 use crate::engine::Event;
 
 impl Simulation<'_> {
@@ -274,7 +274,8 @@ impl Simulation<'_> {
             proc.state.start_ns = start;
             proc.state.stats_start_ns = start + ramp;
             proc.state.end_ns = start + ramp + runtime;
-            proc.state.ramp = Ramp::starting(ramp > 0 && self.config.ramp_end == RampEnd::FirstCompletion);
+            proc.state.ramp =
+                Ramp::starting(ramp > 0 && self.config.ramp_end == RampEnd::FirstCompletion);
             proc.state.issue_pending = true;
             if let (Some(b), Some(cache)) = (&proc.source.buffered, &mut self.cache) {
                 if invalidate {
@@ -457,7 +458,8 @@ mod tests {
     }
 
     #[test]
-    fn latency_counts_only_inside_the_measurement_window_which_starts_at_the_first_completion_after_the_ramp() {
+    fn latency_counts_only_inside_the_measurement_window_which_starts_at_the_first_completion_after_the_ramp(
+    ) {
         // 1 ms of ramp, 5 ms of runtime: nominally measured over [1, 6] ms.
         let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
         let mut sim = Simulation::new(&c).unwrap();
