@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from iosched.backends.kernel import blockdev, cgroups, fiofile, fioresult, sampler, safety, state
 from iosched.cli import main
+from iosched.errors import SpecError
 from iosched.spec import RealSystem, expand_runs, load_experiment
 
 from .test_spec import write
@@ -480,3 +481,13 @@ def test_cgroups_v1_write_bfq_weight_or_fail_clearly(tmp_path):
         cgroups.create(h, {"vdi": 1000, "bg": 100}, state.Journal(tmp_path / "s2"), need_weights=True)
     rc = cgroups.create(h, {"vdi": 100, "bg": 100}, state.Journal(tmp_path / "s3"), need_weights=False)
     assert rc.written == {"vdi": {}, "bg": {}}          # placement only: no weights asked for
+
+
+def test_the_simulators_nominal_ramp_end_is_refused_before_anything_runs(tmp_path):
+    from iosched.backends.kernel import runner
+    base = 'name = "r"\n[[job]]\nname = "a"\nrw = "randread"\n'
+    exp = load_experiment(str(write(tmp_path, 'ramp_end = "nominal"\n' + base)))
+    with pytest.raises(SpecError, match="real fio ends each job's ramp at its first completion") as e:
+        runner._check_schedulers(exp, [])
+    assert e.value.key == "ramp_end"
+    runner._check_schedulers(load_experiment(str(write(tmp_path, 'ramp_end = "first-completion"\n' + base))), [])

@@ -286,6 +286,13 @@ def test_checks_before_boot(tmp_path):
     exp, _, runs = runs_of(tmp_path, TWO_JOBS.replace('cgroup = "heavy"', 'cgroup = "a/b"'))
     with pytest.raises(SpecError, match="cgroup names"):
         runner.check_runs(exp, runs, 2)
+    # The simulator's common window has no fio equivalent; fio's own ("first-completion") passes.
+    exp, _, runs = runs_of(tmp_path, 'ramp_end = "nominal"\n' + TWO_JOBS)
+    with pytest.raises(SpecError, match='"nominal" is the simulator\'s') as e:
+        runner.check_runs(exp, runs, 2)
+    assert e.value.key == "ramp_end"
+    exp, _, runs = runs_of(tmp_path, 'ramp_end = "first-completion"\n' + TWO_JOBS)
+    runner.check_runs(exp, runs, 2)
 
 
 def test_run_id(tmp_path):

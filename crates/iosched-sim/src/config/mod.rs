@@ -33,6 +33,7 @@ pub struct SimConfig {
 pub enum RampEnd {
     /// As fio: at the first completion the job reaps after `ramp_time` (`ramp_time_over()` in `io_completed()`),
     /// its runtime measured from there. A job starved across its ramp is measured later than the others.
+    /// Simplification: CPU time and the cores' busy time are still counted over the run's nominal window.
     #[default]
     FirstCompletion,
     /// Every job at `start + ramp_time`, one common window: a short run standing in for a long one, where fio's

@@ -253,6 +253,9 @@ def _check_schedulers(exp: Experiment, devices: list[BlockDevice]) -> None:
     if spec.scheduler.block_layer == "legacy":
         raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
                         "run it with --backend sim")
+    if spec.ramp_end == "nominal":
+        raise SpecError(exp.file, "ramp_end", '"nominal" is the simulator\'s: real fio ends each job\'s ramp at its '
+                        'first completion after ramp_time (remove it, or run with --backend sim)')
 
 
 def _check_runs(runs: list[ResolvedRun], devices: list[BlockDevice]) -> None:

@@ -127,6 +127,9 @@ def check_runs(exp: Experiment, runs: list[ResolvedRun], cpus: int) -> None:
     if spec.scheduler.block_layer == "legacy":
         raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
                         "run it with --backend sim")
+    if spec.ramp_end == "nominal":
+        raise SpecError(exp.file, "ramp_end", '"nominal" is the simulator\'s: real fio ends each job\'s ramp at its '
+                        'first completion after ramp_time (remove it, or run with --backend sim)')
     for r in runs:
         fiofile.check_job_names(r)
         _check_scheduler(r.scheduler, r.spec_file, "scheduler.name")
