@@ -16,8 +16,7 @@ VALIDATION = Path(__file__).resolve().parents[3] / "experiments" / "validation"
 def test_one_matrix_row_in_the_lab_and_the_simulator(tmp_path, monkeypatch):
     monkeypatch.setenv("IOSCHED_PRESETS", str(VALIDATION.parents[1] / "presets"))     # the lab's host preset
     shutil.copy(VALIDATION / "rt-vs-be.toml", tmp_path / "rt-vs-be.toml")
-    # The matrix's own rt-vs-be has no ramp (matrix.toml says why); this one's is the matrix's 500 ms but for the
-    # share, whose workload takes none.
+    # The matrix ramps 500 ms; its rt-vs-be workload takes none, as in the shipped matrix.toml (which says why).
     (tmp_path / "m.toml").write_text(
         'device = "nullb:irqmode=2,completion_nsec=4ms,hw_queue_depth=4"\nhost = "lab-tcg-2vcpu"\n'
         'schedulers = ["none", "mq-deadline"]\nduration = "2s"\nramp = "500ms"\n'
@@ -35,4 +34,3 @@ def test_one_matrix_row_in_the_lab_and_the_simulator(tmp_path, monkeypatch):
     assert rows["mq-deadline"]["kernel_metric"] > 0.9 > rows["none"]["kernel_metric"]
     assert rows["mq-deadline"]["sim_metric"] > 0.9 > rows["none"]["sim_metric"]
     assert rows["none"]["kernel_rank"] == rows["none"]["sim_rank"] == 2
-
