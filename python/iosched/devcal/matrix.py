@@ -199,6 +199,7 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
 def vm_tunables(out: Path) -> dict[str, dict[str, int]]:
     """Per scheduler, the integer tunables its lab runs had (queue/iosched/* as the run saw it)."""
     from .. import store
+    from .validate import integer_tunables
 
     found: dict[str, dict[str, int]] = {}
     if not out.is_dir():
@@ -207,12 +208,7 @@ def vm_tunables(out: Path) -> dict[str, dict[str, int]]:
         doc = store.load_run_spec(out, rid)
         if not doc.get("queue_during"):
             continue
-        values = {}
-        for name, text in (doc["queue_during"][0].get("iosched") or {}).items():
-            try:
-                values[name] = int(text)
-            except (TypeError, ValueError):
-                pass
+        values = integer_tunables(doc)
         # Spec-set tunables (a workload's) are the run's own, not the scheduler's defaults.
         for name in doc.get("tunables") or {}:
             values.pop(name, None)

@@ -127,14 +127,19 @@ def kernel_tunables(out: Path, experiment: str) -> dict[str, dict[str, int]]:
         doc = store.load_run_spec(out, rid)
         if doc.get("backend") != "kernel" or doc.get("experiment") != experiment or not doc.get("queue_during"):
             continue
-        values = {}
-        for name, text in (doc["queue_during"][0].get("iosched") or {}).items():
-            try:
-                values[name] = int(text)
-            except (TypeError, ValueError):
-                pass
-        found.setdefault(doc["scheduler"], values)
+        found.setdefault(doc["scheduler"], integer_tunables(doc))
     return found
+
+
+def integer_tunables(doc: dict) -> dict[str, int]:
+    """The integer values of queue/iosched/* as a run recorded them (its spec.json's first device)."""
+    values = {}
+    for name, text in (doc["queue_during"][0].get("iosched") or {}).items():
+        try:
+            values[name] = int(text)
+        except (TypeError, ValueError):
+            pass
+    return values
 
 
 def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:

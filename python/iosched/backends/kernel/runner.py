@@ -250,11 +250,17 @@ def _check_schedulers(exp: Experiment, devices: list[BlockDevice]) -> None:
     _check_scheduler(spec.scheduler.name, exp.file, "scheduler.name", devices)
     for name in spec.sweep.get("scheduler.name", []):
         _check_scheduler(name, exp.file, 'sweep."scheduler.name"', devices)
+    refuse_simulator_only_settings(exp.file, spec)
+
+
+def refuse_simulator_only_settings(file: str, spec) -> None:
+    """What only the simulator can do, refused for a real kernel (this backend and the VM lab): the legacy block
+    layer, and measuring every job from start + ramp (real fio ends each job's ramp at its first completion)."""
     if spec.scheduler.block_layer == "legacy":
-        raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
+        raise SpecError(file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
                         "run it with --backend sim")
     if spec.ramp_end == "nominal":
-        raise SpecError(exp.file, "ramp_end", '"nominal" is the simulator\'s: real fio ends each job\'s ramp at its '
+        raise SpecError(file, "ramp_end", '"nominal" is the simulator\'s: real fio ends each job\'s ramp at its '
                         'first completion after ramp_time (remove it, or run with --backend sim)')
 
 

@@ -29,7 +29,7 @@ from ...units import parse_size
 from ..kernel import fiofile
 from ..kernel.blockdev import simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
-from ..kernel.runner import _spec_device_names, host_info
+from ..kernel.runner import _spec_device_names, host_info, refuse_simulator_only_settings
 from ..kernel.state import signals_raise
 from . import VmError, collect, guest, kmod, lab as labmod, qemu
 from .cpio import CpioWriter
@@ -124,12 +124,7 @@ def check_runs(exp: Experiment, runs: list[ResolvedRun], cpus: int) -> None:
     _check_scheduler(spec.scheduler.name, exp.file, "scheduler.name")
     for name in spec.sweep.get("scheduler.name", []):
         _check_scheduler(name, exp.file, 'sweep."scheduler.name"')
-    if spec.scheduler.block_layer == "legacy":
-        raise SpecError(exp.file, "scheduler.block_layer", "the legacy single-queue block layer left Linux in 5.0: "
-                        "run it with --backend sim")
-    if spec.ramp_end == "nominal":
-        raise SpecError(exp.file, "ramp_end", '"nominal" is the simulator\'s: real fio ends each job\'s ramp at its '
-                        'first completion after ramp_time (remove it, or run with --backend sim)')
+    refuse_simulator_only_settings(exp.file, spec)
     for r in runs:
         fiofile.check_job_names(r)
         _check_scheduler(r.scheduler, r.spec_file, "scheduler.name")
