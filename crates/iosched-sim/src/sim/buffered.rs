@@ -4,7 +4,6 @@
 
 use iosched_policy::SECTOR_BYTES;
 
-use super::process::Ramp;
 use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 use crate::pagecache::{Readahead, PAGE_BYTES};
@@ -178,10 +177,7 @@ impl Simulation<'_> {
         b.waiting = false;
         let write = b.write;
         self.record_latency(process, write, start, end, bytes);
-        let ramp = &mut self.processes[process as usize].state.ramp;
-        if *ramp == Ramp::Ending {
-            *ramp = Ramp::Over; // one call per loop: the next is measured
-        }
+        self.processes[process as usize].state.ramp.loop_goes_on(); // one call per loop
         self.buffered_call(process, end);
     }
 

@@ -64,9 +64,7 @@ impl Simulation<'_> {
     /// What the process does after reaping: stop, think, or submit from `end` (returned).
     fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
         let proc = &mut self.processes[process as usize];
-        if proc.state.ramp == Ramp::Ending {
-            proc.state.ramp = Ramp::Over; // fio's loop goes on: TD_RAMP -> TD_RUNNING
-        }
+        proc.state.ramp.loop_goes_on();
         if proc.state.stopped {
             self.stop(process, end);
             None

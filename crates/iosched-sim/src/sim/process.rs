@@ -126,6 +126,13 @@ impl Ramp {
             Ramp::Over
         }
     }
+
+    /// fio's loop goes on after reaping: a ramp that ended in that batch is over (TD_RAMP -> TD_RUNNING).
+    pub(super) fn loop_goes_on(&mut self) {
+        if *self == Ramp::Ending {
+            *self = Ramp::Over;
+        }
+    }
 }
 
 /// What fio reports for a process: latency by direction, and CPU time.
