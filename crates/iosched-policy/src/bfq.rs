@@ -3,6 +3,11 @@
 //! # What is modelled
 //!
 //! * **Queues.** One sync queue per (process, cgroup); async queues shared per (cgroup, ioprio class, level).
+//!   **Stable merging** (5.13+, [`kernel::BFQ_STABLE_MERGE`]): a process whose first sync request reaches the
+//!   device within 180 ms of the creation of its group's last created queue, with the same ioprio, joins that
+//!   queue instead of getting its own (one queue, one weight, one share of the tags for all of them); the queue to
+//!   join moves on to the next new queue created more than 600 ms after it. Processes that start I/O together,
+//!   such as fio's numjobs clones, therefore share one queue; merged processes are never split again.
 //!   Queue weight = (8 − level) × 10 (level clamped to 0..=7; class `None`, a process that set no priority, is best
 //!   effort at level 4 as a nice-0 task is: weight 40, the one weight-raising requires; IDLE is level 7). Classes
 //!   are served strictly RT > BE > IDLE, except that a waiting IDLE entity is served once every 200 ms.
@@ -57,7 +62,10 @@
 //!   immediately rather than at the next (re)activation. A process's ioprio change is picked up only while its
 //!   queue is not busy.
 //! * The injection limit is fixed at 1 request in the driver (the kernel adapts it from measured service times);
-//!   no waker/wakee detection, no queue merging (cooperating processes), no actuator awareness.
+//!   no waker/wakee detection, no actuator awareness. Of queue merging only stable merging is modelled, in its
+//!   non-rotational form (merged at once; the kernel delays it on rotational drives without queueing); no merging
+//!   of cooperating (close-sector) queues, which the kernel skips on non-rotational drives with queueing since
+//!   5.1, and no check that the queue to join still has a live process.
 //! * The FIFO check follows the kernel's "once per service slot" rule but is done at dispatch, not when `next_rq` is
 //!   recomputed; the next request is chosen among all queued requests of the queue against the device's last
 //!   position (the kernel keeps a cached `next_rq` chosen among the two neighbours).
@@ -106,6 +114,8 @@ const WR_MIN_IDLE_TIME_NS: u64 = 2000 * MS;
 const WR_MAX_SOFTRT_RATE: u64 = 7000; // sectors per second
 const MAX_SERVICE_FROM_WR: u64 = 120_000;
 const BURST_INTERVAL_NS: u64 = 180 * MS;
+/// bfq_activation_stable_merging: how long a queue stays the one new queues are merged into.
+const STABLE_MERGE_WINDOW_NS: u64 = 600 * MS;
 const LARGE_BURST_THRESH: u32 = 8;
 const DEFAULT_WEIGHT: u32 = 40;
 /// Reference rate (33000 in the kernel's sectors/µs << 16) and interactive raising duration of a non-rotational
@@ -249,6 +259,8 @@ struct Queue {
     softrt_update: bool,
     in_large_burst: bool,
     counted_weight: Option<u32>,
+    /// Processes whose sync I/O this queue serves (more than 1 once stably merged).
+    processes: u32,
 }
 
 impl Queue {
@@ -344,6 +356,11 @@ pub struct Bfq {
     kernel: KernelVersion,
     /// Allocations `limit_depth` found over their queue's share (given depth 1), for introspection.
     over_limit: std::cell::Cell<u64>,
+    /// Stable merging (5.13+): per group, the queue new sync queues may be merged into and when it was created
+    /// (the kernel's `last_bfqq_created`).
+    last_created: HashMap<usize, (usize, u64)>,
+    /// Processes whose queue was merged into another's, for introspection.
+    stably_merged: u64,
 }
 
 impl Default for Bfq {
@@ -395,6 +412,8 @@ impl Bfq {
             burst_parent: 0,
             kernel: KernelVersion::NEWEST,
             over_limit: std::cell::Cell::new(0),
+            last_created: HashMap::new(),
+            stably_merged: 0,
         }
     }
 
@@ -526,12 +545,19 @@ impl Bfq {
         }
     }
 
-    fn queue_for(&mut self, rq: &Request) -> usize {
+    fn queue_for(&mut self, rq: &Request, now: u64) -> usize {
         let key = Self::key_of(rq);
         let (class, level) = Self::class_and_level(rq);
         let g = self.group_for(rq.cgroup, rq.cgroup_weight);
         if let Some(&q) = self.queue_index.get(&key) {
             let qq = &self.queues[q];
+            if qq.processes > 1 && (qq.class != class || qq.level != level) {
+                // A process of a shared queue changed its ioprio: it leaves for a queue of its own (the kernel
+                // drops the bic's sync queue on an ioprio change and creates a new one).
+                self.queues[q].processes -= 1;
+                self.queue_index.remove(&key);
+                return self.queue_for(rq, now);
+            }
             if !qq.busy && (qq.class != class || qq.level != level) {
                 // ioprio change: applied while the queue is not busy. Leave the old class's idle tree first.
                 let e = EntityId::Queue(q);
@@ -549,6 +575,29 @@ impl Bfq {
                 self.apply_queue_weight(q);
             }
             return q;
+        }
+        if rq.sync && self.kernel.has(&kernel::BFQ_STABLE_MERGE) {
+            // bfq_do_or_sched_stable_merge: a new sync queue created within the burst interval of the group's
+            // last created queue, with the same ioprio, is merged into it at once (the device is non-rotational
+            // with queueing: no delayed merge); the last created queue moves on only after 600 ms (or on a
+            // different ioprio).
+            match self.last_created.get(&g) {
+                Some(&(head, created))
+                    if now <= created + STABLE_MERGE_WINDOW_NS
+                        && self.queues[head].class == class
+                        && self.queues[head].level == level =>
+                {
+                    if now <= created + BURST_INTERVAL_NS {
+                        self.queues[head].processes += 1;
+                        self.stably_merged += 1;
+                        self.queue_index.insert(key, head);
+                        return head;
+                    }
+                }
+                _ => {
+                    self.last_created.insert(g, (self.queues.len(), now));
+                }
+            }
         }
         let orig_weight = (8 - level as u32) * 10;
         let q = self.queues.len();
@@ -587,6 +636,7 @@ impl Bfq {
             softrt_update: false,
             in_large_burst: false,
             counted_weight: None,
+            processes: 1,
         });
         self.queue_index.insert(key, q);
         q
@@ -1542,7 +1592,7 @@ impl Elevator for Bfq {
     }
 
     fn insert(&mut self, rq: Request, now_ns: u64) {
-        let q = self.queue_for(&rq);
+        let q = self.queue_for(&rq, now_ns);
         self.count_allocated(q, true);
         self.update_ttime_and_seek(q, &rq, now_ns);
         if self.queues[q].just_created && (self.burst_size > 0 || self.busy_list.is_empty()) {
@@ -1812,6 +1862,10 @@ impl Elevator for Bfq {
                 "over_limit_allocations".to_string(),
                 self.over_limit.get() as f64,
             ),
+            (
+                "stably_merged_processes".to_string(),
+                self.stably_merged as f64,
+            ),
             ("max_budget".to_string(), self.max_budget as f64),
             (
                 "idling".to_string(),
@@ -1999,6 +2053,14 @@ mod tests {
         assert_shares(&h.shares(), &[1000.0, 500.0, 250.0, 100.0], 0.03);
     }
 
+    /// Give each process its own queue, as if each had started I/O more than 600 ms after the one before: on 5.13+
+    /// processes that start together share one (stable merging), and these tests are about separate processes.
+    fn own_queues(bfq: &mut Bfq, processes: &[u32]) {
+        for (i, &p) in processes.iter().enumerate() {
+            bfq.queue_for(&rq(0, p, 0, 8), i as u64 * 700 * MS);
+        }
+    }
+
     fn queue_of(bfq: &Bfq, process: u32) -> &Queue {
         &bfq.queues[bfq.queue_index[&QueueKey::Sync { process, cgroup: 0 }]]
     }
@@ -2017,6 +2079,7 @@ mod tests {
         fn newcomer(low_latency: bool) -> (u64, u32, u32) {
             let mut bfq = Bfq::new();
             bfq.set_tunable("low_latency", low_latency as i64).unwrap();
+            own_queues(&mut bfq, &[0, 1]);
             let mut h = Harness::new(bfq, 4, 100 * US);
             h.add_proc(rq(0, 0, 0, 8), 32, 0);
             h.add_proc(rq(0, 1, 0, 8), 32, 0);
@@ -2566,6 +2629,7 @@ mod tests {
             Some(48),
             "no queue yet: no share to exceed"
         );
+        own_queues(&mut bfq, &[1, 2, 3]);
         for _ in 0..63 {
             insert(&mut bfq, write(0, 1, true));
         }
@@ -2628,6 +2692,101 @@ mod tests {
         assert_eq!(old.limit_depth(&write(0, 1, true), tags), Some(48));
     }
 
+    /// Stable merging (5.13+, bfq_do_or_sched_stable_merge): the VM lab's Linux 6.12 logs `bfqSHARED-S` queues for
+    /// 32 fio writers started together on one null_blk. Processes whose first request reaches the device within
+    /// 180 ms of the group's last created queue join it; after 600 ms a new queue becomes the one to join.
+    #[test]
+    fn processes_that_start_io_within_180_ms_of_a_new_queue_share_it() {
+        let mut bfq = at("6.3");
+        let key = |process| QueueKey::Sync { process, cgroup: 0 };
+        let at_ms =
+            |bfq: &mut Bfq, process: u32, ms: u64| bfq.queue_for(&rq(0, process, 0, 8), ms * MS);
+        let head = at_ms(&mut bfq, 1, 0);
+        assert_eq!(
+            at_ms(&mut bfq, 2, 100),
+            head,
+            "100 ms ≤ 180 ms after the head: merged"
+        );
+        assert_eq!(at_ms(&mut bfq, 3, 180), head, "180 ms: still merged");
+        let lone = at_ms(&mut bfq, 4, 181);
+        assert_ne!(lone, head, "181 ms: a queue of its own, and the head stays");
+        assert_eq!(at_ms(&mut bfq, 5, 500), lone + 1, "500 ms: own queue too");
+        let second = at_ms(&mut bfq, 6, 601);
+        assert_eq!(
+            at_ms(&mut bfq, 7, 700),
+            second,
+            "601 ms after the head: a new head, joined 99 ms later"
+        );
+        assert_eq!(bfq.queues[head].processes, 3);
+        assert_eq!(
+            intro(&bfq, "stably_merged_processes"),
+            3.0,
+            "processes 2, 3 and 7"
+        );
+        // Another ioprio level or another cgroup never joins.
+        let level5 = Request {
+            ioprio_class: IoprioClass::BestEffort,
+            ioprio_level: 5,
+            ..rq(0, 8, 0, 8)
+        };
+        assert_ne!(bfq.queue_for(&level5, 710 * MS), second);
+        let other_group = Request {
+            cgroup: 9,
+            cgroup_weight: 100,
+            ..rq(0, 9, 0, 8)
+        };
+        assert_ne!(bfq.queue_for(&other_group, 711 * MS), second);
+        // Before 5.13 every process has its own queue.
+        let mut old = at("5.12");
+        let a = old.queue_for(&rq(0, 1, 0, 8), 0);
+        assert_ne!(old.queue_for(&rq(0, 2, 0, 8), MS), a);
+        assert_eq!(bfq.queue_index[&key(2)], head);
+    }
+
+    /// Merged writers hold one weight's share of the tags, not one each. Four writers with 32 requests each and a
+    /// reader with one, all on the trees, at 6.3 (192 tags for sync writes = 3/4 of 256):
+    /// - started together (the reader 300 ms later, on its own queue): one writers' queue of weight 40 with 128
+    ///   allocated; W = 40 + 40 = 80, its share
+    ///   192 × 40 / 80 = 96 ≤ 128 → over: depth 1;
+    /// - started apart: W = 5 × 40 = 200, each writer's share round(192 × 40 / 200) = 38 > 32 → not over: depth 48.
+    #[test]
+    fn writers_that_started_together_share_one_weights_tags() {
+        let tags = SchedTags::new(256);
+        let fill = |bfq: &mut Bfq| {
+            let mut id = 0;
+            for process in 1..=4 {
+                for _ in 0..32 {
+                    bfq.insert(
+                        Request {
+                            id,
+                            ..write(0, process, true)
+                        },
+                        MS,
+                    );
+                    id += 1;
+                }
+            }
+            bfq.insert(
+                Request {
+                    id,
+                    ..rq(0, 5, 0, 8)
+                },
+                300 * MS,
+            );
+        };
+        let mut together = at("6.3");
+        together.t.low_latency = false;
+        fill(&mut together);
+        assert_eq!(together.groups[0].trees[CLASS_BE].wsum, 80);
+        assert_eq!(together.limit_depth(&write(0, 1, true), tags), Some(1));
+        let mut apart = at("6.3");
+        apart.t.low_latency = false;
+        own_queues(&mut apart, &[1, 2, 3, 4, 5]);
+        fill(&mut apart);
+        assert_eq!(apart.groups[0].trees[CLASS_BE].wsum, 200);
+        assert_eq!(apart.limit_depth(&write(0, 1, true), tags), Some(48));
+    }
+
     /// Why the per-queue tag share never bites when every request is dispatched the instant it is inserted (the
     /// simulator's BlockInsert: tag, insert and hardware-queue run at one time; seed 000's F10 with 32 writers on 8
     /// SSDs: 51,729 of 51,730 allocations on one drive found the writer's queue off every tree). A writer's queue
@@ -2640,6 +2799,7 @@ mod tests {
         let mut bfq = at("6.3");
         bfq.t.low_latency = false;
         let state = |bfq: &Bfq, process: u32| queue_of(bfq, process).ent.state;
+        own_queues(&mut bfq, &[1, 2]);
         // Alone: insert, dispatch at once; the next writer's request preempts the empty in-service queue.
         bfq.insert(write(0, 1, true), 0);
         assert_eq!(bfq.dispatch(0, 0).map(|r| r.process), Some(1));
@@ -2649,6 +2809,7 @@ mod tests {
         // Together: writers 3, 4 and 5 are all queued when the first of them is served.
         let mut bfq = at("6.3");
         bfq.t.low_latency = false;
+        own_queues(&mut bfq, &[3, 4, 5]);
         for (id, process) in [(2, 3), (3, 4), (4, 5)] {
             bfq.insert(write(id, process, true), 0);
         }

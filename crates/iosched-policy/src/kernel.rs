@@ -129,6 +129,16 @@ pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
                 before, mq-deadline has no limit and no async_depth tunable",
 };
 
+/// BFQ merges the sync queues of processes that start I/O together (stable merging).
+pub const BFQ_STABLE_MERGE: Change = Change {
+    since: v(5, 13),
+    commit: "430a67f9d616",
+    title: "block, bfq: merge bursts of newly-created queues",
+    behaviour: "a new sync BFQ queue created within 180 ms of the last created queue of its group, with the same \
+                ioprio, is merged into it (one queue, one weight, for all those processes); the queue new ones \
+                merge into moves on after 600 ms",
+};
+
 /// BFQ caps each queue's (and group's) tags by its weight share; over it, depth 1.
 pub const BFQ_REQUEST_OVER_LIMIT: Change = Change {
     since: v(5, 18),
@@ -191,6 +201,7 @@ pub const CHANGES: &[&Change] = &[
     &SBITMAP_MIN_SHALLOW_DEPTH,
     &BLK_MQ_TAG_EXCLUSIVE_WAIT,
     &SBITMAP_GET_FROM_WORD_START,
+    &BFQ_STABLE_MERGE,
     &MQ_DEADLINE_ASYNC_DEPTH,
     &BFQ_REQUEST_OVER_LIMIT,
     &SBITMAP_SINGLE_WAKE_COUNT,
