@@ -64,6 +64,10 @@ def check(exp: PaperExperiment, picks: list[Pick], *, quick: bool = False, facto
         spec = specs[pick.series]
         t, ramp = _seconds(spec["duration"]), _seconds(spec.get("ramp", 0))
         longer = apply_overrides(spec, {"duration": f"{t * factor:g}s", "ramp": f"{ramp * ramp_factor:g}s"})
+        for job in longer.get("job", []):
+            # A job's own runtime (background apps outliving a late-started one) grows by as much as the run's.
+            if "runtime" in job:
+                job["runtime"] = f"{_seconds(job['runtime']) + t * (factor - 1):g}s"
         a = pick.measure(_simulate(exp, spec, pick))
         b = pick.measure(_simulate(exp, longer, pick))
         rows.append(Row(exp.name, pick.label, f"{t:g} s + {ramp:g} s", a, b))
