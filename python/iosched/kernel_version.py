@@ -1,5 +1,5 @@
-"""The Linux version a run models or ran on, as "MAJOR.MINOR" (the simulator's ``host.kernel``: see
-docs/simulator.md#kernel-versions for what it selects)."""
+"""The Linux version a run models or ran on, as "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" (the simulator's
+``host.kernel``: see docs/simulator.md#kernel-versions for what it selects; a stable release may carry backports)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,31 @@ import re
 
 from .errors import SpecError, show
 
-_VERSION = re.compile(r"(\d{1,3})\.(\d{1,3})")
-_RELEASE = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\D|$)")
+_VERSION = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?")
+_RELEASE = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?(?:\D|$)")
 
 
 def check(value: object, *, file: str | None, key: str) -> str:
-    """``value`` if it is a "MAJOR.MINOR" string, else a SpecError naming ``file`` and ``key``."""
+    """``value`` if it is a "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" string, else a SpecError naming ``file`` and
+    ``key``."""
     if not isinstance(value, str) or not _VERSION.fullmatch(value) or int(value.split(".")[0]) < 2:
-        raise SpecError(file, key, f'expected a kernel version "MAJOR.MINOR" such as "6.3", got {show(value)}')
+        raise SpecError(file, key, 'expected a kernel version "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" such as "6.3" or '
+                                   f'"6.12.117", got {show(value)}')
     return value
 
 
 def from_release(release: str) -> str | None:
-    """MAJOR.MINOR of a ``uname -r`` release ("6.3.8-custom" → "6.3"); None if it does not start with one."""
+    """MAJOR.MINOR[.PATCH] of a ``uname -r`` release ("6.3.8-custom" → "6.3.8", "6.12.117+deb12-amd64" →
+    "6.12.117", "6.3-rc1" → "6.3"); None if it does not start with one. A stable release keeps its patch level: it
+    may carry backports the simulator models."""
     m = _RELEASE.match(release)
-    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+    if not m:
+        return None
+    version = f"{int(m.group(1))}.{int(m.group(2))}"
+    return f"{version}.{int(m.group(3))}" if m.group(3) and int(m.group(3)) else version
 
 
 def running() -> tuple[str, str | None]:
-    """This machine's kernel: (``uname -r``, its MAJOR.MINOR or None)."""
+    """This machine's kernel: (``uname -r``, its MAJOR.MINOR[.PATCH] or None)."""
     release = os.uname().release
     return release, from_release(release)

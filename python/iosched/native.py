@@ -114,6 +114,11 @@ def scheduler_metrics(name: str) -> int | None:
     return _module().scheduler_metrics(name)
 
 
+def kernel_changes() -> list[dict[str, Any]]:
+    """Every kernel change the simulator models, oldest first: since, commit, title, behaviour, backports."""
+    return list(_module().kernel_changes())
+
+
 def trace_summary(*args: Any) -> str:
     """The simulator's trace parser over a whole trace (see iosched.replay.summarize): JSON, a summary or an error.
     Interruptible as `simulate_json` is."""

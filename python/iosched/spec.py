@@ -53,7 +53,7 @@ class _Strict(BaseModel):
 class HostSpec(_Strict):
     preset: str = DEFAULT_HOST
     cores: int | None = Field(default=None, ge=1)
-    # The Linux version to model, "MAJOR.MINOR"; None: the preset's.
+    # The Linux version to model, "MAJOR.MINOR[.PATCH]"; None: the preset's.
     kernel: str | None = None
 
 
@@ -381,7 +381,7 @@ class ResolvedRun:
 
     @property
     def kernel(self) -> str | None:
-        """The Linux version the run models ("MAJOR.MINOR": the host preset's, or the spec's host.kernel)."""
+        """The Linux version the run models ("MAJOR.MINOR[.PATCH]": the host preset's, or the spec's host.kernel)."""
         return self.host.get("kernel")
 
 

@@ -9,43 +9,69 @@
 
 use std::fmt;
 
-/// A Linux version as "MAJOR.MINOR" (stable releases of one line are not told apart; see [`Change::since`] for the
-/// one backport that matters).
+/// A Linux version as "MAJOR.MINOR" (the release as it left mainline) or "MAJOR.MINOR.PATCH" (a stable release of
+/// that line, which may carry backports: [`Change::backports`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KernelVersion {
     pub major: u32,
     pub minor: u32,
+    pub patch: u32,
 }
 
 impl KernelVersion {
     pub const fn new(major: u32, minor: u32) -> Self {
-        Self { major, minor }
+        Self {
+            major,
+            minor,
+            patch: 0,
+        }
+    }
+
+    pub const fn stable(major: u32, minor: u32, patch: u32) -> Self {
+        Self {
+            major,
+            minor,
+            patch,
+        }
     }
 
     /// The newest version whose behaviour the simulator models: what a policy built without a version follows.
     pub const NEWEST: Self = Self::new(6, 18);
 
-    /// "6.3" → 6.3. Only MAJOR.MINOR (two decimal numbers) is accepted.
+    /// "6.3" → 6.3, "6.12.117" → 6.12.117: two or three decimal numbers.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad =
-            || format!("expected a kernel version \"MAJOR.MINOR\" such as \"6.3\", got {text:?}");
-        let (major, minor) = text.split_once('.').ok_or_else(bad)?;
+        let bad = || {
+            format!(
+                "expected a kernel version \"MAJOR.MINOR\" or \"MAJOR.MINOR.PATCH\" such as \"6.3\" or \
+                 \"6.12.117\", got {text:?}"
+            )
+        };
         let number = |s: &str| -> Result<u32, String> {
             if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
             s.parse().map_err(|_| bad())
         };
-        let version = Self::new(number(major)?, number(minor)?);
+        let parts: Vec<&str> = text.split('.').collect();
+        let version = match parts[..] {
+            [major, minor] => Self::new(number(major)?, number(minor)?),
+            [major, minor, patch] => Self::stable(number(major)?, number(minor)?, number(patch)?),
+            _ => return Err(bad()),
+        };
         if version.major < 2 {
             return Err(bad());
         }
         Ok(version)
     }
 
-    /// Whether this version has `change` (is at or after the version that brought it).
+    /// Whether this version has `change`: it is at or after the version that brought it, or a stable release of
+    /// a line the change was backported to, at or after the backport.
     pub fn has(self, change: &Change) -> bool {
         self >= change.since
+            || change
+                .backports
+                .iter()
+                .any(|b| b.major == self.major && b.minor == self.minor && self.patch >= b.patch)
     }
 }
 
@@ -57,7 +83,11 @@ impl Default for KernelVersion {
 
 impl fmt::Display for KernelVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
+        if self.patch == 0 {
+            write!(f, "{}.{}", self.major, self.minor)
+        } else {
+            write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+        }
     }
 }
 
@@ -73,6 +103,9 @@ pub struct Change {
     pub title: &'static str,
     /// What changes, in the simulator's terms.
     pub behaviour: &'static str,
+    /// Stable releases of older lines known to carry it (the first release read with it, not necessarily the
+    /// first that had it).
+    pub backports: &'static [KernelVersion],
 }
 
 const fn v(major: u32, minor: u32) -> KernelVersion {
@@ -87,6 +120,7 @@ pub const BFQ_LIMIT_DEPTH: Change = Change {
     title: "block, bfq: limit tags for writes and async I/O",
     behaviour: "BFQ gives async requests 1/2 and sync writes 3/4 of each sbitmap word of the scheduler tags \
                 (3/16 and 6/16 while a queue is weight-raised); before, BFQ limits nothing",
+    backports: &[],
 };
 
 /// sbitmap_queue_min_shallow_depth: the wake batch accounts for the smallest shallow depth (Omar Sandoval's May 2018
@@ -97,6 +131,7 @@ pub const SBITMAP_MIN_SHALLOW_DEPTH: Change = Change {
     title: "sbitmap: fix missed wakeups caused by sbitmap_queue_get_shallow()",
     behaviour: "an elevator's smallest shallow depth (BFQ's, Kyber's) lowers the tags' wake batch; before, the \
                 batch is depth / 8 within 1..=8 whatever the elevator",
+    backports: &[],
 };
 
 /// blk_mq_get_tag sleeps exclusively (read: prepare_to_wait in 4.15, prepare_to_wait_exclusive in 4.19; the
@@ -107,6 +142,7 @@ pub const BLK_MQ_TAG_EXCLUSIVE_WAIT: Change = Change {
     title: "blk_mq_get_tag: prepare_to_wait_exclusive (not pinned)",
     behaviour: "a wake-up of a tag wait queue wakes up to wake_batch sleepers; before, every sleeper on that wait \
                 queue wakes",
+    backports: &[],
 };
 
 /// sbitmap_get starts a non-round-robin search at bit 0 of the hint's word (read: the hint's bit in 4.19, bit 0 in
@@ -117,6 +153,7 @@ pub const SBITMAP_GET_FROM_WORD_START: Change = Change {
     title: "sbitmap: don't loop for find_next_zero_bit() for !round_robin (not pinned)",
     behaviour: "an unlimited tag allocation takes the lowest free bit of its CPU's hint word; before, the first free \
                 bit from the hint on",
+    backports: &[],
 };
 
 /// mq-deadline reserves a quarter of its tags for synchronous reads (`async_depth`, shown and settable in sysfs).
@@ -127,6 +164,7 @@ pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
     behaviour: "mq-deadline limits every request but a sync read to async_depth (default 3/4 of nr_requests), \
                 given to the sbitmap as a per-word shallow depth, so with 64-bit words it limits nothing; \
                 before, mq-deadline has no limit and no async_depth tunable",
+    backports: &[],
 };
 
 /// BFQ merges the sync queues of processes that start I/O together (stable merging).
@@ -137,6 +175,7 @@ pub const BFQ_STABLE_MERGE: Change = Change {
     behaviour: "a new sync BFQ queue created within 180 ms of the last created queue of its group, with the same \
                 ioprio, is merged into it (one queue, one weight, for all those processes); the queue new ones \
                 merge into moves on after 600 ms",
+    backports: &[],
 };
 
 /// BFQ caps each queue's (and group's) tags by its weight share; over it, depth 1.
@@ -147,6 +186,7 @@ pub const BFQ_REQUEST_OVER_LIMIT: Change = Change {
     behaviour: "a BFQ queue on a service tree holding at least its weight's share of the limit (weight / weight \
                 sum of its tree) allocates with shallow depth 1; the tags' min_shallow_depth becomes 1 (wake batch \
                 1)",
+    backports: &[],
 };
 
 /// The sbitmap wake-up counts freed bits once per bitmap and wakes from one wait queue per batch.
@@ -156,6 +196,7 @@ pub const SBITMAP_SINGLE_WAKE_COUNT: Change = Change {
     title: "sbitmap: Use single per-bitmap counting to wake up queued tags",
     behaviour: "every wake_batch freed tags (counted while anyone waits) wake up to wake_batch sleepers of the first \
                 wait queue that has any; before, each wait queue counts its own wake_batch",
+    backports: &[],
 };
 
 /// The sbitmap wake-up goes on to the next wait queues until it woke a whole batch.
@@ -165,6 +206,7 @@ pub const SBITMAP_WAKE_WHOLE_BATCH: Change = Change {
     title: "sbitmap: fix batching wakeup",
     behaviour: "a batch wakes up to wake_batch sleepers across the wait queues in turn; before, from one wait \
                 queue only",
+    backports: &[],
 };
 
 /// mq-deadline scales async_depth to a per-word depth; default async_depth becomes nr_requests.
@@ -174,25 +216,30 @@ pub const MQ_DEADLINE_WORD_DEPTH: Change = Change {
     title: "block/mq-deadline: Fix the tag reservation code",
     behaviour: "async_depth defaults to nr_requests and is scaled to the word (dd_to_word_depth), so a smaller one \
                 set in sysfs limits; min_shallow_depth 1 (wake batch 1)",
+    backports: &[],
 };
 
-/// sbitmap shallow depths cover the whole bitmap, spread over its words.
+/// sbitmap shallow depths cover the whole bitmap, spread over its words. Backported to 6.12.y: Debian's
+/// linux-source-6.12 6.12.117-1~deb12u1 (the VM lab's kernel) has BFQ's depths as fractions of nr_requests, Kyber's
+/// async depth as 75% of nr_requests and mq-deadline's async_depth unscaled.
 pub const SBITMAP_WHOLE_SHALLOW_DEPTH: Change = Change {
     since: v(6, 17),
     commit: "42e6c6ce03fd",
     title: "lib/sbitmap: convert shallow_depth from one word to the whole sbitmap",
     behaviour: "a shallow depth is a share of the whole tag set (each word gets its part); BFQ's and Kyber's depths \
                 become fractions of nr_requests; the wake batch is min(depth, min_shallow_depth) / 8 within 1..=8",
+    backports: &[KernelVersion::stable(6, 12, 117)],
 };
 
-/// Kyber limits sync writes too. Mainline after 6.19; backported to the 6.18.y and 6.19.y stable lines (the VM
-/// lab's 6.18.44 has it), so "6.18" here means such a stable release.
+/// Kyber limits sync writes too. Mainline after 6.19; backported to the 6.18.y and 6.19.y stable lines (this
+/// machine's 6.18.44 has it), so "6.18" here means such a stable release.
 pub const KYBER_LIMITS_SYNC_WRITES: Change = Change {
     since: v(6, 18),
     commit: "1db61b0afdd7",
     title: "blk-mq-sched: unify elevators checking for async requests",
     behaviour: "Kyber's 75% async depth also applies to sync (direct) writes; before, only to async requests (no \
                 read is ever async)",
+    backports: &[],
 };
 
 /// Every modelled change, oldest first.
@@ -280,8 +327,12 @@ mod tests {
         );
         assert!(KernelVersion::parse("4.19").unwrap() < KernelVersion::parse("5.2").unwrap());
         assert_eq!(KernelVersion::new(4, 15).to_string(), "4.15");
+        let v = KernelVersion::parse("6.12.117").unwrap();
+        assert_eq!(v, KernelVersion::stable(6, 12, 117));
+        assert_eq!(v.to_string(), "6.12.117");
+        assert!(v > KernelVersion::new(6, 12) && v < KernelVersion::new(6, 13));
         for bad in [
-            "6", "6.3.8", "v6.3", "6.x", "", ".3", "6.", "1.0", "6.3-rc1",
+            "6", "6.3.8.1", "v6.3", "6.x", "", ".3", "6.", "1.0", "6.3-rc1", "6.12.",
         ] {
             let err = KernelVersion::parse(bad).unwrap_err();
             assert!(err.contains("MAJOR.MINOR"), "{bad}: {err}");
@@ -296,6 +347,19 @@ mod tests {
         assert!(v("5.18").has(&BFQ_REQUEST_OVER_LIMIT) && !v("5.17").has(&BFQ_REQUEST_OVER_LIMIT));
         assert!(
             v("6.3").has(&SBITMAP_SINGLE_WAKE_COUNT) && !v("6.3").has(&SBITMAP_WAKE_WHOLE_BATCH)
+        );
+        // A backport: 6.12.117 has the whole-bitmap shallow depth of 6.17, 6.12 as released does not.
+        assert!(v("6.12.117").has(&SBITMAP_WHOLE_SHALLOW_DEPTH));
+        assert!(
+            !v("6.12").has(&SBITMAP_WHOLE_SHALLOW_DEPTH)
+                && !v("6.12.116").has(&SBITMAP_WHOLE_SHALLOW_DEPTH)
+        );
+        assert!(
+            !v("6.11.200").has(&SBITMAP_WHOLE_SHALLOW_DEPTH),
+            "another line"
+        );
+        assert!(
+            v("6.3.8").has(&BFQ_REQUEST_OVER_LIMIT) && !v("6.3.8").has(&MQ_DEADLINE_WORD_DEPTH)
         );
         let mut since: Vec<KernelVersion> = CHANGES.iter().map(|c| c.since).collect();
         let listed = since.clone();

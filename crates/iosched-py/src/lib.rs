@@ -266,6 +266,25 @@ fn tunable_error(name: &str, tunables: Vec<(String, i64)>) -> Option<(String, St
     None
 }
 
+/// Every modelled kernel change (iosched-policy's `kernel::CHANGES`, oldest first), one dict each: `since`
+/// ("MAJOR.MINOR"), `commit`, `title`, `behaviour` and `backports` (stable releases known to carry it).
+#[pyfunction]
+fn kernel_changes(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    iosched_policy::kernel::CHANGES
+        .iter()
+        .map(|c| {
+            let row = PyDict::new(py);
+            row.set_item("since", c.since.to_string())?;
+            row.set_item("commit", c.commit)?;
+            row.set_item("title", c.title)?;
+            row.set_item("behaviour", c.behaviour)?;
+            let backports: Vec<String> = c.backports.iter().map(|b| b.to_string()).collect();
+            row.set_item("backports", backports)?;
+            Ok(row)
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SimulatorPanic", m.py().get_type::<SimulatorPanic>())?;
@@ -279,5 +298,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scheduler_tunables, m)?)?;
     m.add_function(wrap_pyfunction!(scheduler_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(tunable_error, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_changes, m)?)?;
     Ok(())
 }

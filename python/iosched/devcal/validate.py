@@ -107,8 +107,8 @@ class _DriftCheck:
 
 
 def kernel_of_runs(out: Path, experiment: str) -> str | None:
-    """The Linux version ("MAJOR.MINOR") ``experiment``'s kernel-backend runs in ``out`` ran on, as they recorded it
-    (spec.json ``kernel``, from ``uname -r``); None if none recorded one."""
+    """The Linux version ("MAJOR.MINOR[.PATCH]") ``experiment``'s kernel-backend runs in ``out`` ran on, as they
+    recorded it (spec.json ``kernel``, from ``uname -r``); None if none recorded one."""
     for rid in store.finished_runs(out):
         doc = store.load_run_spec(out, rid)
         if doc.get("backend") != "kernel" or doc.get("experiment") != experiment:

@@ -96,7 +96,7 @@ def test_every_host_preset_names_the_kernel_its_paper_ran():
     root = REPO / "presets"
     kernels = {p.name: p.params["kernel"] for p in presets.list_presets(root) if p.kind == "host"}
     assert kernels == {"xeon-silver-4210r-10c": "6.3", "i5-4590-4c": "4.15", "2x-e5-2620-16c": "5.2",
-                       "i7-3517u-4c": "4.19", "lab-tcg-2vcpu": "6.12"}
+                       "i7-3517u-4c": "4.19", "lab-tcg-2vcpu": "6.12.117"}
 
 
 def test_a_host_preset_without_a_kernel_or_with_a_bad_one_is_refused(tmp_path):
@@ -107,11 +107,11 @@ def test_a_host_preset_without_a_kernel_or_with_a_bad_one_is_refused(tmp_path):
         presets.load_preset_file(f, "host")
     assert str(e.value) == f"{f}: params.kernel: missing parameter"
     f = _copy(tmp_path)
-    f.write_text(f.read_text().replace('kernel = "6.3"\n', 'kernel = "6.3.8"\n', 1))
+    f.write_text(f.read_text().replace('kernel = "6.3"\n', 'kernel = "6.3.8.1"\n', 1))
     with pytest.raises(SpecError) as e:
         presets.load_preset_file(f, "host")
-    assert str(e.value) == (f'{f}: params.kernel: expected a kernel version "MAJOR.MINOR" such as "6.3", '
-                            'got "6.3.8"')
+    assert str(e.value) == (f'{f}: params.kernel: expected a kernel version "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" '
+                            'such as "6.3" or "6.12.117", got "6.3.8.1"')
 
 
 def test_scheduler_dispatch_is_inline_or_kblockd(tmp_path):

@@ -63,14 +63,19 @@ def test_the_kernel_version_comes_from_the_host_preset_and_a_spec_may_override_i
 
 def test_kernel_versions_from_uname_releases():
     from iosched import kernel_version
-    assert kernel_version.from_release("6.3.8-custom") == "6.3"
-    assert kernel_version.from_release("6.18.44") == "6.18"
+    assert kernel_version.from_release("6.3.8-custom") == "6.3.8"
+    assert kernel_version.from_release("6.18.44") == "6.18.44"
+    assert kernel_version.from_release("6.12.117+deb12-amd64") == "6.12.117"
+    assert kernel_version.from_release("6.3-rc1") == "6.3"
     assert kernel_version.from_release("4.19.0-3-MANJARO") == "4.19"
     assert kernel_version.from_release("5.2") == "5.2"
     assert kernel_version.from_release("weird") is None
     assert kernel_version.from_release("6") is None
     with pytest.raises(SpecError, match="host.kernel"):
         kernel_version.check("6", file="x.toml", key="host.kernel")
+    assert kernel_version.check("6.12.117", file="x.toml", key="host.kernel") == "6.12.117"
+    with pytest.raises(SpecError, match="MAJOR.MINOR.PATCH"):
+        kernel_version.check("6.12.117.1", file="x.toml", key="host.kernel")
 
 
 def test_sim_config_shape(tmp_path):
@@ -167,8 +172,9 @@ def assert_one_line_error(res, *needles):
     (lambda t: t.replace('bs = "4k"', 'bs = "4q"'), ['job "lapp": bs: expected a size', '"4q"']),
     (lambda t: t.replace('duration = "2s"', 'duration = "2 fortnights"'), ["spec.toml: duration: expected a time"]),
     (lambda t: t.replace('cores = 10', 'cores = 12'), ["host.cores: expected at most 10"]),
-    (lambda t: t.replace('cores = 10', 'kernel = "6.3.8"'),
-     ['spec.toml: host.kernel: expected a kernel version "MAJOR.MINOR" such as "6.3", got "6.3.8"']),
+    (lambda t: t.replace('cores = 10', 'kernel = "6.3-rc1"'),
+     ['spec.toml: host.kernel: expected a kernel version "MAJOR.MINOR" or "MAJOR.MINOR.PATCH" such as "6.3" or '
+      '"6.12.117", got "6.3-rc1"']),
     (lambda t: t.replace('cores = 10', 'kernel = 6.3'), ["host.kernel: expected a string"]),
     (lambda t: t.replace('preset = "samsung-980pro-1tb"', 'preset = "nope"'),
      ['devices[0].preset: unknown device preset "nope"']),
@@ -251,3 +257,29 @@ def test_a_host_preset_without_the_schedulers_costs_is_refused_naming_both(tmp_p
     assert str(e.value).startswith(f"{spec}: scheduler.name: the host preset xeon-silver-4210r-10c has no "
                                    f"scheduler_costs entry for kyber ({host}): add [params.scheduler_costs.kyber]")
 
+
+
+def test_the_kernel_versions_table_in_the_docs_lists_every_modelled_change():
+    """docs/simulator.md's table and the simulator's kernel::CHANGES, row by row (since, commit, backports); a
+    table with a row missing or a version changed must fail the comparison."""
+    from iosched import native
+    from .conftest import REPO, native_or_skip
+
+    native_or_skip()
+
+    def table_rows(text: str) -> list[tuple[str, str, str]]:
+        section = text.split("## Kernel versions", 1)[1].split("\n## ", 1)[0]
+        rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+        return [(r[0].strip(), r[1].strip().strip("`"), r[4].strip()) for r in rows[1:]]
+
+    def changes_rows() -> list[tuple[str, str, str]]:
+        return [(c["since"], c["commit"] or "(not pinned)", ", ".join(c["backports"]) or "–")
+                for c in native.kernel_changes()]
+
+    doc = (REPO / "docs" / "simulator.md").read_text()
+    assert table_rows(doc) == changes_rows()
+    assert ("6.17", "42e6c6ce03fd", "6.12.117") in changes_rows(), "the backport the VM lab's kernel carries"
+    # Negative controls: a table without its last row, or with a version moved, no longer matches.
+    last = doc.split("## Kernel versions", 1)[1].split("\n## ", 1)[0].rstrip().splitlines()[-1]
+    assert table_rows(doc.replace(last + "\n", "", 1)) != changes_rows()
+    assert table_rows(doc.replace("| 5.13 |", "| 5.12 |", 1)) != changes_rows()
