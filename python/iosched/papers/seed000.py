@@ -946,11 +946,10 @@ def interference_why(v: Values) -> dict[str, str]:
         "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) the L-app most likely waits for a "
                     "core: the model's cores run work in arrival order with no wake-up preemption (none at 32: "
                     f"{v[Key('fig-11a', 'none', '32', 'lapp_read_clat_p99')] / ref[Key('fig-11a', 'none', '32', 'lapp_read_clat_p99')]:.1f}x); "
-                    "BFQ puts the background readers, started together, into one queue (stable merging) and the L-app, "
-                    "started 200 ms later, into its own, so the model's L-app sees almost its P99 alone (BFQ at 32: "
-                    f"{v[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')] / ref[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')]:.1f}x "
-                    "the artifact's): the merged queue's share of the tags still leaves the drive ~130 reads, which "
-                    "the model's drive serves in parallel"),
+                    "BFQ (the background readers, started together, share one queue by stable merging; the L-app, "
+                    "started 200 ms later, has its own) misses there too (at 32: "
+                    f"{v[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')] / ref[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')]:.1f}x"
+                    ")"),
         "fig-11b": big_reads + ", so the L-app waits behind far fewer queued reads",
         "fig-11c": writes("fig-11c") + hold,
         "fig-11d": writes("fig-11d") + hold,
