@@ -979,8 +979,13 @@ INTERFERENCE = PaperExperiment(
            Number("Fig. 12b (O-18)", "BFQ foreground read, 16 -> 32 writers", "147.7 -> 1.2", "KIOPS")),
     notes=("The N = 0 points (the L-app or the foreground app alone) are one run per scheduler, shared by the "
            "panels, as their setups are the same.",
-           "Runs with background writers: 6 s ramp, 20 s measured (quick: 4 s + 4 s) instead of 600 s + 600 s; "
-           "docs/papers.md has the convergence check."),
+           "Runs with background writers: 6 s ramp, 20 s measured (quick: 4 s) instead of 600 s + 600 s; with "
+           "background readers 6 s ramp, 2 s measured (quick: 0.2 s) instead of 30 s + 120 s; the ramps outlast "
+           "BFQ's weight raising of the late-started L-app (3 s here), as the artifact's did. docs/papers.md has "
+           "the convergence check.",
+           "The L-app (the foreground app) starts 200 ms after the background apps, which start together and run "
+           "200 ms longer: the artifact launched it last, and BFQ (5.13+) merges the queues of processes that start "
+           "I/O within 180 ms of each other."),
 )
 
 
