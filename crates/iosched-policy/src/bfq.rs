@@ -2787,13 +2787,15 @@ mod tests {
         assert_eq!(apart.limit_depth(&write(0, 1, true), tags), Some(48));
     }
 
-    /// Why the per-queue tag share never bites when every request is dispatched the instant it is inserted (the
-    /// simulator's BlockInsert: tag, insert and hardware-queue run at one time; seed 000's F10 with 32 writers on 8
-    /// SSDs: 51,729 of 51,730 allocations on one drive found the writer's queue off every tree). A writer's queue
-    /// served alone advances V by its own service over its own weight, so when the next writer preempts it its
-    /// finish F = S + service / weight equals V and B-WF2Q+ forgets it (__bfq_deactivate_entity keeps only F > V on
-    /// the idle tree). Three writers queued together share W = 120: after two of them are served V has moved 2/3 as
-    /// far as the first one's F, which stays on the idle tree, where bfqq_request_over_limit counts it.
+    /// Why the per-queue tag share never bites on writers with queues of their own when every request is
+    /// dispatched the instant it is inserted (the simulator's BlockInsert: tag, insert and hardware-queue run at one
+    /// time; seed 000's F10 with 32 writers on 8 SSDs, before stable merging was modelled: 51,729 of 51,730
+    /// allocations on one drive found the writer's queue off every tree; merged into one queue, the writers keep it
+    /// busy). A writer's queue served alone advances V by its own service over its own weight, so when the next
+    /// writer preempts it its finish F = S + service / weight equals V and B-WF2Q+ forgets it
+    /// (__bfq_deactivate_entity keeps only F > V on the idle tree). Three writers queued together share W = 120:
+    /// after two of them are served V has moved 2/3 as far as the first one's F, which stays on the idle tree, where
+    /// bfqq_request_over_limit counts it.
     #[test]
     fn a_writer_stays_on_a_service_tree_only_when_its_busy_time_overlaps_another_writers() {
         let mut bfq = at("6.3");
