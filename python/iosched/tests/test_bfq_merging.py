@@ -1,0 +1,39 @@
+"""BFQ's stable merging (Linux 5.13+) through the whole simulator: fio's numjobs clones start I/O together and share
+one BFQ queue; a job started 250 ms later keeps its own; before 5.13 nothing merges."""
+
+import pytest
+
+from iosched import native
+from iosched.simconfig import run_config
+from iosched.spec import expand_runs, experiment_from_data
+
+from .conftest import native_or_skip
+
+pytestmark = pytest.mark.usefixtures("real_presets")
+
+
+def merged_processes(kernel: str, reader_delay: str) -> float:
+    """The simulated BFQ's count of processes that joined another's queue, at the end of the run."""
+    native_or_skip()
+    spec = {"name": "merging", "duration": "100ms", "ramp": "0s", "seed": 1, "sample_interval": "50ms",
+            "host": {"preset": "xeon-silver-4210r-10c", "kernel": kernel},
+            "devices": [{"preset": "samsung-980pro-1tb"}], "scheduler": {"name": "bfq"},
+            "job": [{"name": "w", "rw": "randwrite", "bs": "64k", "iodepth": 8, "numjobs": 4},
+                    {"name": "r", "rw": "randread", "bs": "4k", "iodepth": 1, "startdelay": reader_delay}]}
+    result = native.simulate(run_config(expand_runs(experiment_from_data("merging", spec))[0]))
+    samples = [x for x in result["timeseries"]
+               if x["source"] == "scheduler" and x["metric"] == "stably_merged_processes"]
+    assert samples, "BFQ reports stably_merged_processes"
+    return samples[-1]["value"]
+
+
+def test_clones_started_together_share_a_queue_and_a_later_reader_keeps_its_own():
+    # 6.3: writer 1's queue is the head; writers 2-4 join it; the reader, 250 ms later (> 180 ms), does not.
+    assert merged_processes("6.3", "250ms") == 3
+    # Started with them, the reader joins too.
+    assert merged_processes("6.3", "0s") == 4
+
+
+def test_nothing_merges_before_5_13():
+    assert merged_processes("5.12", "0s") == 0
+    assert merged_processes("5.13", "0s") == 4
