@@ -169,7 +169,7 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
     from ..backends.vm.runner import Options, parse_vm_options, run_vm
     from ..spec import expand_runs
     from ..sweep import execute, tasks_for
-    from .validate import mirror_tunables
+    from .validate import kernel_of_runs, mirror_tunables
 
     vm_exps = [e for _, e in experiments(matrix, simulator=False, duration=duration)]
     opts = parse_vm_options(vm_opts, Options(devices=[matrix.device], out=out / "vm", lab=lab))
@@ -179,8 +179,13 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
         echo(f"warning: {w}", err=True)
     echo(f"simulator: the same on {matrix.device} with host {matrix.host}")
     kernel = vm_tunables(out / "vm")
+    version = kernel_of_runs(out / "vm", None, backend="vm")
+    if version is not None:
+        echo(f"simulator models the kernel the lab ran: Linux {version}")
     for _, exp in experiments(matrix, simulator=True, duration=duration):
         runs = expand_runs(exp)
+        for r in runs if version is not None else ():
+            r.host["kernel"] = version
         for note in mirror_tunables(runs, kernel):
             echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)

@@ -106,14 +106,15 @@ class _DriftCheck:
         return rows
 
 
-def kernel_of_runs(out: Path, experiment: str) -> str | None:
-    """The Linux version ("MAJOR.MINOR[.PATCH]") ``experiment``'s kernel-backend runs in ``out`` ran on, as they
-    recorded it (spec.json ``kernel``, from ``uname -r``); None if none recorded one."""
+def kernel_of_runs(out: Path, experiment: str | None, backend: str = "kernel") -> str | None:
+    """The Linux version ("MAJOR.MINOR[.PATCH]") the ``backend`` runs of ``experiment`` (None: any) in ``out`` ran
+    on, from the ``uname -r`` they recorded (spec.json ``host.kernel``; runs recorded before patch levels were kept
+    have only ``kernel`` as MAJOR.MINOR); None if none recorded one."""
     for rid in store.finished_runs(out):
         doc = store.load_run_spec(out, rid)
-        if doc.get("backend") != "kernel" or doc.get("experiment") != experiment:
+        if doc.get("backend") != backend or (experiment is not None and doc.get("experiment") != experiment):
             continue
-        version = doc.get("kernel") or kernel_version.from_release(str((doc.get("host") or {}).get("kernel", "")))
+        version = kernel_version.from_release(str((doc.get("host") or {}).get("kernel", ""))) or doc.get("kernel")
         if version:
             return version
     return None

@@ -96,6 +96,13 @@ def test_validate_simulates_the_kernel_version_the_kernel_runs_recorded(tmp_path
         (tmp_path / "runs" / rid / "spec.json").write_text(json.dumps(
             {"backend": backend, "experiment": "v", **doc}))
     assert validate.kernel_of_runs(tmp_path, "v") == "6.18.44", "from the kernel run's uname -r (patch level kept)"
+    assert validate.kernel_of_runs(tmp_path, None, backend="vm") is None, "negative control: no lab run"
+    (tmp_path / "runs" / "d").mkdir()
+    for finished in ("results.parquet", "result.json.gz"):
+        (tmp_path / "runs" / "d" / finished).write_bytes(b"")
+    (tmp_path / "runs" / "d" / "spec.json").write_text(json.dumps(
+        {"backend": "vm", "experiment": "w", "kernel": "6.12", "host": {"kernel": "6.12.117+deb12-amd64"}}))
+    assert validate.kernel_of_runs(tmp_path, None, backend="vm") == "6.12.117", "uname -r wins over the old field"
 
 
 def test_reuse_without_earlier_measurements_says_what_is_missing(tmp_path):
