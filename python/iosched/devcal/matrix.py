@@ -184,8 +184,9 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
         echo(f"simulator models the kernel the lab ran: Linux {version}")
     for _, exp in experiments(matrix, simulator=True, duration=duration):
         runs = expand_runs(exp)
-        for r in runs if version is not None else ():
-            r.host["kernel"] = version
+        if version is not None:
+            for r in runs:
+                r.host["kernel"] = version
         for note in mirror_tunables(runs, kernel):
             echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)
