@@ -4,11 +4,11 @@
 use iosched_policy::{BlockLayer, IoprioClass};
 
 use super::buffered::Buffered;
-use super::process::{IoSource, ProcessParams, Ramp};
+use super::process::{IoSource, ProcessParams};
 use super::tags::TagWait;
 use super::{Process, SchedulerCosts, Simulation};
 use crate::blk::BlockQueue;
-use crate::config::{IoEngine, JobConfig, RampEnd, Rw, SimConfig};
+use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
 use crate::engine::EventQueue;
 use crate::host::{CpuAccount, ForkPlacement, Host};
@@ -28,11 +28,6 @@ impl<'c> Simulation<'c> {
         let costs = scheduler_costs(config, &queues[0]);
         let mut cache = page_cache(config);
         let (mut processes, group_remaining) = job_processes(config, &mut cache)?;
-        if config.ramp_end == RampEnd::Nominal {
-            for p in &mut processes {
-                p.state.ramp = Ramp::Over;
-            }
-        }
         let groups = group_remaining.len() as u32;
         place_at_fork(&mut processes, groups, cores);
         mark_may_sleep_on_tags(&mut processes, &queues);
@@ -338,6 +333,7 @@ impl<'j> JobLayout<'j> {
             start_ns,
             stats_start_ns,
             end_ns,
+            config.ramp_end,
         ))
     }
 

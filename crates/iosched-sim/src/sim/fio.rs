@@ -6,7 +6,6 @@ use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
 use super::{BioKind, IoSlot, Simulation, NO_IO};
-use crate::config::RampEnd;
 use crate::engine::Event;
 
 impl Simulation<'_> {
@@ -272,8 +271,7 @@ impl Simulation<'_> {
             proc.state.start_ns = start;
             proc.state.stats_start_ns = start + ramp;
             proc.state.end_ns = start + ramp + runtime;
-            proc.state.ramp =
-                Ramp::starting(ramp > 0 && self.config.ramp_end == RampEnd::FirstCompletion);
+            proc.state.ramp = Ramp::starting(ramp > 0, self.config.ramp_end);
             proc.state.issue_pending = true;
             if let (Some(b), Some(cache)) = (&proc.source.buffered, &mut self.cache) {
                 if invalidate {
@@ -375,7 +373,7 @@ impl Simulation<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{IoEngine, Rw};
+    use crate::config::{IoEngine, RampEnd, Rw};
     use crate::testkit::{config, job};
 
     #[test]

@@ -8,7 +8,7 @@ use iosched_policy::IoprioClass;
 
 use super::buffered::Buffered;
 use super::tags::TagWait;
-use crate::config::EngineCost;
+use crate::config::{EngineCost, RampEnd};
 use crate::host::CpuAccount;
 use crate::metrics::LatencyStats;
 use crate::workload::{Generator, TraceReplay};
@@ -119,8 +119,9 @@ pub(super) enum Ramp {
 }
 
 impl Ramp {
-    pub(super) fn starting(has_ramp: bool) -> Self {
-        if has_ramp {
+    /// At a process's start: in its ramp if it has one and its window starts as fio's does.
+    pub(super) fn starting(has_ramp: bool, ramp_end: RampEnd) -> Self {
+        if has_ramp && ramp_end == RampEnd::FirstCompletion {
             Ramp::Pending
         } else {
             Ramp::Over
@@ -153,6 +154,7 @@ impl Process {
         start_ns: u64,
         stats_start_ns: u64,
         end_ns: u64,
+        ramp_end: RampEnd,
     ) -> Self {
         Self {
             params,
@@ -166,7 +168,7 @@ impl Process {
                 start_ns,
                 stats_start_ns,
                 end_ns,
-                ramp: Ramp::starting(stats_start_ns > start_ns),
+                ramp: Ramp::starting(stats_start_ns > start_ns, ramp_end),
                 issue_pending: false,
                 submitting: false,
                 unreaped: Vec::new(),
@@ -204,7 +206,15 @@ impl Process {
             cgroup: 0,
             cgroup_weight: 100,
         };
-        let mut flusher = Self::new(params, IoSource::default(), 0, 0, 0, end_ns);
+        let mut flusher = Self::new(
+            params,
+            IoSource::default(),
+            0,
+            0,
+            0,
+            end_ns,
+            RampEnd::default(),
+        );
         flusher.state.stopped = true;
         flusher.state.finished_ns = Some(0);
         flusher
