@@ -73,6 +73,9 @@ pub struct DeviceResult {
     /// The most commands the device held at once (submitted, completion not yet taken by the host).
     #[serde(default)]
     pub max_outstanding_commands: u64,
+    /// Drive-wide garbage-collection steps (`gc_step_copies`), during which no host data was programmed.
+    #[serde(default)]
+    pub gc_steps: u64,
 }
 
 /// One time-series sample: a named metric at the end of an interval.

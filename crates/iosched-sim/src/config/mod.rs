@@ -249,10 +249,20 @@ pub struct DeviceConfig {
     /// Program units per erase block on one unit.
     pub block_program_units: u32,
     pub write_buffer_bytes: u64,
+    /// Writes that found the buffer full and wait in the controller for space without holding a front-end core
+    /// (oldest first); one more stalls its core, and every command behind it waits. 0: the first such write stalls.
+    #[serde(default)]
+    pub waiting_write_slots: u32,
     /// Raw flash bytes beyond the user capacity.
     pub overprovision_bytes: u64,
     /// Garbage collection starts when free space falls below this many program units per flash unit.
     pub gc_free_units_low: u32,
+    /// Garbage collection in drive-wide steps: when the host programs the reclaiming has paid for are used up,
+    /// every reclaiming unit copies up to this many program units while no unit programs host data (the FTL
+    /// reclaims a superblock across all dies at once). None: each unit paces its host programs behind its own
+    /// copies, at a random place in its cycle, so the drive frees buffer space steadily.
+    #[serde(default)]
+    pub gc_step_copies: Option<u32>,
     pub condition: Condition,
     /// Fraction of the logical space trimmed after conditioning (raises the effective spare area).
     pub trimmed_fraction: f64,

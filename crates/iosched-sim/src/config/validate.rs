@@ -223,6 +223,9 @@ impl DeviceConfig {
             self.write_buffer_bytes >= self.program_unit_bytes as u64,
             || at("write_buffer_bytes must hold at least one program unit"),
         )?;
+        check(self.gc_step_copies != Some(0), || {
+            at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
+        })?;
         check((0.0..=1.0).contains(&self.trimmed_fraction), || {
             at("trimmed_fraction must be within 0..1")
         })?;

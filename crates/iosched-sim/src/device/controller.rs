@@ -74,8 +74,7 @@ impl Device {
             .command
             .expect("controller core without a command");
         if command.write {
-            if !self.accept_write(core as usize, events) {
-                self.front_end[core as usize].stalled_since_ns = Some(events.now_ns);
+            if !self.take_write(core as usize, events) {
                 return;
             }
         } else {

@@ -66,6 +66,8 @@ pub struct Device {
     /// Commands fetched from the submission queues, in fetch (= doorbell) order.
     fetched_commands: VecDeque<Command>,
     front_end: Vec<FrontEndCore>,
+    /// Writes waiting for buffer space off the front end (`waiting_write_slots`), oldest first.
+    waiting_writes: VecDeque<FrontEndCore>,
     units: Vec<Unit>,
     idle_units: Vec<u32>,
     channel_free_at_ns: Vec<u64>,
@@ -80,6 +82,10 @@ pub struct Device {
     victim_valid_fraction: f64,
     victim_copy_carry: f64,
     host_programs_per_copy: f64,
+    /// Garbage collection in drive-wide steps (`gc_step_copies`): units whose step still has copies to do (host
+    /// programs wait on every unit while any has), and the host program units the steps so far have paid for.
+    gc_step_units_copying: u32,
+    gc_step_credit: f64,
     mean_read_ns: u64,
     /// Commands submitted and not yet completed to the host (what a device-wide in-flight bound limits).
     outstanding_commands: u32,
@@ -152,6 +158,20 @@ impl Device {
         let mean_read_ns = config.read_ns_by_page_type.iter().sum::<u64>()
             / config.read_ns_by_page_type.len().max(1) as u64;
         let victim_valid_fraction = victim_valid_fraction(&config);
+        let host_programs_per_copy = if victim_valid_fraction > 0.0 {
+            (1.0 - victim_valid_fraction) / victim_valid_fraction
+        } else {
+            f64::INFINITY
+        };
+        let mut rng = Pcg64::seed_from_u64(mix(seed ^ 0x5EED_0000_0000 ^ index as u64));
+        // Where a drive is in its cycle of garbage-collection steps is random: drives of one run (and the artifact's
+        // eight, whose write latencies differ fourfold) do not reclaim in lockstep.
+        let gc_step_credit = match config.gc_step_copies {
+            Some(step) if host_programs_per_copy.is_finite() => {
+                rng.random_range(0.0..1.0) * (nr_units * step) as f64 * host_programs_per_copy
+            }
+            _ => 0.0,
+        };
         let stats = DeviceResult {
             name: config.name.clone(),
             ..Default::default()
@@ -159,12 +179,13 @@ impl Device {
         Self {
             index,
             salt: mix(0xD1CE ^ index as u64),
-            rng: Pcg64::seed_from_u64(mix(seed ^ 0x5EED_0000_0000 ^ index as u64)),
+            rng,
             hw_queues: hw_queues.max(1),
             fetched_commands: VecDeque::new(),
             front_end: (0..config.controller_cores.max(1))
                 .map(|_| FrontEndCore::IDLE)
                 .collect(),
+            waiting_writes: VecDeque::new(),
             units: (0..nr_units)
                 .map(|_| Unit::new(free_program_units_per_unit))
                 .collect(),
@@ -178,11 +199,9 @@ impl Device {
             gc_low_units,
             victim_valid_fraction,
             victim_copy_carry: 0.0,
-            host_programs_per_copy: if victim_valid_fraction > 0.0 {
-                (1.0 - victim_valid_fraction) / victim_valid_fraction
-            } else {
-                f64::INFINITY
-            },
+            host_programs_per_copy,
+            gc_step_units_copying: 0,
+            gc_step_credit,
             mean_read_ns,
             outstanding_commands: 0,
             stats,
