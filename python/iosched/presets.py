@@ -21,9 +21,11 @@ DEVICE_FIELDS = (
     "controller_cores", "command_ns", "read_pipeline_ns", "write_ack_ns", "write_ack_jitter_ns", "channels", "units_per_channel",
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
     "program_ns", "erase_ns", "read_suspend_ns", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
-    "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns",
+    "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
+    "waiting_write_slots",
 )
-DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_command_ns")
+DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_command_ns", "gc_step_copies",
+                                    "waiting_write_slots")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "io_uring", "libaio", "psync", "scheduler_costs",

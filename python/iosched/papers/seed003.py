@@ -40,7 +40,8 @@ def _jobs(workload: str) -> list[dict]:
 
 
 def _baseline_spec(workload: str) -> dict[str, Any]:
-    # 2 s of ramp: past the 1 GiB write buffer's fill, as in a long fio run on a preconditioned drive.
+    # 2 s of ramp: past the write buffer's fill and into garbage collection's steps, as in a long fio run on a
+    # preconditioned drive.
     return spec(_jobs(workload), {}, duration="4s", ramp="2s")
 
 
