@@ -45,9 +45,11 @@ MS, US = 1_000_000, 1_000
 
 def simulate(jobs: Iterable[Job], scheduler: str, *, ssds: int = 1, tunables: Iterable[tuple[str, int]] = (),
              runtime_s: float = 0.2, ramp_s: float = 0.05, seed: int = 1) -> dict[str, Any]:
-    """One simulated fio run on the seed-000 testbed; returns the SimResult dict (for tests and quick looks)."""
+    """One simulated fio run on the seed-000 testbed, its drives in seed 000's state (DRIVE_STATE, as every seed-000
+    experiment); returns the SimResult dict (for tests and quick looks)."""
     return native.simulate(testbed_config(HOST, DEVICE, jobs, runtime_s, ramp_s, file="iosched.papers.seed000",
-                                          seed=seed, scheduler=scheduler, tunables=tunables, ssds=ssds))
+                                          seed=seed, scheduler=scheduler, tunables=tunables, ssds=ssds,
+                                          device_options=DRIVE_STATE))
 
 
 def total(result: dict, metric: str, job: str | None = None) -> float:
@@ -154,7 +156,7 @@ def fio(name: str, rw: str, iodepth: int, *, bs: str = "4k", numjobs: int = 1, c
 # logical space, which lowers garbage collection's write amplification. Fitted to seed 000's one measured write input,
 # the artifact's 64 KiB random-write rate per drive with 32 writers over 8 SSDs (Fig. 11d, none: 10.23 GB/s over 8
 # drives = 1.28 GB/s per drive): presets/README.md, "samsung-980pro-1tb: two drive states".
-DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.349}
+DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.32}
 
 
 def testbed(jobs: list[dict], sweep: dict[str, list], *, duration: str, ramp: str, ssds: int = 1,
@@ -767,7 +769,7 @@ THROUGHPUT = PaperExperiment(
 BG_N = [1, 2, 4, 8, 16, 32]
 FIG11 = {"fig-11a": (R, "4k"), "fig-11b": (R, "64k"), "fig-11c": (W, "4k"), "fig-11d": (W, "64k")}
 FIG12 = {"fig-12a": R, "fig-12b": W}
-# Write-heavy runs: the artifact ramped 600 s and measured 600 s. The model needs its drives' 1 GiB write buffers
+# Write-heavy runs: the artifact ramped 600 s and measured 600 s. The model needs its drives' write buffers
 # full and garbage collection and Kyber settled (the ramp), and enough of the L-app's slow reads for a P99 (the
 # window): docs/papers.md, "Seed 000: runtimes and convergence".
 # Every run with background apps ramps at least 6 s: BFQ weight-raises the L-app, a new queue started after the

@@ -1,7 +1,9 @@
 """Seed 000's scheduler findings that the model reproduces (issue 3), checked on the real presets.
 
 The findings the model does not reproduce (BFQ's part of F10, F10 with readers, F12, F15 and parts of F3/F4/F5) are
-reported by `python -m iosched.papers.seed000` and in docs/papers.md, not asserted here.
+reported by `python -m iosched.papers.seed000` and in docs/papers.md, not asserted here; F14 and F13's default
+configuration, which it reproduced before garbage collection ran in steps, are strict xfails with the reason. The
+runs use seed 000's drive state (`seed000.DRIVE_STATE`), as its experiments do.
 """
 
 import pytest
@@ -80,7 +82,10 @@ def kyber_mixed(read_lat, write_lat):
 
 
 @pytest.mark.parametrize("read_lat, write_lat, throttled", [
-    (2 * s.MS, 10 * s.MS, "some writes"),  # the defaults; paper: tokens 256 / 93
+    # The defaults; paper: tokens 256 / 93. The model's reader P99 (~1.9 ms) stays under the 2 ms read target, so
+    # Kyber never throttles the writes (docs/papers.md: its reader waits one program where the artifact's waits 2.8 ms).
+    pytest.param(2 * s.MS, 10 * s.MS, "some writes",
+                 marks=pytest.mark.xfail(strict=True, reason="F13 defaults: reads never miss their target")),
     (0, 1000 * s.MS, "write"),  # paper: tokens 256 / 1
     (1000 * s.MS, 0, "read"),  # paper: 1 / 128
     (0, 0, None),  # paper: 256 / 128
@@ -113,6 +118,8 @@ def test_f10_kyber_bounds_the_l_apps_latency_beside_writers_where_none_lets_it_e
     assert kyber < none / 3
 
 
+@pytest.mark.xfail(strict=True, reason="F14: beside an unthrottled writer the model's reader waits one program "
+                   "(~1.85 ms), the artifact's 2.8 ms (docs/papers.md)")
 def test_f14_kyber_with_reads_prioritised_gives_the_lowest_p99():
     prioritised = l_app_beside_writer("kyber", [("read_lat_nsec", 500 * s.US), ("write_lat_nsec", 100 * s.MS)])
     writes_first = l_app_beside_writer("kyber", [("read_lat_nsec", 100 * s.MS), ("write_lat_nsec", 0)])
