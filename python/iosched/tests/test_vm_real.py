@@ -276,13 +276,14 @@ def _vm_run_with_qemu(tmp_path, stderr) -> tuple[subprocess.Popen, list[int]]:
                             stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     deadline = time.monotonic() + 60
     kids: list[int] = []
+    # A qemu seen once may be the short-lived accelerator probe: wait for one still running a second later.
     while not kids and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-        kids = _qemu_children(proc.pid)
+        seen = set(_qemu_children(proc.pid))
+        time.sleep(1.0 if seen else 0.2)
+        kids = sorted(seen & set(_qemu_children(proc.pid)))
     if not kids:
         proc.kill()
     assert kids, "qemu never started"
-    time.sleep(1.0)
     return proc, kids
 
 
