@@ -43,7 +43,7 @@ TARGETS: tuple[Target, ...] = (
     Target("1 core QD64 randread", "seed 000 §3.1", *_980, (Job("r", "randread", 64, [0]),), "read_kiops", "r", 370.0),
     Target("4 cores randread", "seed 000 §3.2", *_980,
            (Job("r", "randread", 128, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 774.0),
-    # Writes over 6 s: the drive reclaims in steps (gc_step_copies) some 70 times a second, so each run sees
+    # Writes over 6 s: the drive reclaims in steps (gc_step_copies), ~55 a second under W256, so each run sees
     # hundreds of them whatever its starting place in the cycle; W1 must keep its rate through them.
     Target("W1 randwrite IOPS", "seed 003 baseline", *_980, (Job("w", "randwrite", 1, [0]),), "write_kiops", "w", 62.3,
            runtime_s=6.0, ramp_s=1.0),

@@ -5,7 +5,8 @@
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
 
-/// A front-end core: the command it works on, and since when it holds a write the buffer has no room for.
+/// A front-end core: the command it works on, and since when it holds a write the buffer has no room for. A write
+/// waiting for buffer space off the front end (`waiting_write_slots`) keeps the same state.
 pub(super) struct FrontEndCore {
     pub(super) command: Option<Command>,
     /// Holding a write that found the buffer full.

@@ -1,6 +1,7 @@
 //! The flash units: each does one operation at a time (a page read, a program of buffered data, a garbage-collection
 //! copy or erase), reads first, with program/erase suspend where the flash has it; garbage collection reclaims a
-//! victim block per unit and paces host programs behind its copies.
+//! victim block per unit, with host programs paced between its copies or held while a drive-wide step copies
+//! (`gc_step_copies`).
 
 use std::collections::VecDeque;
 

@@ -13,13 +13,17 @@
 //! - A write buffer absorbs writes: a write completes once its data is in the buffer. Its data goes in piece by
 //!   piece as space frees (a controller fetches a write's data pages into free buffer slots), so a full buffer always
 //!   holds a program unit to drain and no write is too large for it. The buffer drains to flash in program units on
-//!   idle flash units. When it is full the front-end core holding the write stalls, and every command behind it
-//!   waits (head-of-line blocking): this is how reads queue behind writes.
+//!   idle flash units. When it is full, a write waits for space: off the front end while one of the
+//!   `waiting_write_slots` is free (the commands behind it go on), else holding its front-end core, and then every
+//!   command behind it waits (head-of-line blocking): this is how reads queue behind many writes.
 //! - Garbage collection: each unit counts its own free space in program units. Below the low-water mark it reclaims
-//!   a victim block by copying its valid program units and erasing it, and paces its host programs behind the
-//!   copies in the ratio the victim frees space. The victims' valid fraction follows from the spare area of a
-//!   preconditioned drive (see `victim_valid_fraction`); where a unit is in its copy cycle is random, so units do not
-//!   program host data in step.
+//!   a victim block by copying its valid program units and erasing it; host programs are allowed in the ratio the
+//!   victim frees space. The victims' valid fraction follows from the spare area of a preconditioned drive (see
+//!   `victim_valid_fraction`). Paced (the default), each unit interleaves its host programs with its own copies from
+//!   a random place in its cycle, so units do not program host data in step. In drive-wide steps
+//!   (`gc_step_copies`), every reclaiming unit copies that many program units while no unit programs host data,
+//!   whenever the steps so far have paid for no more host programs; each drive starts at a random place in that
+//!   cycle.
 //!
 //! Where each part lives: this file holds the device's state, its construction and its interface to the block layer;
 //! `controller.rs` the front end, `flash.rs` the flash units (reads, programs, garbage collection), `write_buffer.rs`

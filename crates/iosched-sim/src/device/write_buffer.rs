@@ -52,8 +52,8 @@ impl Device {
         true
     }
 
-    /// A write front-end core `core` finished processing: into the buffer, or, with no room, off the front end
-    /// to wait if a waiting slot is free (behind older waiting writes, whose data goes in first), else the core
+    /// Front-end core `core` finished processing a write: it goes into the buffer, or, with no room, off the front
+    /// end to wait if a waiting slot is free (behind older waiting writes, whose data goes in first), else the core
     /// stalls holding it. Returns whether the core is free for the next command.
     pub(super) fn take_write(&mut self, core: usize, events: &mut EventQueue) -> bool {
         let mut slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
