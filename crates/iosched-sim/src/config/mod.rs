@@ -249,6 +249,10 @@ pub struct DeviceConfig {
     /// Program units per erase block on one unit.
     pub block_program_units: u32,
     pub write_buffer_bytes: u64,
+    /// The rate at which write data enters the buffer (an SLC cache's program bandwidth, TurboWrite's burst write
+    /// rate), a FIFO server after the link; None: as fast as the link brings it.
+    #[serde(default)]
+    pub buffer_fill_bytes_per_s: Option<u64>,
     /// Writes that found the buffer full and wait in the controller for space without holding a front-end core
     /// (oldest first); one more stalls its core, and every command behind it waits. 0: the first such write stalls.
     #[serde(default)]

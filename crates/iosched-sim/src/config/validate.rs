@@ -223,6 +223,9 @@ impl DeviceConfig {
             self.write_buffer_bytes >= self.program_unit_bytes as u64,
             || at("write_buffer_bytes must hold at least one program unit"),
         )?;
+        check(self.buffer_fill_bytes_per_s != Some(0), || {
+            at("buffer_fill_bytes_per_s must be > 0 (leave it out to fill at the link's rate)")
+        })?;
         check(self.gc_step_copies != Some(0), || {
             at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
         })?;

@@ -77,6 +77,8 @@ pub struct Device {
     channel_free_at_ns: Vec<u64>,
     link_to_host_free_at_ns: u64,
     link_to_device_free_at_ns: u64,
+    /// The buffer's fill server (`buffer_fill_bytes_per_s`): when the data booked on it so far is in.
+    buffer_fill_free_at_ns: u64,
     reads: Vec<ReadTracking>,
     buffer_used_bytes: u64,
     /// Buffered bytes not yet assigned to a program.
@@ -197,6 +199,7 @@ impl Device {
             channel_free_at_ns: vec![0; config.channels as usize],
             link_to_host_free_at_ns: 0,
             link_to_device_free_at_ns: 0,
+            buffer_fill_free_at_ns: 0,
             reads: Vec::new(),
             buffer_used_bytes: 0,
             buffer_pending_bytes: 0,

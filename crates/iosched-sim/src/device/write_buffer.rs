@@ -34,6 +34,19 @@ impl Device {
                 events.now_ns,
                 transfer_ns(piece, self.config.link_bytes_per_s),
             );
+            if let Some(fill_bytes_per_s) = self.config.buffer_fill_bytes_per_s {
+                // The controller acknowledges from its staging memory, which holds one program unit per flash
+                // unit (a named assumption): a write waits for the region's program rate only once more than that
+                // is queued for it, so the rate caps throughput without lengthening a lone write.
+                let in_region = book(
+                    &mut self.buffer_fill_free_at_ns,
+                    slot.transferred_at_ns,
+                    transfer_ns(piece, fill_bytes_per_s),
+                );
+                let staging_bytes = self.config.program_unit_bytes as u64 * self.units.len() as u64;
+                let staged = in_region.saturating_sub(transfer_ns(staging_bytes, fill_bytes_per_s));
+                slot.transferred_at_ns = slot.transferred_at_ns.max(staged);
+            }
         }
         if piece < left {
             self.drain_to_idle_units(events);
@@ -200,6 +213,40 @@ mod tests {
             "head-of-line blocked behind writes: {}",
             read_at - submitted_at
         );
+    }
+
+    /// An SLC cache takes data at its program rate, not the link's: eight 64 KiB writes, a 4 GB/s link, a 1 GB/s
+    /// fill rate, staging for 4 units x 64 KiB = 256 KiB (262,144 ns of filling). Write k crosses the link at
+    /// 17,384 + 16,384 (k - 1) ns (front end 1 us, then 16,384 ns each), enters the region at 17,384 + 65,536 k,
+    /// and is acknowledged (5 us) once no more than the staging is queued ahead of it: at the later of its link
+    /// time and 65,536 k - 244,760. Writes 1-5 go at the link's pace (the 5th: 82,920 either way), 6-8 at the
+    /// fill rate, 65,536 ns apart. Negative control, no fill rate: the link's pace throughout.
+    #[test]
+    fn the_buffer_fills_at_its_own_rate_where_set() {
+        let completions = |fill: Option<u64>| {
+            let mut config = small_device(Condition::Fresh);
+            config.buffer_fill_bytes_per_s = fill;
+            let mut device = Device::new(config, 0, 1, 1);
+            let mut events = EventQueue::new();
+            for request in 0..8 {
+                let command = Command {
+                    request,
+                    write: true,
+                    offset_bytes: request as u64 * 65536,
+                    bytes: 65536,
+                };
+                device.submit(0, command, &mut events);
+            }
+            run_until_idle(&mut device, &mut events)
+                .iter()
+                .map(|d| d.0)
+                .collect::<Vec<_>>()
+        };
+        let link_paced: Vec<u64> = (0..8).map(|k| 17_384 + 16_384 * k + 5_000).collect();
+        assert_eq!(completions(None), link_paced);
+        let mut fill_paced = link_paced[..5].to_vec();
+        fill_paced.extend([153_456, 218_992, 284_528]);
+        assert_eq!(completions(Some(1_000_000_000)), fill_paced);
     }
 
     /// A read submitted behind `writes` 4 KiB writes once the 1 MiB buffer holds 256 of them; its latency.
