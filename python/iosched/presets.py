@@ -102,9 +102,9 @@ def _check_fields(file: str, where: str, got: dict[str, Any], fields: tuple[str,
 
 
 def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
-    def need_int(key: str, v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise SpecError(file, f"params.{key}", f"expected an integer >= 0, got {v!r}")
+    def need_int(key: str, v: Any, lo: int = 0) -> None:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise SpecError(file, f"params.{key}", f"expected an integer >= {lo}, got {v!r}")
 
     def need_float(key: str, v: Any, lo: float = 0.0, hi: float = 1.0) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
@@ -126,7 +126,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                 for x in v:
                     need_int(k, x)
             else:
-                need_int(k, v)
+                # Optional features that are off when left out, never 0 (the simulator refuses 0 too).
+                need_int(k, v, 1 if k in ("gc_step_copies", "buffer_fill_bytes_per_s") else 0)
     else:
         for k, v in params.items():
             if k in ENGINES:

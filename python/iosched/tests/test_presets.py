@@ -58,6 +58,25 @@ def test_unknown_param_and_stray_provenance(tmp_path):
         presets.load_preset_file(f, "host")
 
 
+def test_device_features_that_are_off_when_left_out_refuse_zero(tmp_path):
+    """gc_step_copies and buffer_fill_bytes_per_s switch a mechanism on; 0 would mean nothing sensible, so the preset
+    names the parameter and the file (the simulator refuses it too)."""
+    dst = tmp_path / "presets"
+    shutil.copytree(DATA / "presets", dst)
+    f = dst / "devices" / "samsung-980pro-1tb.toml"
+    text = f.read_text()
+    presets.load_preset_file(f, "device")  # positive control: the fixture leaves both out
+    for key in ("gc_step_copies", "buffer_fill_bytes_per_s"):
+        f.write_text(text.replace("[provenance]\n", f'[provenance]\n{key} = "fixture"\n', 1)
+                     .replace("[params]\n", f"[params]\n{key} = 0\n", 1))
+        with pytest.raises(SpecError) as e:
+            presets.load_preset_file(f, "device")
+        assert str(e.value) == f"{f}: params.{key}: expected an integer >= 1, got 0"
+        f.write_text(text.replace("[provenance]\n", f'[provenance]\n{key} = "fixture"\n', 1)
+                     .replace("[params]\n", f"[params]\n{key} = 4\n", 1))
+        presets.load_preset_file(f, "device")
+
+
 def test_presets_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("IOSCHED_PRESETS", str(tmp_path))
     assert presets.presets_dir() == tmp_path
