@@ -89,7 +89,8 @@
 //! * Tunables are validated rather than clamped: out-of-range values are rejected (the kernel clamps).
 //!   `max_budget` reads back the effective value, like sysfs (0 selects automatic tuning).
 
-use std::collections::{BTreeMap, HashMap};
+use crate::id_map::IdMap;
+use std::collections::BTreeMap;
 
 use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
@@ -321,14 +322,14 @@ const TUNABLE_NAMES: &[&str] = &[
 pub struct Bfq {
     t: Tunables,
     queues: Vec<Queue>,
-    queue_index: HashMap<QueueKey, usize>,
+    queue_index: IdMap<QueueKey, usize>,
     groups: Vec<Group>,
-    group_index: HashMap<u32, usize>,
+    group_index: IdMap<u32, usize>,
     /// Busy queues in activation order (the kernel's active list, used for injection).
     busy_list: Vec<usize>,
     busy_per_class: [u32; 3],
     in_service: Option<usize>,
-    in_driver: HashMap<u32, usize>,
+    in_driver: IdMap<u32, usize>,
     tot_in_driver: u32,
     queued: usize,
     idle_timer_at: Option<u64>,
@@ -358,7 +359,7 @@ pub struct Bfq {
     over_limit: std::cell::Cell<u64>,
     /// Stable merging (5.13+): per group, the queue new sync queues may be merged into and when it was created
     /// (the kernel's `last_bfqq_created`).
-    last_created: HashMap<usize, (usize, u64)>,
+    last_created: IdMap<usize, (usize, u64)>,
     /// Processes whose queue was merged into another's, for introspection.
     stably_merged: u64,
 }
@@ -382,13 +383,13 @@ impl Bfq {
         Self {
             t: Tunables::default(),
             queues: Vec::new(),
-            queue_index: HashMap::new(),
+            queue_index: IdMap::default(),
             groups: vec![root],
-            group_index: HashMap::from([(0, 0)]),
+            group_index: IdMap::from_iter([(0, 0)]),
             busy_list: Vec::new(),
             busy_per_class: [0; 3],
             in_service: None,
-            in_driver: HashMap::new(),
+            in_driver: IdMap::default(),
             tot_in_driver: 0,
             queued: 0,
             idle_timer_at: None,
@@ -412,7 +413,7 @@ impl Bfq {
             burst_parent: 0,
             kernel: KernelVersion::NEWEST,
             over_limit: std::cell::Cell::new(0),
-            last_created: HashMap::new(),
+            last_created: IdMap::default(),
             stably_merged: 0,
         }
     }
@@ -1880,6 +1881,7 @@ mod tests {
     use super::*;
     use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
     use crate::Op;
+    use std::collections::HashMap;
 
     fn rq(id: u32, process: u32, sector: u64, nr_sectors: u32) -> Request {
         Request {

@@ -83,7 +83,8 @@
 //! * Out-of-range tunables are rejected (the kernel clamps).
 //! * The queue lock is the legacy block layer's (see [`crate::LEGACY_QUEUE_LOCK`]).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use crate::id_map::IdMap;
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::{
     apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
@@ -236,10 +237,10 @@ struct Tree {
 pub struct Cfq {
     rotational: bool,
     queues: Vec<Queue>,
-    sync_of: HashMap<u32, usize>,
-    async_of: HashMap<(usize, u8), usize>,
-    held: HashMap<u32, Held>,
-    in_flight: HashMap<u32, usize>,
+    sync_of: IdMap<u32, usize>,
+    async_of: IdMap<(usize, u8), usize>,
+    held: IdMap<u32, Held>,
+    in_flight: IdMap<u32, usize>,
     trees: [Tree; TREES],
     tree_seq: u64,
     // The root group.
@@ -304,10 +305,10 @@ impl Cfq {
         Self {
             rotational,
             queues: Vec::new(),
-            sync_of: HashMap::new(),
-            async_of: HashMap::new(),
-            held: HashMap::new(),
-            in_flight: HashMap::new(),
+            sync_of: IdMap::default(),
+            async_of: IdMap::default(),
+            held: IdMap::default(),
+            in_flight: IdMap::default(),
             trees: Default::default(),
             tree_seq: 0,
             group_dispatched: 0,
@@ -1395,6 +1396,7 @@ impl Elevator for Cfq {
 mod tests {
     use super::*;
     use crate::testkit::{check_conservation, rq, Traffic};
+    use std::collections::HashMap;
 
     const MS: u64 = NS_PER_MS;
 

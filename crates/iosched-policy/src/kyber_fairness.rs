@@ -105,7 +105,7 @@
 //! `read_lat_nsec`, `write_lat_nsec`: Kyber's (see `kyber.rs`). `refill_period_nsec`: the allocation period P,
 //! default 100,000,000, within 1 ms..=10 s. `per_cgroup_prediction`: 0 (default, see above) or 1.
 
-use std::collections::HashMap;
+use crate::id_map::IdMap;
 
 use crate::kyber::{Domain, Kyber};
 use crate::{
@@ -164,7 +164,7 @@ pub struct KyberFairness {
     kyber: Kyber,
     /// Cgroups in order of first appearance; the index is the cgroup's class in Kyber's lists.
     cgroups: Vec<Cgroup>,
-    slot_of: HashMap<u32, usize>,
+    slot_of: IdMap<u32, usize>,
     /// Per hardware queue: the cgroup to try first on the next dispatch.
     next_start: Vec<usize>,
     wr_scale: u64,
@@ -185,7 +185,7 @@ impl KyberFairness {
         Self {
             kyber: Kyber::new(nr_hw_queues),
             cgroups: Vec::new(),
-            slot_of: HashMap::new(),
+            slot_of: IdMap::default(),
             next_start: vec![0; nr_hw_queues.max(1) as usize],
             wr_scale: INITIAL_WR_SCALE,
             period_ns: DEFAULT_REFILL_PERIOD_NS,

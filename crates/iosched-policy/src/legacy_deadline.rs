@@ -41,7 +41,8 @@
 //! - Out-of-range tunables are rejected (the kernel clamps); a negative `writes_starved` is rejected.
 //! - The queue lock is the legacy block layer's (see [`crate::LEGACY_QUEUE_LOCK`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::id_map::IdMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{
     apply_merge, front_merge_candidates, hash_back_candidate, mergeable, tunable_in_range,
@@ -83,7 +84,7 @@ struct Direction {
 }
 
 pub struct Deadline {
-    held: HashMap<u32, Held>,
+    held: IdMap<u32, Held>,
     dirs: [Direction; 2],
     next_rq: [Option<u32>; 2],
     batching: u32,
@@ -106,7 +107,7 @@ impl Default for Deadline {
 impl Deadline {
     pub fn new() -> Self {
         Self {
-            held: HashMap::new(),
+            held: IdMap::default(),
             dirs: Default::default(),
             next_rq: [None, None],
             batching: 0,

@@ -6,6 +6,7 @@
 
 pub mod bfq;
 pub mod cfq;
+pub mod id_map;
 pub mod k2;
 pub mod kernel;
 pub mod kyber;

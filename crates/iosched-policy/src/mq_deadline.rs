@@ -86,7 +86,8 @@
 //!   empty dispatch is therefore not needed and not modelled.
 //! - Counters are 64-bit, the kernel's 32-bit (wrapping) ones never wrap in a simulation.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::id_map::IdMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
@@ -158,9 +159,9 @@ impl Level {
 }
 
 pub struct MqDeadline {
-    held: HashMap<u32, Held>,
+    held: IdMap<u32, Held>,
     /// Dispatched, not yet completed: id → level it was counted in.
-    in_flight: HashMap<u32, usize>,
+    in_flight: IdMap<u32, usize>,
     levels: [Level; LEVELS],
     last_dir: Dir,
     batching: u32,
@@ -186,8 +187,8 @@ impl Default for MqDeadline {
 impl MqDeadline {
     pub fn new() -> Self {
         Self {
-            held: HashMap::new(),
-            in_flight: HashMap::new(),
+            held: IdMap::default(),
+            in_flight: IdMap::default(),
             levels: Default::default(),
             last_dir: Dir::Write,
             batching: 0,

@@ -21,7 +21,8 @@
 //! meanwhile goes to whoever asks first, which is often a submitter that never slept. A retry that fails sleeps
 //! again on the next wait queue.
 
-use std::collections::{HashMap, VecDeque};
+use iosched_policy::id_map::IdMap;
+use std::collections::VecDeque;
 
 use iosched_policy::kernel::{self, KernelVersion, SchedTags};
 use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Request};
@@ -316,9 +317,9 @@ pub struct BlockQueue {
     /// blk-mq: each hardware queue's request tags (scheduler tags with an elevator, the driver tags without).
     request_tags_map: Vec<Sbitmap>,
     /// blk-mq: the tag each allocated request holds, by request id.
-    tag_of: HashMap<u32, u32>,
+    tag_of: IdMap<u32, u32>,
     /// blk-mq: what each bio waiting for a tag asked with, by bio.
-    asks: HashMap<u32, TagAsk>,
+    asks: IdMap<u32, TagAsk>,
     /// Legacy layer only: the request list (blk-mq: None).
     request_list: Option<RequestList>,
     driver_tags_free: Vec<u32>,
@@ -379,8 +380,8 @@ impl BlockQueue {
             request_tags_map: (0..nr_hw_queues)
                 .map(|h| Sbitmap::new(request_tags, h, kernel))
                 .collect(),
-            tag_of: HashMap::new(),
-            asks: HashMap::new(),
+            tag_of: IdMap::default(),
+            asks: IdMap::default(),
             request_list: None,
             driver_tags_free: vec![queue_depth; nr_hw_queues as usize],
             tag_waiters: (0..nr_hw_queues).map(|_| Default::default()).collect(),

@@ -3,7 +3,7 @@
 use super::*;
 use crate::testkit::{self, check_conservation, Event, Flow, Hook, Lcg, Traffic};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

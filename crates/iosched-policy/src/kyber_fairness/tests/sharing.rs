@@ -1,6 +1,7 @@
 //! Kyber-fairness on a tiny closed-loop device: cgroups share it by weight.
 
 use super::*;
+use std::collections::HashMap;
 
 // ---------------------------------------------------------------- a tiny device loop
 
