@@ -45,7 +45,7 @@ MS, US = 1_000_000, 1_000
 
 def simulate(jobs: Iterable[Job], scheduler: str, *, ssds: int = 1, tunables: Iterable[tuple[str, int]] = (),
              runtime_s: float = 0.2, ramp_s: float = 0.05, seed: int = 1) -> dict[str, Any]:
-    """One simulated fio run on the seed-000 testbed, its drives in seed 000's state (DRIVE_STATE, as every seed-000
+    """One simulated fio run on the seed-000 testbed, its drives in seed 000's state (DRIVE_STATE, as in every seed-000
     experiment); returns the SimResult dict (for tests and quick looks)."""
     return native.simulate(testbed_config(HOST, DEVICE, jobs, runtime_s, ramp_s, file="iosched.papers.seed000",
                                           seed=seed, scheduler=scheduler, tunables=tunables, ssds=ssds,
