@@ -468,6 +468,27 @@ mod tests {
         assert!((78_000..=98_200).contains(&suspended), "{suspended}");
     }
 
+    /// Run the device's events until none is left; the times at which host programs ended.
+    fn host_program_end_times(device: &mut Device, events: &mut EventQueue) -> Vec<u64> {
+        let mut ends = Vec::new();
+        while let Some((at, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => {
+                    let before = device.stats.host_program_units;
+                    device.unit_done(unit, operation, events);
+                    if device.stats.host_program_units > before {
+                        ends.push(at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        ends
+    }
+
     #[test]
     fn reclaiming_units_free_buffer_space_steadily_not_in_bursts() {
         let mut config = small_device(Condition::Preconditioned);
@@ -476,22 +497,7 @@ mod tests {
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
         submit_writes(&mut device, &mut events, 20_000);
-        let mut program_ends = Vec::new();
-        while let Some((at, event)) = events.pop() {
-            match event {
-                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
-                Event::UnitDone {
-                    unit, operation, ..
-                } => {
-                    let before = device.stats.host_program_units;
-                    device.unit_done(unit, operation, &mut events);
-                    if device.stats.host_program_units > before {
-                        program_ends.push(at);
-                    }
-                }
-                _ => {}
-            }
-        }
+        let program_ends = host_program_end_times(&mut device, &mut events);
         assert!(device.stats.erases > 50, "in the reclaiming steady state");
         let steady = &program_ends[program_ends.len() / 2..];
         let mean_gap = (steady[steady.len() - 1] - steady[0]) / (steady.len() as u64 - 1);
@@ -516,22 +522,7 @@ mod tests {
         assert!((device.victim_valid_fraction - 0.5).abs() < 1e-9);
         let mut events = EventQueue::new();
         submit_writes(&mut device, &mut events, writes);
-        let mut ends = Vec::new();
-        while let Some((at, event)) = events.pop() {
-            match event {
-                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
-                Event::UnitDone {
-                    unit, operation, ..
-                } => {
-                    let before = device.stats.host_program_units;
-                    device.unit_done(unit, operation, &mut events);
-                    if device.stats.host_program_units > before {
-                        ends.push(at);
-                    }
-                }
-                _ => {}
-            }
-        }
+        let ends = host_program_end_times(&mut device, &mut events);
         (ends, device)
     }
 

@@ -245,12 +245,22 @@ mod test_support {
 
     /// `count` 4 KiB writes to consecutive offsets on submission queue 0, request ids 0..count.
     pub(super) fn submit_writes(device: &mut Device, events: &mut EventQueue, count: u32) {
+        submit_writes_of(device, events, count, 4096);
+    }
+
+    /// `count` writes of `bytes` each to consecutive offsets on submission queue 0, request ids 0..count.
+    pub(super) fn submit_writes_of(
+        device: &mut Device,
+        events: &mut EventQueue,
+        count: u32,
+        bytes: u32,
+    ) {
         for i in 0..count {
             let command = Command {
                 request: i,
                 write: true,
-                offset_bytes: i as u64 * 4096,
-                bytes: 4096,
+                offset_bytes: i as u64 * bytes as u64,
+                bytes,
             };
             device.submit(0, command, events);
         }
