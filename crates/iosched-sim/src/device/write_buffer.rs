@@ -65,21 +65,34 @@ impl Device {
         true
     }
 
-    /// Front-end core `core` finished processing a write: it goes into the buffer, or, with no room, off the front
-    /// end to wait if a waiting slot is free (behind older waiting writes, whose data goes in first), else the core
-    /// stalls holding it. Returns whether the core is free for the next command.
+    /// Front-end core `core` finished processing a write: it goes into the buffer or off the front end to wait
+    /// (`place_write`), else the core stalls holding it. Returns whether the core is free for the next command.
     pub(super) fn take_write(&mut self, core: usize, events: &mut EventQueue) -> bool {
-        let mut slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
-        if self.waiting_writes.is_empty() && self.accept_write(&mut slot, events) {
+        let slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
+        let Some(mut slot) = self.place_write(slot, events) else {
             return true;
-        }
+        };
         slot.stalled_since_ns = Some(events.now_ns);
-        if self.waiting_writes.len() < self.config.waiting_write_slots as usize {
-            self.waiting_writes.push_back(slot);
-            return true;
-        }
         self.front_end[core] = slot;
         false
+    }
+
+    /// A write leaving a front-end core goes into the buffer (unless older writes wait: their data goes in first),
+    /// or, with no room, off the front end to wait if a waiting slot is free. Returns it if neither: the core that
+    /// held it must keep it.
+    fn place_write(
+        &mut self,
+        mut slot: FrontEndCore,
+        events: &mut EventQueue,
+    ) -> Option<FrontEndCore> {
+        if self.waiting_writes.is_empty() && self.accept_write(&mut slot, events) {
+            return None;
+        }
+        if self.waiting_writes.len() < self.config.waiting_write_slots as usize {
+            self.waiting_writes.push_back(slot);
+            return None;
+        }
+        Some(slot)
     }
 
     pub(super) fn drain_to_idle_units(&mut self, events: &mut EventQueue) {
@@ -140,17 +153,11 @@ impl Device {
             let Some(since) = self.front_end[core].stalled_since_ns else {
                 continue;
             };
-            let mut slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
-            let accepted = self.waiting_writes.is_empty() && self.accept_write(&mut slot, events);
-            if !accepted {
-                if self.waiting_writes.len() < self.config.waiting_write_slots as usize {
-                    self.waiting_writes.push_back(slot);
-                } else {
-                    self.front_end[core] = slot;
-                    continue;
-                }
+            let slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
+            match self.place_write(slot, events) {
+                Some(slot) => self.front_end[core] = slot,
+                None => self.stats.buffer_full_stall_ns += events.now_ns - since,
             }
-            self.stats.buffer_full_stall_ns += events.now_ns - since;
         }
         self.feed_front_end(events);
     }
@@ -226,21 +233,7 @@ mod tests {
         let completions = |fill: Option<u64>| {
             let mut config = small_device(Condition::Fresh);
             config.buffer_fill_bytes_per_s = fill;
-            let mut device = Device::new(config, 0, 1, 1);
-            let mut events = EventQueue::new();
-            for request in 0..8 {
-                let command = Command {
-                    request,
-                    write: true,
-                    offset_bytes: request as u64 * 65536,
-                    bytes: 65536,
-                };
-                device.submit(0, command, &mut events);
-            }
-            run_until_idle(&mut device, &mut events)
-                .iter()
-                .map(|d| d.0)
-                .collect::<Vec<_>>()
+            completion_times(config, 8, 65536)
         };
         let link_paced: Vec<u64> = (0..8).map(|k| 17_384 + 16_384 * k + 5_000).collect();
         assert_eq!(completions(None), link_paced);
@@ -303,15 +296,7 @@ mod tests {
         config.write_buffer_bytes = 65536;
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
-        for request in 0..2 {
-            let command = Command {
-                request,
-                write: true,
-                offset_bytes: request as u64 * 49152,
-                bytes: 49152,
-            };
-            device.submit(0, command, &mut events);
-        }
+        submit_writes_of(&mut device, &mut events, 2, 49152);
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done, vec![(18_288, 0), (580_728, 1)]);
         assert_eq!(device.stats.write_ios, 2);
@@ -352,15 +337,7 @@ mod tests {
     fn completion_times(config: crate::config::DeviceConfig, count: u32, bytes: u32) -> Vec<u64> {
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
-        for request in 0..count {
-            let command = Command {
-                request,
-                write: true,
-                offset_bytes: request as u64 * bytes as u64,
-                bytes,
-            };
-            device.submit(0, command, &mut events);
-        }
+        submit_writes_of(&mut device, &mut events, count, bytes);
         let mut times: Vec<u64> = run_until_idle(&mut device, &mut events)
             .iter()
             .map(|d| d.0)
