@@ -169,7 +169,7 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
     from ..backends.vm.runner import Options, parse_vm_options, run_vm
     from ..spec import expand_runs
     from ..sweep import execute, tasks_for
-    from .validate import kernel_of_runs, mirror_tunables
+    from .validate import kernel_of_runs, mirror_kernel
 
     vm_exps = [e for _, e in experiments(matrix, simulator=False, duration=duration)]
     opts = parse_vm_options(vm_opts, Options(devices=[matrix.device], out=out / "vm", lab=lab))
@@ -184,10 +184,7 @@ def run_matrix(matrix: Matrix, out: Path, *, lab: str | None, vm_opts: tuple[str
         echo(f"simulator models the kernel the lab ran: Linux {version}")
     for _, exp in experiments(matrix, simulator=True, duration=duration):
         runs = expand_runs(exp)
-        if version is not None:
-            for r in runs:
-                r.host["kernel"] = version
-        for note in mirror_tunables(runs, kernel):
+        for note in mirror_kernel(runs, version, kernel):
             echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)
         execute(out / "sim", tasks, jobs=1, title=exp.data.get("name", "runs"), progress=False)

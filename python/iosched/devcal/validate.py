@@ -50,10 +50,8 @@ def validate(spec: str, device_path: str, preset: str, *, host: str | None, dura
         experiment = runs[0].experiment
         version = kernel_of_runs(out, experiment)
         if version is not None:
-            for r in runs:
-                r.host["kernel"] = version
             echo(f"simulator models the kernel the runs ran on: Linux {version}")
-        for note in mirror_tunables(runs, kernel_tunables(out, experiment)):
+        for note in mirror_kernel(runs, version, kernel_tunables(out, experiment)):
             echo(f"simulator uses the kernel's tunables: {note}")
         tasks = tasks_for(runs)
         execute(out, tasks, jobs=1, title=exp_s.data.get("name", "runs"))
@@ -141,6 +139,15 @@ def integer_tunables(doc: dict) -> dict[str, int]:
         except (TypeError, ValueError):
             pass
     return values
+
+
+def mirror_kernel(runs: list, version: str | None, kernel: dict[str, dict[str, int]]) -> list[str]:
+    """Give each simulated run the measured kernel: its version where the runs recorded one, then its tunables
+    (`mirror_tunables`, whose defaults follow that version). Returns `mirror_tunables`' notes."""
+    if version is not None:
+        for r in runs:
+            r.host["kernel"] = version
+    return mirror_tunables(runs, kernel)
 
 
 def mirror_tunables(runs: list, kernel: dict[str, dict[str, int]]) -> list[str]:

@@ -74,6 +74,19 @@ def test_validate_gives_the_simulator_the_kernels_tunables_where_they_differ(tmp
     assert notes == ["mq-deadline: async_depth=256 (simulator default 0)"]
 
 
+@pytest.mark.usefixtures("real_presets")
+def test_mirror_kernel_sets_the_measured_version_before_the_tunables(tmp_path):
+    runs = _runs(tmp_path)
+    preset_kernel = runs[0].host["kernel"]
+    kernel = {"mq-deadline": {"async_depth": 256}}
+    # Negative control: nothing recorded, the preset's kernel stays.
+    assert validate.mirror_kernel(runs, None, kernel) == ["mq-deadline: async_depth=256 (simulator default 0)"]
+    assert {r.host["kernel"] for r in runs} == {preset_kernel}
+    runs = _runs(tmp_path)
+    validate.mirror_kernel(runs, "6.12.117", kernel)
+    assert {r.host["kernel"] for r in runs} == {"6.12.117"} != {preset_kernel}
+
+
 def test_kernel_tunables_come_from_the_kernel_runs_records(tmp_path):
     for rid, backend, sched, values in (("a", "kernel", "mq-deadline", {"async_depth": "256", "x": "[none]"}),
                                         ("b", "sim", "kyber", {"read_lat_nsec": "1"})):
