@@ -121,6 +121,16 @@ impl Host {
         c.free_at_ns
     }
 
+    /// Count `lock_ns` of the work that just ran on `core` from `start_ns` as lock time without adding any: the
+    /// uncontended lock and unlock calls inside that work (`HostConfig::uncontended_lock_ns`), which a profile
+    /// attributes to the lock functions although nobody waits.
+    #[inline]
+    pub fn count_lock_calls(&mut self, core: u32, start_ns: u64, lock_ns: u64) {
+        let window = (self.window_start_ns, self.window_end_ns);
+        self.cores[core as usize].lock_ns +=
+            overlap(start_ns, start_ns + lock_ns, window.0, window.1);
+    }
+
     /// Work booked on `core` from its lock section on ends `delay_ns` later: a request made earlier in time pushed
     /// its lock holding back (`SpinLock::acquire`'s `displaced`). The delay is spent spinning.
     pub fn delay_for_lock(&mut self, core: u32, delay_ns: u64, account: &mut CpuAccount) {

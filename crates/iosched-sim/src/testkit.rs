@@ -65,6 +65,7 @@ pub fn host(cores: u32) -> HostConfig {
         libaio: engine(2_500, 1_500),
         psync: engine(3_000, 2_000),
         lock_handoff_ns: 0,
+        uncontended_lock_ns: 0,
         scheduler_costs: iosched_policy::REGISTRY
             .iter()
             .filter(|s| s.is_elevator())

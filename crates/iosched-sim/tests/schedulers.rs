@@ -147,6 +147,7 @@ fn an_uncontended_scheduler_adds_exactly_its_hook_costs_per_io() {
         .scheduler_costs
         .insert("mq-deadline".into(), hooks.clone());
     config.scheduler.name = "mq-deadline".into();
+    config.host.uncontended_lock_ns = 0; // lock time here is waiting only (next test: the lock calls)
     let r = run(&config);
     let per_io_ns = (engine.submit_ns + engine.complete_ns + 600) as f64;
     let expected_kiops = 1e6 / per_io_ns;
@@ -156,6 +157,38 @@ fn an_uncontended_scheduler_adds_exactly_its_hook_costs_per_io() {
         "{got:.1} KIOPS, expected {expected_kiops:.1}"
     );
     assert_eq!(r.cores[0].lock_ns, 0, "one core never spins or hands off");
+}
+
+/// The lock calls nobody waits on are part of each path's cost, not added to it. One pinned QD-128 reader on one
+/// core under none never sleeps (the core is the bottleneck), so each I/O makes io_uring's 2 submission-path
+/// acquisitions (uring_lock, the NVMe sq_lock) and 2 completion-path ones (uring_lock, completion_lock): at 10 ns
+/// each, 4 x 10 = 40 ns of lock time per I/O, and the same IOPS as with the calls not counted (the negative
+/// control: 0 ns per call, no lock time at all). Under mq-deadline the bio merge and the insert take dd->lock, and
+/// so does every dispatch call: at least 2 + 2 + 2 + 1 = 7 calls, 70 ns per I/O.
+#[test]
+fn uncontended_lock_calls_count_as_lock_time_inside_the_paths_cost() {
+    let reader = || vec![job("r", Rw::Randread, 4096, 128, 1, &[0], &[0])];
+    let per_io_lock_ns = |scheduler: &str, uncontended_lock_ns: u64| {
+        let mut config = seed000(1, reader());
+        config.scheduler.name = scheduler.into();
+        config.host.uncontended_lock_ns = uncontended_lock_ns;
+        let r = run(&config);
+        let ios = r.jobs[0].read.ios as f64;
+        (r.cores[0].lock_ns as f64 / ios, kiops(&r, 0, false))
+    };
+    let (none_lock, none_kiops) = per_io_lock_ns("none", 10);
+    let (uncounted_lock, uncounted_kiops) = per_io_lock_ns("none", 0);
+    assert!((none_lock - 40.0).abs() < 0.5, "{none_lock:.2} ns per I/O");
+    assert_eq!(uncounted_lock, 0.0);
+    assert_eq!(
+        none_kiops, uncounted_kiops,
+        "counting the calls adds no time"
+    );
+    let (deadline_lock, _) = per_io_lock_ns("mq-deadline", 10);
+    assert!(
+        (70.0..80.0).contains(&deadline_lock),
+        "{deadline_lock:.2} ns per I/O"
+    );
 }
 
 /// Many cores on one device-wide lock: spinning and hand-offs cap the device below what the cores could do,
@@ -178,6 +211,7 @@ fn a_device_wide_lock_caps_throughput_under_contention() {
             )],
         );
         config.scheduler.name = scheduler.into();
+        config.host.uncontended_lock_ns = 0; // contention only
         let r = run(&config);
         let busy: u64 = r.cores.iter().map(|c| c.busy_ns).sum();
         let lock: u64 = r.cores.iter().map(|c| c.lock_ns).sum();

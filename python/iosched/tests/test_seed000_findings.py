@@ -40,7 +40,7 @@ def test_f2_one_ssd_peaks_order_bfq_deadline_kyber_none(one_ssd_curves):
 def test_f3_device_wide_locks_take_most_of_the_cpu_on_one_ssd(one_ssd_curves):
     lock = {sched: max(l for *_, l in one_ssd_curves[sched]) for sched in s.SCHEDULERS}
     assert lock["mq-deadline"] > 0.6 and lock["bfq"] > 0.6  # paper: up to 78%
-    assert lock["none"] == 0.0
+    assert 0.0 < lock["none"] < 0.05  # its own uncontended lock calls only (paper: ~3%)
     _, _, busy_at_10, _ = one_ssd_curves["bfq"][-1]
     assert busy_at_10 > 9.5, "all ten cores busy, mostly spinning"
 

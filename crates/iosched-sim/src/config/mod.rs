@@ -81,6 +81,13 @@ pub struct HostConfig {
     /// lock acquisition that changes cores (see `host::SpinLock`).
     #[serde(default)]
     pub lock_handoff_ns: u64,
+    /// CPU time of one uncontended lock acquisition with its release (the lock and unlock calls themselves). It is
+    /// part of the cost of the work that takes the lock (the ioengine's paths, the scheduler's hooks), not added to
+    /// it: it only says how much of that work a profile attributes to the lock functions (seed 000's Fig. 8 counts
+    /// them). How many locks each path takes comes from the kernel's code (`sim::process::PathLocks`,
+    /// `Elevator::lock_acquisitions`). 0: not counted.
+    #[serde(default)]
+    pub uncontended_lock_ns: u64,
     /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host
     /// needs an entry; `none` has no elevator and costs nothing, and has none (see
     /// [`HostConfig::check_scheduler_costs`]).

@@ -143,6 +143,7 @@ impl Simulation<'_> {
                     };
                     self.host.delay_for_lock(d.core, d.delay_ns, account);
                 }
+                self.count_lock_calls(core, end - cost_ns, acquisitions as u64, cost_ns);
                 end
             }
             _ => self.host.run(core, owner, start, cost_ns, account).1,

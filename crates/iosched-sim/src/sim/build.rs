@@ -4,7 +4,7 @@
 use iosched_policy::{BlockLayer, IoprioClass};
 
 use super::buffered::Buffered;
-use super::process::{IoSource, ProcessParams};
+use super::process::{IoSource, PathLocks, ProcessParams};
 use super::tags::TagWait;
 use super::{Process, SchedulerCosts, Simulation};
 use crate::blk::BlockQueue;
@@ -381,6 +381,7 @@ impl<'j> JobLayout<'j> {
             clat_after_call: job.ioengine != IoEngine::Psync,
             may_sleep_on_tags: false, // set once every process's depth is known (`mark_may_sleep_on_tags`)
             cost: cost.clone(),
+            locks: PathLocks::of(job.ioengine),
             ioprio_class: IoprioClass::from_fio(job.prioclass).unwrap_or(IoprioClass::None),
             ioprio_level: job.prio as u8,
             cgroup: self.cgroup,

@@ -87,6 +87,13 @@ impl Simulation<'_> {
         let (submit_ns, clat_after_call) =
             (proc.params.cost.submit_ns, proc.params.clat_after_call);
         let booked = self.run_process(process, at, submit_ns * batch as u64);
+        let locks = batch as u64 * self.processes[process as usize].params.locks.submit as u64;
+        self.count_lock_calls(
+            booked.core,
+            booked.start_ns,
+            locks,
+            submit_ns * batch as u64,
+        );
         let mut previous = NO_IO;
         for i in 0..batch {
             // An async engine's call returns no earlier than its submission path's end (`block_submit` and
@@ -324,9 +331,13 @@ impl Simulation<'_> {
                 .wake_core(&proc.params.allowed_cores, proc.state.core, now);
             (core, self.host.idle_at(core, now))
         };
-        let cost = &self.processes[process as usize].params.cost;
+        let params = &self.processes[process as usize].params;
+        let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
-        let end = self.run_process_on(core, process, now, work).end_ns;
+        let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
+        let booked = self.run_process_on(core, process, now, work);
+        self.count_lock_calls(core, booked.start_ns, lock_calls as u64, work);
+        let end = booked.end_ns;
         self.record_latency(process, write, issue_ns, end, bytes);
         let proc = &mut self.processes[process as usize];
         proc.state.inflight -= 1;

@@ -279,6 +279,16 @@ impl Simulation<'_> {
         self.run_process_on(core, process, at_ns, work_ns)
     }
 
+    /// Count `acquisitions` uncontended lock acquisitions made inside `work_ns` of work that started on `core` at
+    /// `start_ns` as lock time (`HostConfig::uncontended_lock_ns`), never more than the work itself. No time is
+    /// added: the work's cost already includes its lock calls.
+    fn count_lock_calls(&mut self, core: u32, start_ns: u64, acquisitions: u64, work_ns: u64) {
+        let lock_ns = (acquisitions * self.config.host.uncontended_lock_ns).min(work_ns);
+        if lock_ns > 0 {
+            self.host.count_lock_calls(core, start_ns, lock_ns);
+        }
+    }
+
     /// `run_process` on a core the caller chose.
     fn run_process_on(&mut self, core: u32, process: u32, at_ns: u64, work_ns: u64) -> CpuBooking {
         let proc = &mut self.processes[process as usize];

@@ -8,7 +8,7 @@ use iosched_policy::IoprioClass;
 
 use super::buffered::Buffered;
 use super::tags::TagWait;
-use crate::config::{EngineCost, RampEnd};
+use crate::config::{EngineCost, IoEngine, RampEnd};
 use crate::host::CpuAccount;
 use crate::metrics::LatencyStats;
 use crate::workload::{Generator, TraceReplay};
@@ -21,6 +21,47 @@ pub(super) struct Process {
     pub(super) source: IoSource,
     pub(super) state: LoopState,
     pub(super) stats: ProcessStats,
+}
+
+/// Locks the kernel takes and releases on an I/O's paths, by fio ioengine (Linux 6.3, direct I/O to an NVMe
+/// block device). Only the lock share uses them: each costs the host's `uncontended_lock_ns` inside the path's own
+/// CPU time (`HostConfig::uncontended_lock_ns`). The scheduler's locks are the elevator's own
+/// (`Elevator::lock_acquisitions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct PathLocks {
+    /// Per I/O submitted: the NVMe driver's `nvmeq->sq_lock` around copying the command into the submission queue
+    /// (`nvme_sq_copy_cmd`), and io_uring's `ctx->uring_lock` mutex around `io_submit_sqes` in `io_uring_enter`.
+    pub(super) submit: u32,
+    /// Per I/O completed: io_uring's task work takes `ctx->uring_lock` to flush completions and
+    /// `ctx->completion_lock` to post the CQE (`io_cq_lock`); libaio's `aio_complete` takes `ctx->completion_lock`
+    /// and `io_getevents` the ring's `ring_lock` mutex (`aio_read_events`).
+    pub(super) complete: u32,
+    /// When the process sleeps for its completion and is woken: the wait queue's lock to go on it
+    /// (`prepare_to_wait_exclusive`) and in the waker's `__wake_up`, and `try_to_wake_up`'s `p->pi_lock` and
+    /// run-queue lock. A psync submitter waits on no wait queue (`blk_wake_io_task` wakes it directly).
+    pub(super) sleep_wake: u32,
+}
+
+impl PathLocks {
+    pub(super) fn of(engine: IoEngine) -> Self {
+        match engine {
+            IoEngine::IoUring => Self {
+                submit: 2,
+                complete: 2,
+                sleep_wake: 4,
+            },
+            IoEngine::Libaio => Self {
+                submit: 1,
+                complete: 2,
+                sleep_wake: 4,
+            },
+            IoEngine::Psync => Self {
+                submit: 1,
+                complete: 0,
+                sleep_wake: 2,
+            },
+        }
+    }
 }
 
 /// What a process is, from its job (or, for the flusher, from the kernel): fixed once the run is built.
@@ -52,8 +93,9 @@ pub(super) struct ProcessParams {
     /// Whether the submitter can go to sleep on its devices (their requests can run out at the depths of all
     /// processes), which rules out booking submissions ahead (`try_issue`). Set once every process is known.
     pub(super) may_sleep_on_tags: bool,
-    /// CPU cost of its ioengine's paths.
+    /// CPU cost of its ioengine's paths, and the locks they take.
     pub(super) cost: EngineCost,
+    pub(super) locks: PathLocks,
     pub(super) ioprio_class: IoprioClass,
     pub(super) ioprio_level: u8,
     /// Index of its cgroup (0: the root group) and the cgroup's weight.
@@ -201,6 +243,11 @@ impl Process {
             clat_after_call: false,
             may_sleep_on_tags: false,
             cost,
+            // The flusher's writes take the driver's submission-queue lock; it never sleeps for one.
+            locks: PathLocks {
+                submit: 1,
+                ..PathLocks::default()
+            },
             ioprio_class: IoprioClass::None,
             ioprio_level: 4,
             cgroup: 0,

@@ -38,7 +38,10 @@ impl Simulation<'_> {
     /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
         let sleep_wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns;
-        self.run_process(process, now, sleep_wake_ns).end_ns
+        let booked = self.run_process(process, now, sleep_wake_ns);
+        // The sbitmap wait queue's lock to go on it and in the waker's wake_up, try_to_wake_up's two.
+        self.count_lock_calls(booked.core, booked.start_ns, 4, sleep_wake_ns);
+        booked.end_ns
     }
 
     /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
