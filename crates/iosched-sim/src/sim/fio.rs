@@ -87,7 +87,8 @@ impl Simulation<'_> {
         let (submit_ns, clat_after_call) =
             (proc.params.cost.submit_ns, proc.params.clat_after_call);
         let booked = self.run_process(process, at, submit_ns * batch as u64);
-        let locks = batch as u64 * self.processes[process as usize].params.locks.submit as u64;
+        let path = self.processes[process as usize].params.locks;
+        let locks = path.submit_call as u64 + batch as u64 * path.submit as u64;
         self.count_lock_calls(
             booked.core,
             booked.start_ns,

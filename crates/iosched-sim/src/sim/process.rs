@@ -29,8 +29,10 @@ pub(super) struct Process {
 /// (`Elevator::lock_acquisitions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct PathLocks {
+    /// Per submission call: io_uring's `ctx->uring_lock` mutex around `io_submit_sqes` in `io_uring_enter`.
+    pub(super) submit_call: u32,
     /// Per I/O submitted: the NVMe driver's `nvmeq->sq_lock` around copying the command into the submission queue
-    /// (`nvme_sq_copy_cmd`), and io_uring's `ctx->uring_lock` mutex around `io_submit_sqes` in `io_uring_enter`.
+    /// (`nvme_sq_copy_cmd`).
     pub(super) submit: u32,
     /// Per I/O completed: io_uring's task work takes `ctx->uring_lock` to flush completions and
     /// `ctx->completion_lock` to post the CQE (`io_cq_lock`); libaio's `aio_complete` takes `ctx->completion_lock`
@@ -46,16 +48,19 @@ impl PathLocks {
     pub(super) fn of(engine: IoEngine) -> Self {
         match engine {
             IoEngine::IoUring => Self {
-                submit: 2,
+                submit_call: 1,
+                submit: 1,
                 complete: 2,
                 sleep_wake: 4,
             },
             IoEngine::Libaio => Self {
+                submit_call: 0,
                 submit: 1,
                 complete: 2,
                 sleep_wake: 4,
             },
             IoEngine::Psync => Self {
+                submit_call: 0,
                 submit: 1,
                 complete: 0,
                 sleep_wake: 2,
