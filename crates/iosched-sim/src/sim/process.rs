@@ -45,19 +45,23 @@ pub(super) struct PathLocks {
 }
 
 impl PathLocks {
+    /// A sleep on a wait queue (for a completion, or for a request tag on the sbitmap's): its lock to go on it and
+    /// in the waker's `__wake_up`, and `try_to_wake_up`'s `p->pi_lock` and run-queue lock.
+    pub(super) const WAIT_QUEUE_SLEEP: u32 = 4;
+
     pub(super) fn of(engine: IoEngine) -> Self {
         match engine {
             IoEngine::IoUring => Self {
                 submit_call: 1,
                 submit: 1,
                 complete: 2,
-                sleep_wake: 4,
+                sleep_wake: Self::WAIT_QUEUE_SLEEP,
             },
             IoEngine::Libaio => Self {
                 submit_call: 0,
                 submit: 1,
                 complete: 2,
-                sleep_wake: 4,
+                sleep_wake: Self::WAIT_QUEUE_SLEEP,
             },
             IoEngine::Psync => Self {
                 submit_call: 0,

@@ -4,6 +4,7 @@
 use iosched_policy::BlockLayer;
 
 use super::block::QueueRunner;
+use super::process::PathLocks;
 use super::{BioKind, Simulation};
 use crate::config::SchedulerDispatch;
 use crate::engine::Event;
@@ -39,8 +40,8 @@ impl Simulation<'_> {
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
         let sleep_wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns;
         let booked = self.run_process(process, now, sleep_wake_ns);
-        // The sbitmap wait queue's lock to go on it and in the waker's wake_up, try_to_wake_up's two.
-        self.count_lock_calls(booked.core, booked.start_ns, 4, sleep_wake_ns);
+        let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
+        self.count_lock_calls(booked.core, booked.start_ns, locks, sleep_wake_ns);
         booked.end_ns
     }
 
