@@ -28,6 +28,8 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         flash_page_bytes: 16384,
         read_ns_by_page_type: vec![40_000, 60_000],
         read_jitter_ns: 0,
+        page_read_extra_ns: 0,
+        scattered_piece_bytes: None,
         program_unit_bytes: 65536,
         program_ns: 500_000,
         erase_ns: 2_000_000,

@@ -63,6 +63,11 @@ TARGETS: tuple[Target, ...] = (
            (Job("w", "randwrite", 128, [], bs_bytes=65536, numjobs=32),), "write_kiops", "w", 156.1,
            runtime_s=1.0, ramp_s=2.0, ssds=8,
            device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+    # The 980 PRO's normal page read (page_read_extra_ns), fitted to its one added read input: the ICPE'24
+    # artifact's 8 KiB random reads at QD 1 on one core (Fig. 1a bs=8k, pinned to CPU 2), mean total latency.
+    Target("8K QD1 randread mean", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2], bs_bytes=8192),),
+           "read_mean_us", "r", 113.95, runtime_s=1.0,
+           device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),

@@ -244,6 +244,15 @@ pub struct DeviceConfig {
     pub read_ns_by_page_type: Vec<u64>,
     /// Uniform random extra read time in [0, read_jitter_ns] (temperature, retention, read retries).
     pub read_jitter_ns: u64,
+    /// Extra array time of a normal page read over the fast partial-page read (`read_ns_by_page_type`) that
+    /// commands of at most 4 KiB get; a longer command reads each of its pages this much slower. 0: one read mode.
+    #[serde(default)]
+    pub page_read_extra_ns: u64,
+    /// Data last written by random writes of this size (a preconditioning pass of 4 KiB random writes): each such
+    /// piece sits on a page of its own at a random unit, so a read costs one flash read per piece it touches.
+    /// None: logically contiguous data fills whole flash pages (a sequential fill).
+    #[serde(default)]
+    pub scattered_piece_bytes: Option<u32>,
     /// Bytes one program operation writes on one unit, and how long it takes.
     pub program_unit_bytes: u32,
     pub program_ns: u64,

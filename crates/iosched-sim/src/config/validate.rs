@@ -226,6 +226,13 @@ impl DeviceConfig {
         check(self.buffer_fill_bytes_per_s != Some(0), || {
             at("buffer_fill_bytes_per_s must be > 0 (leave it out to fill at the link's rate)")
         })?;
+        check(
+            self.scattered_piece_bytes
+                .is_none_or(|piece| piece >= 512 && piece.is_power_of_two()),
+            || {
+                at("scattered_piece_bytes must be a power of two >= 512 (leave it out for sequentially written data)")
+            },
+        )?;
         check(self.gc_step_copies != Some(0), || {
             at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
         })?;

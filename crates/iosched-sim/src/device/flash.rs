@@ -10,6 +10,10 @@ use rand::RngExt;
 use super::{book, jitter, mix, transfer_ns, Command, Device};
 use crate::engine::{Event, EventQueue};
 
+/// The longest read command served by the flash's fast partial-page read: one 4 KiB mapping unit (the FTL maps
+/// 4 KiB; a 980 PRO's mapping table is 4 B per 4 KiB of its 1 GB DRAM).
+const FAST_READ_MAX_BYTES: u32 = 4096;
+
 /// What a flash unit is doing.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum UnitOp {
@@ -26,6 +30,8 @@ pub(super) struct PageRead {
     pub(super) request: u32,
     pub(super) bytes: u32,
     pub(super) page_type: u8,
+    /// A normal page read (`page_read_extra_ns` longer) rather than the fast partial-page read.
+    pub(super) page_read: bool,
 }
 
 /// One flash unit (a plane): its operation, its queued page reads, its garbage collection and free space.
@@ -83,30 +89,38 @@ impl Unit {
 impl Device {
     pub(super) fn start_read(&mut self, command: Command, events: &mut EventQueue) {
         self.stats.read_ios += 1;
-        let page = self.config.flash_page_bytes as u64;
-        let first_page = command.offset_bytes / page;
+        // A piece is what one flash read fetches: a whole page of sequentially written data, or one piece of data
+        // last written by random writes of that size, each on a page of its own (`scattered_piece_bytes`).
+        let piece = self
+            .config
+            .scattered_piece_bytes
+            .unwrap_or(self.config.flash_page_bytes) as u64;
+        let first_piece = command.offset_bytes / piece;
         let end = command.offset_bytes + command.bytes as u64;
-        let last_page = (end - 1) / page;
+        let last_piece = (end - 1) / piece;
         let request = command.request as usize;
         if self.reads.len() <= request {
             self.reads.resize(request + 1, ReadTracking::default());
         }
         self.reads[request] = ReadTracking {
-            pages_left: (last_page - first_page + 1) as u32,
+            pages_left: (last_piece - first_piece + 1) as u32,
             done_at_ns: 0,
         };
+        // Commands of one mapping unit get the flash's fast partial-page read; longer ones normal page reads.
+        let page_read = command.bytes > FAST_READ_MAX_BYTES;
         let nr_units = self.units.len() as u64;
         let page_types = self.config.read_ns_by_page_type.len().max(1) as u64;
-        for page_index in first_page..=last_page {
-            let from = command.offset_bytes.max(page_index * page);
-            let to = end.min((page_index + 1) * page);
-            let hash = mix(page_index ^ self.salt);
+        for piece_index in first_piece..=last_piece {
+            let from = command.offset_bytes.max(piece_index * piece);
+            let to = end.min((piece_index + 1) * piece);
+            let hash = mix(piece_index ^ self.salt);
             let unit = (hash % nr_units) as u32;
             let page_type = ((hash >> 32) % page_types) as u8;
             self.units[unit as usize].reads.push_back(PageRead {
                 request: command.request,
                 bytes: (to - from) as u32,
                 page_type,
+                page_read,
             });
             match self.units[unit as usize].op {
                 UnitOp::Idle => self.start_next_op(unit, events),
@@ -180,6 +194,11 @@ impl Device {
         let config = &self.config;
         let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
             let array = config.read_ns_by_page_type[read.page_type as usize]
+                + if read.page_read {
+                    config.page_read_extra_ns
+                } else {
+                    0
+                }
                 + jitter(&mut self.rng, config.read_jitter_ns);
             (
                 UnitOp::Read {
@@ -382,6 +401,55 @@ mod tests {
             at == 1_000 + 40_000 + 4_096 + 1_024 + 2_000
                 || at == 1_000 + 60_000 + 4_096 + 1_024 + 2_000,
             "{at}"
+        );
+    }
+
+    /// The completion time of one read of `bytes` at offset 0 on a one-unit drive (one page type, 40 us), with
+    /// normal page reads `page_read_extra_ns` slower than the fast one and data scattered in `scattered` pieces.
+    fn lone_read_on_one_unit(bytes: u32, page_read_extra_ns: u64, scattered: Option<u32>) -> u64 {
+        let mut config = small_device(Condition::Fresh);
+        config.channels = 1;
+        config.units_per_channel = 1;
+        config.read_ns_by_page_type = vec![40_000];
+        config.page_read_extra_ns = page_read_extra_ns;
+        config.scattered_piece_bytes = scattered;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        let command = Command {
+            request: 0,
+            write: false,
+            offset_bytes: 0,
+            bytes,
+        };
+        device.submit(0, command, &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(done.len(), 1);
+        done[0].0
+    }
+
+    #[test]
+    fn a_read_longer_than_4_kib_uses_slower_page_reads_one_per_scattered_piece() {
+        // 4 KiB: the fast read. 1 us command + 40 us array + 4096 B at 1 GB/s (channel) + at 4 GB/s (link) + 2 us.
+        assert_eq!(
+            lone_read_on_one_unit(4096, 30_000, Some(4096)),
+            1_000 + 40_000 + 4_096 + 1_024 + 2_000
+        );
+        // 16 KiB of sequentially written data: one normal page read, 30 us slower, the whole page transferred.
+        assert_eq!(
+            lone_read_on_one_unit(16384, 30_000, None),
+            1_000 + 70_000 + 16_384 + 4_096 + 2_000
+        );
+        // 16 KiB scattered in 4 KiB pieces: four normal page reads, one after another on the one unit; the last
+        // ends at 1 + 4 x 70 us, then its 4 KiB crosses the channel and the link (the earlier ones did meanwhile).
+        assert_eq!(
+            lone_read_on_one_unit(16384, 30_000, Some(4096)),
+            1_000 + 4 * 70_000 + 4_096 + 1_024 + 2_000
+        );
+        // Negative control: one read mode and whole pages make the 16 KiB read as fast as a 4 KiB one but for the
+        // longer transfers.
+        assert_eq!(
+            lone_read_on_one_unit(16384, 0, None),
+            1_000 + 40_000 + 16_384 + 4_096 + 2_000
         );
     }
 
