@@ -420,7 +420,7 @@ impl Simulation<'_> {
             self.book_inner_locks(device, core, process, now, now); // the wake-up, in the completion's interrupt
         }
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
-        let sleeping = self.host.idle_at(core, now);
+        let sleeping = self.asleep_at(process, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
             path_start = self.run_scheduler_work(
@@ -462,7 +462,8 @@ impl Simulation<'_> {
             let bio_sleeping = if bio_core == core {
                 sleeping
             } else {
-                self.host.idle_at(bio_core, path_start_ns) // a bio merged in from another core's process
+                // a bio merged in from another core's process
+                self.asleep_at(self.slots[bio as usize].process, path_start_ns)
             };
             if self.slots[bio as usize].kind == BioKind::Fio {
                 self.complete_bio(bio, path_start_ns, bio_sleeping);

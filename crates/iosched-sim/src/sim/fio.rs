@@ -322,21 +322,24 @@ impl Simulation<'_> {
         // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on,
         // or, asleep, where its wake-up places it, paying the sleep/wake path if that core was idle (as pinned
         // processes do on theirs).
-        let (core, sleeping) = if proc.params.allowed_cores.len() == 1 {
-            (slot_core, sleeping)
+        let (core, from_ns, sleeping) = if proc.params.allowed_cores.len() == 1 {
+            (slot_core, now, sleeping)
         } else if now < proc.state.busy_until_ns {
-            (proc.state.core, false)
+            let (core, from_ns) = self
+                .idle_pull(process, now)
+                .unwrap_or((proc.state.core, now));
+            (core, from_ns, false)
         } else {
             let core = self
                 .host
                 .wake_core(&proc.params.allowed_cores, proc.state.core, now);
-            (core, self.host.idle_at(core, now))
+            (core, now, sleeping)
         };
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
-        let booked = self.run_process_on(core, process, now, work);
+        let booked = self.run_process_on(core, process, from_ns, work);
         self.count_lock_calls(core, booked.start_ns, lock_calls as u64, work);
         let end = booked.end_ns;
         self.record_latency(process, write, issue_ns, end, bytes);
