@@ -319,9 +319,9 @@ impl Simulation<'_> {
         slot.live = false;
         self.free_slots.push(io);
         let proc = &self.processes[process as usize];
-        // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on,
-        // or, asleep, where its wake-up places it, paying the sleep/wake path if that core was idle (as pinned
-        // processes do on theirs).
+        // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on
+        // (or one idle when its running work ends: `idle_pull`), or, asleep, where its wake-up places it. Either
+        // pays the sleep/wake path if it had gone to sleep for the completion (`asleep_at`).
         let (core, from_ns, sleeping) = if proc.params.allowed_cores.len() == 1 {
             (slot_core, now, sleeping)
         } else if now < proc.state.busy_until_ns {
