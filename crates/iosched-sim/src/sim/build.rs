@@ -6,7 +6,7 @@ use iosched_policy::{BlockLayer, IoprioClass};
 use super::buffered::Buffered;
 use super::process::{IoSource, PathLocks, ProcessParams};
 use super::tags::TagWait;
-use super::{Process, SchedulerCosts, Simulation};
+use super::{Process, SchedulerCosts, Simulation, WakeupPreemption};
 use crate::blk::BlockQueue;
 use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
@@ -92,6 +92,8 @@ impl<'c> Simulation<'c> {
             interval_ios: vec![[0, 0]; config.jobs.len()],
             timeseries: Vec::new(),
             failure: None,
+            min_vruntime_ns: vec![0; cores as usize],
+            wakeup_preemption: WakeupPreemption::for_host(cores, config.host.kernel_version()?),
         })
     }
 }

@@ -5,7 +5,7 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
-use super::{BioKind, IoSlot, Simulation, NO_IO};
+use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
 impl Simulation<'_> {
@@ -339,7 +339,21 @@ impl Simulation<'_> {
         let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
-        let booked = self.run_process_on(core, process, from_ns, work);
+        let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
+            let proc = &mut self.processes[process as usize];
+            let (start_ns, end_ns) =
+                self.host
+                    .run_preempting(core, from_ns, work, &mut proc.stats.cpu);
+            proc.state.vruntime_ns += end_ns - start_ns;
+            proc.state.busy_until_ns = end_ns;
+            CpuBooking {
+                core,
+                start_ns,
+                end_ns,
+            }
+        } else {
+            self.run_process_on(core, process, from_ns, work)
+        };
         self.count_lock_calls(core, booked.start_ns, lock_calls as u64, work);
         let end = booked.end_ns;
         self.record_latency(process, write, issue_ns, end, bytes);

@@ -158,6 +158,34 @@ pub struct Simulation<'c> {
     timeseries: Vec<Sample>,
     /// A trace that turned out unreadable mid-run: the run ends with this error.
     failure: Option<String>,
+    /// Per core: CFS's min_vruntime (see `run_process_on`).
+    min_vruntime_ns: Vec<u64>,
+    /// CFS's wake-up preemption, where the host's kernel has it (before 6.6's EEVDF): a woken process is placed
+    /// at most `sleeper_credit_ns` behind its core's min_vruntime and preempts when it lags by more than
+    /// `wakeup_granularity_ns`.
+    wakeup_preemption: Option<WakeupPreemption>,
+}
+
+/// CFS's sleeper placement and wake-up granularity (Linux 6.3 kernel/sched/fair.c `place_entity` with
+/// GENTLE_FAIR_SLEEPERS, `wakeup_preempt_entity`): sched_latency 6 ms and wakeup_granularity 1 ms, both scaled by
+/// 1 + ilog2(min(CPUs, 8)) (SCHED_TUNABLESCALING_LOG); the credit is half the latency.
+#[derive(Debug, Clone, Copy)]
+struct WakeupPreemption {
+    sleeper_credit_ns: u64,
+    wakeup_granularity_ns: u64,
+}
+
+impl WakeupPreemption {
+    fn for_host(cores: u32, kernel: iosched_policy::KernelVersion) -> Option<Self> {
+        if kernel >= iosched_policy::KernelVersion::new(6, 6) {
+            return None; // EEVDF: lag-based placement, not modelled
+        }
+        let factor = 1 + cores.clamp(1, 8).ilog2() as u64;
+        Some(Self {
+            sleeper_credit_ns: 6_000_000 * factor / 2,
+            wakeup_granularity_ns: 1_000_000 * factor,
+        })
+    }
 }
 
 impl Simulation<'_> {
@@ -301,6 +329,47 @@ impl Simulation<'_> {
             .then_some((other, own_end))
     }
 
+    /// Add `ran_ns` to `process`'s virtual runtime on `core`, moving it there first (a migration keeps its lag
+    /// behind min_vruntime, as `migrate_task_rq_fair` does), and move the core's min_vruntime on. Simplification:
+    /// min_vruntime follows the processes the core ran (CFS takes the least runnable one; with the model's
+    /// processes of equal cost per I/O they differ by a few pieces of work).
+    fn account_vruntime(&mut self, process: u32, core: u32, ran_ns: u64) {
+        if self.wakeup_preemption.is_none() {
+            return;
+        }
+        let proc = &mut self.processes[process as usize].state;
+        let (from, to) = (proc.core as usize, core as usize);
+        if from != to {
+            proc.vruntime_ns = (proc.vruntime_ns + self.min_vruntime_ns[to])
+                .saturating_sub(self.min_vruntime_ns[from]);
+        }
+        let before = proc.vruntime_ns;
+        proc.vruntime_ns += ran_ns;
+        self.min_vruntime_ns[to] = self.min_vruntime_ns[to].max(before);
+    }
+
+    /// CFS's wake-up of `process` on `core` at `at_ns`: place it (at most the sleeper credit behind the core's
+    /// min_vruntime) and say whether it preempts the work running there: the core is busy and the woken process
+    /// lags min_vruntime by more than the wake-up granularity. A process that mostly sleeps (a QD-1 reader beside
+    /// CPU-bound ones) does; processes with the same work per I/O do not preempt each other.
+    fn wakeup_preempts(&mut self, process: u32, core: u32, at_ns: u64) -> bool {
+        let Some(w) = self.wakeup_preemption else {
+            return false;
+        };
+        let min = self.min_vruntime_ns[core as usize];
+        let proc = &mut self.processes[process as usize].state;
+        if proc.core != core {
+            proc.vruntime_ns =
+                (proc.vruntime_ns + min).saturating_sub(self.min_vruntime_ns[proc.core as usize]);
+            proc.core = core;
+        }
+        proc.vruntime_ns = proc
+            .vruntime_ns
+            .max(min.saturating_sub(w.sleeper_credit_ns));
+        !self.host.idle_at(core, at_ns)
+            && min.saturating_sub(proc.vruntime_ns) > w.wakeup_granularity_ns
+    }
+
     /// Whether `process` is asleep at `at_ns`, waiting for a completion: the work booked for it has ended (it
     /// blocked in io_uring_enter, io_getevents or its read/write call). Its wake-up then costs the sleep/wake path
     /// whether its core went idle or ran other processes meanwhile: try_to_wake_up and the switch back in are paid
@@ -337,6 +406,8 @@ impl Simulation<'_> {
         let (start_ns, end_ns) = self
             .host
             .run(core, process, at_ns, work_ns, &mut proc.stats.cpu);
+        self.account_vruntime(process, core, end_ns - start_ns);
+        let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         CpuBooking {
             core,
@@ -430,6 +501,38 @@ mod tests {
         sim.run_process_on(0, 1, 1_000, 10_000);
         sim.host.run(1, 9, 0, 20_000, &mut Default::default());
         assert_eq!(sim.process_core(0, 4_500), (0, 4_500));
+    }
+
+    #[test]
+    fn a_woken_sleeper_lagging_a_busy_core_preempts_it_on_linux_6_3_and_not_on_eevdf() {
+        // Test host: 2 cores, so CFS's scaling is 1 + ilog2(2) = 2: sleeper credit 6 ms x 2 / 2 = 6 ms, wake-up
+        // granularity 1 ms x 2 = 2 ms; 1 us per context switch.
+        let mut c = config("none", vec![job("a", Rw::Randread, 1, 2)]);
+        c.host.kernel = "6.3".into();
+        let mut sim = Simulation::new(&c).unwrap();
+        // Process 1 (forked onto core 1) runs 10 ms, then 1 ms more, on core 0: min_vruntime there reaches 10 ms.
+        sim.run_process_on(0, 1, 0, 10_000_000);
+        sim.run_process_on(0, 1, 10_000_000, 1_000_000);
+        assert_eq!(sim.min_vruntime_ns[0], 10_000_000);
+        // Process 0 has not run: woken at 10.5 ms while core 0 is busy to 11 ms, it is placed 6 ms behind (4 ms)
+        // and lags by 6 ms > 2 ms: it preempts.
+        assert!(sim.wakeup_preempts(0, 0, 10_500_000));
+        assert_eq!(sim.processes[0].state.vruntime_ns, 4_000_000);
+        // Its work runs at once with a switch in and back (2 x 1 us); core 0's backlog ends that much later.
+        let mut account = Default::default();
+        let (start, end) = sim.host.run_preempting(0, 10_500_000, 5_000, &mut account);
+        assert_eq!((start, end), (10_500_000, 10_507_000));
+        assert_eq!(sim.host.cores[0].free_at_ns, 11_000_000 + 7_000);
+        // Process 1 itself, woken, does not lag: no preemption. Nor does anyone on an idle core.
+        assert!(!sim.wakeup_preempts(1, 0, 10_500_000));
+        assert!(!sim.wakeup_preempts(0, 0, 20_000_000));
+        // Negative control: Linux 6.12 (EEVDF) is not modelled so: no preemption.
+        let mut c = config("none", vec![job("a", Rw::Randread, 1, 2)]);
+        c.host.kernel = "6.12".into();
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.run_process_on(0, 1, 0, 10_000_000);
+        sim.run_process_on(0, 1, 10_000_000, 1_000_000);
+        assert!(!sim.wakeup_preempts(0, 0, 10_500_000));
     }
 
     /// CPU time per I/O of `processes` QD-1 readers pinned to core 0 of the test host, on a drive fast enough

@@ -129,6 +129,9 @@ pub(super) struct LoopState {
     /// When the work last booked in its own context (submission, reaping, copies) ends: until then it is running
     /// on `core`, and stays there; a process woken later is placed anew (`process_core`).
     pub(super) busy_until_ns: u64,
+    /// CFS's virtual runtime: the CPU time booked in its own context (all fio processes have nice 0, weight
+    /// 1024), relative to the `min_vruntime` of the core it last ran on (`Simulation::run_process_on`).
+    pub(super) vruntime_ns: u64,
     pub(super) inflight: u32,
     pub(super) issued: u64,
     pub(super) bytes_issued: u64,
@@ -213,6 +216,7 @@ impl Process {
             state: LoopState {
                 core,
                 busy_until_ns: 0,
+                vruntime_ns: 0,
                 inflight: 0,
                 issued: 0,
                 bytes_issued: 0,
