@@ -96,22 +96,24 @@ impl Host {
         (start, end)
     }
 
-    /// Run `work_ns` for `process` on `core` from `at_ns` at once, ahead of the work booked there (CFS's wake-up
-    /// preemption): it costs the work and two context switches (in, and back to the preempted process), and the
-    /// core's booked backlog ends that much later. Simplification: the events of work already booked keep their
-    /// times, so for those few microseconds the core does two things; its busy time and capacity are right.
-    /// Returns (start, end) of the work.
+    /// Run `work_ns` on `core` from `at_ns` at once, ahead of the work booked there (CFS's wake-up preemption):
+    /// the core's booked backlog ends that much later. Waking (`switch_in`), it costs two context switches more
+    /// (in, and back to the preempted process); work that follows on directly does not. Simplification: the events
+    /// of work already booked keep their times, so for those few microseconds the core does two things; its busy
+    /// time and capacity are right. Returns (start, end) of the work.
     pub fn run_preempting(
         &mut self,
         core: u32,
         at_ns: u64,
         work_ns: u64,
+        switch_in: bool,
         account: &mut CpuAccount,
     ) -> (u64, u64) {
         let window = (self.window_start_ns, self.window_end_ns);
         let c = &mut self.cores[core as usize];
-        let cost = work_ns + 2 * self.context_switch_ns;
-        account.context_switches += 1;
+        let switches = if switch_in { 2 } else { 0 };
+        let cost = work_ns + switches * self.context_switch_ns;
+        account.context_switches += switches / 2;
         let (start, end) = (at_ns, at_ns + cost);
         c.free_at_ns = c.free_at_ns.max(at_ns) + cost;
         let counted = overlap(start, end, window.0, window.1);

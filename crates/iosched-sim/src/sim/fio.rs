@@ -5,7 +5,7 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
-use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
+use super::{BioKind, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
 impl Simulation<'_> {
@@ -340,17 +340,7 @@ impl Simulation<'_> {
         let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
-            let proc = &mut self.processes[process as usize];
-            let (start_ns, end_ns) =
-                self.host
-                    .run_preempting(core, from_ns, work, &mut proc.stats.cpu);
-            proc.state.vruntime_ns += end_ns - start_ns;
-            proc.state.busy_until_ns = end_ns;
-            CpuBooking {
-                core,
-                start_ns,
-                end_ns,
-            }
+            self.run_ahead(core, process, from_ns, work, true)
         } else {
             self.run_process_on(core, process, from_ns, work)
         };

@@ -386,8 +386,37 @@ impl Simulation<'_> {
     /// Book `work_ns` of `process`'s own work (its submission path, reaping, copies, a wake-up), runnable from
     /// `at_ns`, on the core it runs on then (`process_core`): it is running there until the work ends.
     fn run_process(&mut self, process: u32, at_ns: u64, work_ns: u64) -> CpuBooking {
+        let proc = &self.processes[process as usize].state;
+        if at_ns <= proc.preempting_until_ns && at_ns >= proc.busy_until_ns {
+            // It preempted its core on waking and goes on running there (its next submission).
+            return self.run_ahead(proc.core, process, at_ns, work_ns, false);
+        }
         let (core, from_ns) = self.process_core(process, at_ns);
         self.run_process_on(core, process, from_ns, work_ns)
+    }
+
+    /// Book `process`'s work on `core` at once, ahead of the work booked there (`Host::run_preempting`): on
+    /// waking (`switch_in`, a wake-up preemption), or going on from such work.
+    fn run_ahead(
+        &mut self,
+        core: u32,
+        process: u32,
+        at_ns: u64,
+        work_ns: u64,
+        switch_in: bool,
+    ) -> CpuBooking {
+        let proc = &mut self.processes[process as usize];
+        let (start_ns, end_ns) =
+            self.host
+                .run_preempting(core, at_ns, work_ns, switch_in, &mut proc.stats.cpu);
+        proc.state.vruntime_ns += end_ns - start_ns;
+        (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
+        proc.state.preempting_until_ns = end_ns;
+        CpuBooking {
+            core,
+            start_ns,
+            end_ns,
+        }
     }
 
     /// Count `acquisitions` uncontended lock acquisitions made inside `work_ns` of work that started on `core` at
@@ -519,10 +548,13 @@ mod tests {
         assert!(sim.wakeup_preempts(0, 0, 10_500_000));
         assert_eq!(sim.processes[0].state.vruntime_ns, 4_000_000);
         // Its work runs at once with a switch in and back (2 x 1 us); core 0's backlog ends that much later.
-        let mut account = Default::default();
-        let (start, end) = sim.host.run_preempting(0, 10_500_000, 5_000, &mut account);
-        assert_eq!((start, end), (10_500_000, 10_507_000));
+        let reap = sim.run_ahead(0, 0, 10_500_000, 5_000, true);
+        assert_eq!((reap.start_ns, reap.end_ns), (10_500_000, 10_507_000));
         assert_eq!(sim.host.cores[0].free_at_ns, 11_000_000 + 7_000);
+        // Its next submission follows on at once too, with no further switch; the backlog moves on by 2 us.
+        let submit = sim.run_process(0, 10_507_000, 2_000);
+        assert_eq!((submit.core, submit.start_ns), (0, 10_507_000));
+        assert_eq!(sim.host.cores[0].free_at_ns, 11_000_000 + 9_000);
         // Process 1 itself, woken, does not lag: no preemption. Nor does anyone on an idle core.
         assert!(!sim.wakeup_preempts(1, 0, 10_500_000));
         assert!(!sim.wakeup_preempts(0, 0, 20_000_000));

@@ -132,6 +132,9 @@ pub(super) struct LoopState {
     /// CFS's virtual runtime: the CPU time booked in its own context (all fio processes have nice 0, weight
     /// 1024), relative to the `min_vruntime` of the core it last ran on (`Simulation::run_process_on`).
     pub(super) vruntime_ns: u64,
+    /// Until when it runs ahead of its core's booked work, having preempted it on waking: its own work that
+    /// follows on directly (the submission after the reap) runs ahead too.
+    pub(super) preempting_until_ns: u64,
     pub(super) inflight: u32,
     pub(super) issued: u64,
     pub(super) bytes_issued: u64,
@@ -217,6 +220,7 @@ impl Process {
                 core,
                 busy_until_ns: 0,
                 vruntime_ns: 0,
+                preempting_until_ns: 0,
                 inflight: 0,
                 issued: 0,
                 bytes_issued: 0,
