@@ -337,15 +337,22 @@ impl Simulation<'_> {
         if self.wakeup_preemption.is_none() {
             return;
         }
+        self.move_vruntime(process, core);
         let proc = &mut self.processes[process as usize].state;
-        let (from, to) = (proc.core as usize, core as usize);
-        if from != to {
-            proc.vruntime_ns = (proc.vruntime_ns + self.min_vruntime_ns[to])
-                .saturating_sub(self.min_vruntime_ns[from]);
-        }
         let before = proc.vruntime_ns;
         proc.vruntime_ns += ran_ns;
-        self.min_vruntime_ns[to] = self.min_vruntime_ns[to].max(before);
+        let min = &mut self.min_vruntime_ns[core as usize];
+        *min = (*min).max(before);
+    }
+
+    /// Put `process` on `core`, keeping its lag behind min_vruntime across a migration (`migrate_task_rq_fair`).
+    fn move_vruntime(&mut self, process: u32, core: u32) {
+        let proc = &mut self.processes[process as usize].state;
+        if proc.core != core {
+            proc.vruntime_ns = (proc.vruntime_ns + self.min_vruntime_ns[core as usize])
+                .saturating_sub(self.min_vruntime_ns[proc.core as usize]);
+            proc.core = core;
+        }
     }
 
     /// CFS's wake-up of `process` on `core` at `at_ns`: place it (at most the sleeper credit behind the core's
@@ -356,13 +363,9 @@ impl Simulation<'_> {
         let Some(w) = self.wakeup_preemption else {
             return false;
         };
+        self.move_vruntime(process, core);
         let min = self.min_vruntime_ns[core as usize];
         let proc = &mut self.processes[process as usize].state;
-        if proc.core != core {
-            proc.vruntime_ns =
-                (proc.vruntime_ns + min).saturating_sub(self.min_vruntime_ns[proc.core as usize]);
-            proc.core = core;
-        }
         proc.vruntime_ns = proc
             .vruntime_ns
             .max(min.saturating_sub(w.sleeper_credit_ns));
@@ -379,7 +382,7 @@ impl Simulation<'_> {
     fn asleep_at(&self, process: u32, at_ns: u64) -> bool {
         match self.processes.get(process as usize) {
             Some(proc) => at_ns >= proc.state.busy_until_ns,
-            None => true, // the kworker or flusher: woken from its wait
+            None => true, // a kblockd worker (KWORKER): woken from its wait
         }
     }
 
@@ -409,7 +412,8 @@ impl Simulation<'_> {
         let (start_ns, end_ns) =
             self.host
                 .run_preempting(core, at_ns, work_ns, switch_in, &mut proc.stats.cpu);
-        proc.state.vruntime_ns += end_ns - start_ns;
+        self.account_vruntime(process, core, end_ns - start_ns);
+        let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         proc.state.preempting_until_ns = end_ns;
         CpuBooking {
