@@ -249,6 +249,13 @@ impl ForkPlacement {
     }
 }
 
+/// Cache lines a hand-off of a scheduler's lock moves (`HostConfig::lock_handoff_ns` prices them together, ~6 in
+/// every host preset's provenance): the lock word, and the scheduler state the hook touches under it (list and tree
+/// heads, counters, the neighbouring request). A profile charges the lock word's miss to the lock functions (what
+/// seed 000's Fig. 8 counts) and the others to the hook that takes them; a wait-queue lock, taken and released at
+/// once around a list on its own line, is all lock-function time.
+pub const HANDOFF_CACHE_LINES: u64 = 6;
+
 /// A spinlock: one holder at a time; a CPU that finds it held spins (burning CPU) until it is free.
 ///
 /// Taking the lock on a different core than its last holder costs a hand-off (`handoff_ns`): the lock word and
