@@ -730,11 +730,11 @@ def throughput_why(v: Values) -> dict[str, str]:
     r = lambda fig, sc, n, q: v[Key(fig, sc, n, q)] / ref[Key(fig, sc, n, q)]  # noqa: E731
     mq_dl = ("MQ-Deadline serialises too little per I/O under contention: the artifact's 10 processes on 1 SSD get "
              "470 K at 76% lock share, ~2.1 us of dd->lock per I/O, where the model's three acquisitions (bio merge, "
-             "insert, dispatch) with a hand-off each and 0.4 us of hooks hold it ~1.6 us. The missing ~0.5 us was not "
-             "found: more lines moving per hand-off than the ~6 the host's lock_handoff_ns prices (dd's rb-trees and "
-             "FIFO lists, requests another core wrote), or more round trips per I/O than the three counted (a "
-             "submitter's dispatch call that finds the work gone is one: the model books one per submission, and "
-             "more when a run dispatches other processes' requests)")
+             "insert, dispatch) with a hand-off each and 0.4 us of hooks hold it ~1.6 us. The likely rest, not modelled: "
+             "dispatch calls that race (has_work is a lockless peek, so while one core waits for the lock with a "
+             "request inserted, other cores' runs see work, take the lock and find nothing; a prototype that asked "
+             "the elevator when each call ends gave 506 K on 1 SSD and 2,217 K at a 23% lock share on 8, but made "
+             "BFQ run away: docs/papers.md)")
     return {
         "fig-7a": f"MQ-Deadline at {r('fig-7a', 'mq-deadline', '8', 'read_kiops'):.2f}x with 5-15 processes: {mq_dl}",
         "fig-8a": "uncontended lock calls at 15 ns each (a named assumption from instruction latencies) give none "
