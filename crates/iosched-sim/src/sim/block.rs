@@ -626,7 +626,7 @@ mod tests {
     /// hooks: core 0 holds dd->lock over [0, 1,000); core 1 asks at 0, spins 1,000 ns, takes the hand-off (600 ns)
     /// and runs its hook (1,000 ns), so it is busy until 2,600 ns; a profile shows 1,000 + 100 = 1,100 ns of it in
     /// the lock functions and the other 500 ns of misses in the hook. Counting the whole hand-off, as before,
-    /// gave 1,600.
+    /// gave 1,600 (checked: with it restored this test fails, 1,600 != 1,100).
     #[test]
     fn a_lock_hand_off_counts_as_lock_time_only_for_the_lock_word() {
         let mut sim = one_driver_tag(SchedulerDispatch::Inline, 1);
@@ -640,11 +640,7 @@ mod tests {
         let second = sim.run_scheduler_work(1, 0, 0, 0, 0, 0, 1_000, 1);
         assert_eq!(second, 2_600, "the timing is the hand-off's whole cost");
         assert_eq!(sim.host.cores[1].busy_ns, 2_600);
-        assert_eq!(sim.host.cores[1].lock_ns, 1_100);
-        assert_ne!(
-            sim.host.cores[1].lock_ns, 1_600,
-            "negative control: the old attribution"
-        );
+        assert_eq!(sim.host.cores[1].lock_ns, 1_100); // the old attribution gives 1,600 and fails here
     }
 
     /// `scheduler_dispatch = "kblockd"`: the submitter books only its insert (300 ns); the queue run after it is a
