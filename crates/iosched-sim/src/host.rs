@@ -25,6 +25,24 @@ pub struct Core {
     pub lock_ns: u64,
 }
 
+impl Core {
+    /// Count the work over [`start_ns`, `end_ns`) that falls in the measurement `window` as this core's busy time
+    /// and as CPU time of `account` (the process or kworker it ran for). Returns the time counted.
+    #[inline]
+    fn count_busy(
+        &mut self,
+        window: (u64, u64),
+        start_ns: u64,
+        end_ns: u64,
+        account: &mut CpuAccount,
+    ) -> u64 {
+        let counted = overlap(start_ns, end_ns, window.0, window.1);
+        self.busy_ns += counted;
+        account.cpu_ns += counted;
+        counted
+    }
+}
+
 /// Per-process CPU accounting, as fio reports it.
 #[derive(Debug, Clone, Default)]
 pub struct CpuAccount {
@@ -90,9 +108,7 @@ impl Host {
         }
         let end = start + cost;
         c.free_at_ns = end;
-        let counted = overlap(start, end, window.0, window.1);
-        c.busy_ns += counted;
-        account.cpu_ns += counted;
+        c.count_busy(window, start, end, account);
         (start, end)
     }
 
@@ -116,9 +132,7 @@ impl Host {
         account.context_switches += switches / 2;
         let (start, end) = (at_ns, at_ns + cost);
         c.free_at_ns = c.free_at_ns.max(at_ns) + cost;
-        let counted = overlap(start, end, window.0, window.1);
-        c.busy_ns += counted;
-        account.cpu_ns += counted;
+        c.count_busy(window, start, end, account);
         (start, end)
     }
 
@@ -140,10 +154,8 @@ impl Host {
         let start = c.free_at_ns;
         let lock_end = start + lock_ns;
         c.free_at_ns = lock_end + held_ns;
-        let counted = overlap(start, c.free_at_ns, window.0, window.1);
-        c.busy_ns += counted;
+        c.count_busy(window, start, c.free_at_ns, account);
         c.lock_ns += overlap(start, lock_end, window.0, window.1);
-        account.cpu_ns += counted;
         c.free_at_ns
     }
 
@@ -164,10 +176,7 @@ impl Host {
         let c = &mut self.cores[core as usize];
         let start = c.free_at_ns;
         c.free_at_ns += delay_ns;
-        let counted = overlap(start, c.free_at_ns, window.0, window.1);
-        c.busy_ns += counted;
-        c.lock_ns += counted;
-        account.cpu_ns += counted;
+        c.lock_ns += c.count_busy(window, start, c.free_at_ns, account);
     }
 
     /// Is the core idle at `at_ns` (a process waiting for I/O on it has gone to sleep)?
