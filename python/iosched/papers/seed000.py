@@ -947,6 +947,10 @@ def interference_why(v: Values) -> dict[str, str]:
     def mean(values: Values, fig: str, n: int, q: str) -> float:
         return sum(values[Key(fig, sc, str(n), q)] for sc in SCHEDULERS) / len(SCHEDULERS)
 
+    def lapp_p99_ratio(fig: str, sched: str, n: int) -> float:
+        key = Key(fig, sched, str(n), "lapp_read_clat_p99")
+        return v[key] / ref[key]
+
     def writes(fig: str) -> str:
         return (f"the model's 8 drives take the background writes at {mean(v, fig, 1, 'bg_write_gb_s'):.1f} GB/s with "
                 f"one writer and {mean(v, fig, 32, 'bg_write_gb_s'):.1f} GB/s with 32, the artifact's at "
@@ -969,10 +973,9 @@ def interference_why(v: Values) -> dict[str, str]:
                  f"{mean(ref, 'fig-12a', 4, 'fg_read_kiops'):.0f} K)")
     return {
         "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) none holds since the model has "
-                    "CFS's wake-up preemption (at 32: "
-                    f"{v[Key('fig-11a', 'none', '32', 'lapp_read_clat_p99')] / ref[Key('fig-11a', 'none', '32', 'lapp_read_clat_p99')]:.2f}x); "
-                    "under the schedulers the L-app's P99 stays above the artifact's there (BFQ at 32: "
-                    f"{v[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')] / ref[Key('fig-11a', 'bfq', '32', 'lapp_read_clat_p99')]:.1f}x"
+                    f"CFS's wake-up preemption (at 32: {lapp_p99_ratio('fig-11a', 'none', 32):.2f}x); under the "
+                    "schedulers the L-app's P99 stays above the artifact's there (BFQ at 32: "
+                    f"{lapp_p99_ratio('fig-11a', 'bfq', 32):.1f}x"
                     "), for a reason not established: with the same processes and cores none holds, so it is not the "
                     "wait for a core alone"),
         "fig-11b": big_reads,
