@@ -1710,8 +1710,10 @@ impl Elevator for Bfq {
         }
         self.refresh_pending(q);
         let mut run_all = false;
+        let mut idles = false;
         if self.in_service == Some(q) {
             if self.must_idle(q) {
+                idles = true; // the kernel returns here, before bfq_schedule_dispatch
                 if self.queues[q].dispatched == 0 {
                     self.arm_slice_timer(q, now_ns);
                 }
@@ -1728,10 +1730,15 @@ impl Elevator for Bfq {
         if self.in_service.is_none() && self.queued > 0 {
             run_all = true;
         }
+        // bfq_schedule_dispatch at the end of bfq_completed_request: with nothing left in the driver and requests
+        // queued, every hardware queue is run. Otherwise only blk-mq's restart (a run that wanted a driver tag).
+        if !idles && self.tot_in_driver == 0 && self.queued > 0 {
+            run_all = true;
+        }
         if run_all {
             AfterCompletion::RunAllQueues
         } else {
-            AfterCompletion::RunQueue
+            AfterCompletion::Restart
         }
     }
 

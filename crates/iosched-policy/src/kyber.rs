@@ -45,8 +45,8 @@
 //!   the whole wait queue is woken: Kyber's entries are not exclusive, so `wake_up_nr` calls every one of them,
 //!   newest first. Each callback (`kyber_domain_wake`) takes its entry off and runs its hardware queue;
 //!   [`Elevator::take_woken_hctxs`] hands those queues to the caller in that order. A resize that changes the wake
-//!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::RunQueue`]
-//!   is returned either way (blk-mq's restart of the completion's own queue). For READ, WRITE and DISCARD two
+//!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::Restart`]
+//!   is returned either way (blk-mq's restart of the completion's own queue, if a run there wanted a driver tag). For READ, WRITE and DISCARD two
 //!   samples are recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an
 //!   8-bucket histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
 //!   latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
@@ -679,7 +679,7 @@ impl Elevator for Kyber {
         for &hctx in &self.woken[first_woken..] {
             self.hctxs[hctx as usize].wait_queue[domain] = None;
         }
-        AfterCompletion::RunQueue
+        AfterCompletion::Restart // the freed token wakes its waiters (take_woken_hctxs)
     }
 
     fn take_woken_hctxs(&mut self, into: &mut Vec<u32>) {
@@ -1130,7 +1130,7 @@ mod tests {
         // The first freed token only counts; the completion restarts its own queue, as without waiters.
         assert_eq!(
             k.completed(&held.pop().unwrap(), 0, MS),
-            AfterCompletion::RunQueue
+            AfterCompletion::Restart
         );
         assert!(woken(&mut k).is_empty());
         assert!(k.waiting(1, Domain::Other) && k.waiting(2, Domain::Other));
@@ -1261,7 +1261,7 @@ mod tests {
             k.bio_merge(&rq(65, Op::Discard, 0, 0, 100_008, 8), 256),
             Some(64)
         );
-        assert_eq!(k.completed(&held[0], 0, MS), AfterCompletion::RunQueue);
+        assert_eq!(k.completed(&held[0], 0, MS), AfterCompletion::Restart);
         let merged = k.dispatch(0, MS).unwrap();
         assert_eq!(
             (merged.id, merged.sector, merged.nr_sectors),
@@ -1407,7 +1407,7 @@ mod tests {
                     }
                 }
                 Event::Completed(r, after) => {
-                    assert_eq!(after, AfterCompletion::RunQueue, "seed {seed}");
+                    assert_eq!(after, AfterCompletion::Restart, "seed {seed}");
                     // The request's token is back at once.
                     assert_tokens(k, flow, Domain::of(r.op));
                 }
@@ -1558,7 +1558,7 @@ mod tests {
                 self.now = done;
                 let (r, issued) = self.requests.remove(&id).unwrap();
                 let after = self.k.completed(&r, issued, self.now);
-                assert_eq!(after, AfterCompletion::RunQueue);
+                assert_eq!(after, AfterCompletion::Restart);
                 let mut woken = Vec::new();
                 self.k.take_woken_hctxs(&mut woken);
                 self.wakes += woken.len();

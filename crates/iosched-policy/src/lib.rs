@@ -142,8 +142,13 @@ pub struct InnerLockUse {
 /// What the caller should do after a completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterCompletion {
-    /// Re-run the hardware queue the request completed on (blk-mq's default restart).
+    /// Re-run the hardware queue the request completed on: the policy kicks it (BFQ's and CFQ's dispatch
+    /// scheduling, approximated as a run of that queue after every completion).
     RunQueue,
+    /// Nothing of the policy's own (mq-deadline, Kyber: a freed Kyber token wakes its waiters separately, through
+    /// `take_woken_hctxs`): blk-mq re-runs the hardware queue only if a run stopped there for want of a driver tag
+    /// since (`blk_mq_sched_restart`, `BLK_MQ_S_SCHED_RESTART`).
+    Restart,
     /// Re-run every hardware queue of the device (e.g. a device-wide bound was released).
     RunAllQueues,
 }

@@ -80,10 +80,12 @@
 //! - **Directions:** writes and discards go to the write direction, everything else (reads; flushes, which the
 //!   kernel never routes through the elevator) to the read direction, following the kernel's odd/even op rule.
 //! - **Zoned devices** (write ordering per zone) are not modelled.
-//! - **Restarts:** on completion the policy asks for [`AfterCompletion::RunQueue`]. Any hardware queue can dispatch
-//!   any request, and the only time `dispatch` returns nothing while `has_work` is true is when a higher level still
-//!   has requests in flight, whose completion re-runs a queue. The kernel's 3 ms delayed re-run of all queues after an
-//!   empty dispatch is therefore not needed and not modelled.
+//! - **Restarts:** `dd_finish_request` kicks no queue, so on completion the policy asks only for blk-mq's restart
+//!   ([`AfterCompletion::Restart`]: a re-run if a run stopped for want of a driver tag). Any hardware queue can
+//!   dispatch any request, and the only time `dispatch` returns nothing while `has_work` is true is when a higher
+//!   level still has requests in flight: then the completion of one of those re-runs the queue
+//!   ([`AfterCompletion::RunQueue`]) where the kernel re-runs all queues 3 ms after the empty dispatch (a
+//!   simplification: sooner).
 //! - Counters are 64-bit, the kernel's 32-bit (wrapping) ones never wrap in a simulation.
 
 use crate::id_map::IdMap;
@@ -469,7 +471,17 @@ impl Elevator for MqDeadline {
             .remove(&rq.id)
             .unwrap_or_else(|| panic!("request {} completed but was not dispatched", rq.id));
         self.levels[level].completed += 1;
-        AfterCompletion::RunQueue
+        // dd_finish_request kicks nothing (6.3): blk-mq's restart re-runs a queue if a run wanted a driver tag. A
+        // lower level's requests held back while this level had some in flight wait for the kernel's 3 ms delayed
+        // re-run after the empty dispatch; the model re-runs at this completion instead.
+        let held_below = self.levels[level + 1..]
+            .iter()
+            .any(|l| l.dirs.iter().any(|d| !d.fifo.is_empty()));
+        if held_below {
+            AfterCompletion::RunQueue
+        } else {
+            AfterCompletion::Restart
+        }
     }
 
     fn tunables(&self) -> Vec<(&'static str, i64)> {
@@ -704,6 +716,7 @@ mod tests {
             "BE waits while the RT request is in flight"
         );
         assert_eq!(stat(&dd, "rt_in_flight"), 1.0);
+        // The BE request was held back: this completion re-runs a queue (the kernel: 3 ms later).
         assert_eq!(dd.completed(&rt, 0, 2 * MS), AfterCompletion::RunQueue);
         let be = dd.dispatch(1, 2 * MS).unwrap();
         assert_eq!(be.id, 1);
@@ -712,8 +725,11 @@ mod tests {
             None,
             "IDLE waits for BE to complete"
         );
-        dd.completed(&be, 0, 3 * MS);
-        assert_eq!(take(&mut dd, 1, 3 * MS), [2]);
+        assert_eq!(dd.completed(&be, 0, 3 * MS), AfterCompletion::RunQueue);
+        let idle = dd.dispatch(1, 3 * MS).unwrap();
+        assert_eq!(idle.id, 2);
+        // Nothing held back: only blk-mq's restart, if a run wanted a driver tag.
+        assert_eq!(dd.completed(&idle, 0, 4 * MS), AfterCompletion::Restart);
     }
 
     #[test]

@@ -17,6 +17,14 @@ pub enum Event {
     /// The dispatch call that took request `io` (headed by that bio) from the elevator released the scheduler's
     /// lock: the request goes to the driver (with scheduler costs; without them it goes at once).
     Dispatched { device: u32, io: u32 },
+    /// A thread's dispatch call (in its submission call's queue run) got the scheduler's lock: the elevator is
+    /// asked now, so another CPU's call may have taken the request it saw (`Simulation::dispatch_call`).
+    DispatchCall {
+        device: u32,
+        hctx: u32,
+        process: u32,
+        core: u32,
+    },
     /// A thread asleep waiting for a request for bio `io` was woken and now runs: it asks again (blk-mq).
     TagRetry { io: u32 },
     /// A controller core finished fetching and processing a command.

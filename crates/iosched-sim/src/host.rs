@@ -185,6 +185,12 @@ impl Host {
         self.cores[core as usize].free_at_ns <= at_ns
     }
 
+    /// Whether the work booked last on `core` is `process`'s (its own, such as a completion's path, ends the
+    /// backlog there).
+    pub fn booked_last_by(&self, core: u32, process: u32) -> bool {
+        self.cores[core as usize].last_process == process
+    }
+
     /// Where an unpinned process runs its next piece of work, given the core it ran on last (`previous`):
     /// Linux's wake-up placement (kernel/sched/fair.c `select_idle_sibling`) reduced to what the model has. Its
     /// previous core if idle; else the first idle core of `allowed` after `previous`, in circular order (the

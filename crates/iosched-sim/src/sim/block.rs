@@ -7,13 +7,15 @@
 //! Who runs a hardware queue (Linux 6.3 block/blk-mq.c, blk-mq-sched.c): after an insert, the inserting thread
 //! (`blk_mq_run_hw_queue(hctx, false)` from a plug flush: the host's `scheduler_dispatch = "inline"`) or a kblockd
 //! worker (`"kblockd"`, stock for an insert outside a plug); every other run is asynchronous and so a kblockd
-//! worker's on the hardware queue's CPU: the restart after a completion (`blk_mq_sched_restart`), a scheduler's
-//! wake-up (Kyber's `kyber_domain_wake`, BFQ's `bfq_schedule_dispatch`) and its timers. A worker's run costs a
-//! switch to the kworker on that core; runs that a completion or a timer start and that dispatch nothing are not
-//! booked (the kernel restarts a queue only when it was marked for it; the simulator re-runs it after every
-//! completion and keeps what that dispatches).
+//! worker's on the hardware queue's CPU: blk-mq's restart after a completion (`blk_mq_sched_restart`, only for a
+//! queue a run marked because it found no driver tag), a scheduler's wake-up (Kyber's `kyber_domain_wake`, BFQ's
+//! `bfq_schedule_dispatch`) and its timers. A run starts if the elevator has work, read without its lock as the
+//! kernel reads it (`has_work`); a worker's costs a switch to the kworker on that core. Each dispatch call asks
+//! the elevator only when it holds the scheduler's lock, at the call's booked end (`dispatch_call`): runs of
+//! several CPUs that saw the same request race for it and the loser's call finds nothing, having taken the lock
+//! for nothing. With scheduler costs of zero a run decides at once and books nothing.
 
-use iosched_policy::{AfterCompletion, Op, Request, SECTOR_BYTES};
+use iosched_policy::{AfterCompletion, BlockLayer, Op, Request, SECTOR_BYTES};
 
 use super::tags::TagWait;
 use super::{BioKind, Simulation, KWORKER, NO_IO};
@@ -61,11 +63,10 @@ impl Simulation<'_> {
         }
     }
 
-    /// The submission path reached blk-mq: book the scheduler's insert work, under its lock, and (when the
-    /// submitter runs the queue itself) the first dispatch call of the queue run that follows: the submission call
-    /// returns after both. Simplification: the dispatch call is booked before the elevator is asked, so a bio that
-    /// then merges into a request the elevator holds (where the kernel returns without running the queue) or waits
-    /// for a request tag still pays for one dispatch call.
+    /// The submission path reached blk-mq: book the scheduler's insert work, under its lock. When the submitter
+    /// runs the queue itself, its submission call returns only after that run (`start_dispatch_loop`, booked once
+    /// the bio is in the elevator; a bio that merges or waits for a request runs none). A page-cache bio's first
+    /// dispatch call is still booked here, with the insert, and its run decides at the insert.
     pub(super) fn block_submit(&mut self, io: u32, now: u64) {
         if !self.costs.any() {
             return self.block_insert(io, now);
@@ -86,7 +87,13 @@ impl Simulation<'_> {
             c.submit_acquisitions,
         );
         let mut call_end = ready;
-        if c.dispatch_ns > 0 && c.dispatch_context == SchedulerDispatch::Inline {
+        if c.dispatch_ns > 0
+            && c.dispatch_context == SchedulerDispatch::Inline
+            && self.slots[io as usize].kind == BioKind::Fio
+        {
+            self.slots[io as usize].runs_queue_at_insert = true;
+            self.processes[process as usize].state.dispatch_loops += 1;
+        } else if c.dispatch_ns > 0 && c.dispatch_context == SchedulerDispatch::Inline {
             call_end = self.run_scheduler_work(
                 core,
                 process,
@@ -242,6 +249,7 @@ impl Simulation<'_> {
             }
             self.next_punted_bio(io, now);
             self.accepted(io, now);
+            self.no_dispatch_loop(io, now);
             return;
         }
         if !queue.try_take_request_tag(&rq) {
@@ -251,25 +259,177 @@ impl Simulation<'_> {
                 if let TagWait::IoWqWorkers(workers) = proc.params.tag_wait {
                     if proc.state.tag_waits >= workers {
                         proc.state.punted.push_back(io); // every worker is already waiting
+                        self.no_dispatch_loop(io, now);
                         return;
                     }
                 }
                 proc.state.tag_waits += 1;
             }
             queue.wait_for_tag(&rq, io);
+            self.no_dispatch_loop(io, now);
             return;
         }
         queue.elevator.insert(rq, now);
         self.next_punted_bio(io, now);
         self.accepted(io, now);
-        let runner = self.runner_after_insert(io);
-        self.run_hw_queue(device, hctx, now, runner);
+        if std::mem::take(&mut self.slots[io as usize].runs_queue_at_insert) {
+            self.start_dispatch_loop(io, device, hctx, now);
+        } else {
+            let runner = self.runner_after_insert(io);
+            self.run_hw_queue(device, hctx, now, runner);
+        }
         self.arm_timer(device, now);
     }
 
-    /// Dispatch from the elevator to the device while driver tags last. The elevator decides now; each dispatch
-    /// call is booked in `runner`'s context (with blk-mq scheduler costs), and its request goes to the driver when
-    /// the call ends. Returns when the runner is done.
+    /// The submitter of bio `io` runs the hardware queue in its own call after the insert (Linux 6.3 with seed
+    /// 000's synchronous dispatch, `scheduler_dispatch = "inline"`): `has_work` is read now, without the lock, as
+    /// the kernel does (mq-deadline's, Kyber's and BFQ's are lockless), and if there is work a dispatch call is
+    /// booked on its core under the scheduler's lock. The elevator is asked for a request only when that call
+    /// holds the lock (`dispatch_call`), so calls of several CPUs that saw the same request race for it and the
+    /// loser's finds nothing: it took the lock for nothing (6.3 `__blk_mq_do_dispatch_sched`, `dispatch_request`
+    /// returning NULL).
+    fn start_dispatch_loop(&mut self, io: u32, device: u32, hctx: u32, now: u64) {
+        let (core, process) = (
+            self.slots[io as usize].core,
+            self.slots[io as usize].process,
+        );
+        if !self.may_dispatch(device, hctx) {
+            return self.dispatch_loop_ended(process, now);
+        }
+        let end = self.book_dispatch_call(device, hctx, process, core, now, now);
+        if self.processes[process as usize].params.clat_after_call {
+            self.slots[io as usize].issue_ns = end; // the call returns after its queue run
+        }
+    }
+
+    /// Book one dispatch call of `process`'s queue run on `core` from `at_ns`, under the scheduler's lock; the
+    /// elevator is asked when it ends (`DispatchCall`). Returns when it ends.
+    fn book_dispatch_call(
+        &mut self,
+        device: u32,
+        hctx: u32,
+        process: u32,
+        core: u32,
+        now: u64,
+        at_ns: u64,
+    ) -> u64 {
+        let (cost, acquisitions) = (self.costs.dispatch_ns, self.costs.dispatch_acquisitions);
+        let end =
+            self.run_scheduler_work(core, process, device, hctx, now, at_ns, cost, acquisitions);
+        if process != KWORKER {
+            let state = &mut self.processes[process as usize].state;
+            state.busy_until_ns = state.busy_until_ns.max(end); // in its own call: running there until then
+        }
+        self.events.schedule(
+            end,
+            Event::DispatchCall {
+                device,
+                hctx,
+                process,
+                core,
+            },
+        );
+        end
+    }
+
+    /// A dispatch call of `process`'s queue run holds the lock: it takes what the elevator gives now. With a
+    /// request, the loop goes on while `has_work` says there is more, each call booked under the lock from its
+    /// predecessor's end; it ends at a call that finds nothing or when no work is left. Simplification: each
+    /// request goes to the driver when its call ends, where the kernel sends the loop's requests as one list after
+    /// it, and the 3 ms delayed re-run a fruitless loop arms (`BLK_MQ_BUDGET_DELAY`) is not booked.
+    pub(super) fn dispatch_call(
+        &mut self,
+        device: u32,
+        hctx: u32,
+        process: u32,
+        core: u32,
+        now: u64,
+    ) {
+        let queue = &mut self.queues[device as usize];
+        let rq = if queue.can_dispatch(hctx) {
+            queue.elevator.dispatch(hctx, now)
+        } else {
+            queue.restart_marked[hctx as usize] = true;
+            None
+        };
+        let mut at = now;
+        if self.inner_lock_uses_pending(device) {
+            at = self.book_inner_locks(device, core, process, now, at);
+        }
+        let Some(rq) = rq else {
+            return self.dispatch_loop_ended(process, now);
+        };
+        let queue = &mut self.queues[device as usize];
+        let tagged = queue.try_take_driver_tag(hctx);
+        debug_assert!(tagged, "dispatch without a driver tag");
+        let io = rq.id;
+        let slot = &mut self.slots[io as usize];
+        slot.dispatch_hctx = hctx;
+        slot.request = Some(rq);
+        self.send_to_driver(device, io, now);
+        if !self.may_dispatch(device, hctx) {
+            return self.dispatch_loop_ended(process, at);
+        }
+        self.book_dispatch_call(device, hctx, process, core, now, at);
+    }
+
+    /// `blk_mq_run_hw_queue(hctx, true)`: if the elevator has work (read without its lock) and a driver tag is
+    /// free, a kblockd worker on the queue's CPU is woken: once the work booked there ends it switches in and makes
+    /// its first dispatch call, which asks the elevator when it holds the lock (`dispatch_call`), as a thread's
+    /// does. Simplification: the worker does not read `has_work` again when it gets the CPU, so a call whose
+    /// request another CPU took meanwhile is made, and finds nothing; and a worker woken for a queue whose worker
+    /// is still pending runs again (the kernel's work item is queued once). Returns when the call ends (`now` if
+    /// no worker is woken).
+    fn wake_kworker(&mut self, device: u32, hctx: u32, now: u64) -> u64 {
+        if !self.may_dispatch(device, hctx) {
+            return now;
+        }
+        let core = self.kblockd_cpu(device, hctx);
+        let (_, switched) = self.host.run(core, KWORKER, now, 0, &mut self.kworker_cpu);
+        self.book_dispatch_call(device, hctx, KWORKER, core, now, switched)
+    }
+
+    /// Whether a queue run goes on to a dispatch call: the elevator has work (read without its lock) and a driver
+    /// tag is free; work without a tag marks the queue for blk-mq's restart.
+    fn may_dispatch(&mut self, device: u32, hctx: u32) -> bool {
+        let queue = &mut self.queues[device as usize];
+        if !queue.elevator.has_work(hctx) {
+            return false;
+        }
+        if !queue.can_dispatch(hctx) {
+            queue.restart_marked[hctx as usize] = true;
+            return false;
+        }
+        true
+    }
+
+    /// Bio `io` was merged or waits for a request: its submitter runs no queue after it.
+    fn no_dispatch_loop(&mut self, io: u32, now: u64) {
+        let slot = &mut self.slots[io as usize];
+        if std::mem::take(&mut slot.runs_queue_at_insert) {
+            let process = slot.process;
+            self.dispatch_loop_ended(process, now);
+        }
+    }
+
+    /// One queue run of `process`'s submission call ended at `now`: when none is left, the call returns and its
+    /// submission loop goes on if it had reached its next step meanwhile.
+    fn dispatch_loop_ended(&mut self, process: u32, now: u64) {
+        if process == KWORKER {
+            return;
+        }
+        let state = &mut self.processes[process as usize].state;
+        state.dispatch_loops -= 1;
+        if state.dispatch_loops == 0 && std::mem::take(&mut state.submit_after_dispatch) {
+            state.submitting = false;
+            self.try_issue(process, now);
+        }
+    }
+
+    /// Dispatch from the elevator to the device while driver tags last. A kblockd worker's run with scheduler costs
+    /// is `wake_kworker`'s (it decides at its calls); otherwise the elevator decides now: a thread's run (a page-cache
+    /// bio's submitter, a woken tag waiter) books each dispatch call in its context and its request goes to the
+    /// driver when the call ends; without scheduler costs nothing is booked. Returns when the runner is done.
     pub(super) fn run_hw_queue(
         &mut self,
         device: u32,
@@ -278,18 +438,25 @@ impl Simulation<'_> {
         runner: QueueRunner,
     ) -> u64 {
         let (cost, acquisitions) = (self.costs.dispatch_ns, self.costs.dispatch_acquisitions);
-        let (mut core, owner, mut booked_until, mut started) = match runner {
+        if runner == QueueRunner::Kblockd && cost > 0 {
+            return self.wake_kworker(device, hctx, now);
+        }
+        let (core, owner, mut booked_until, started) = match runner {
             QueueRunner::Thread {
                 core,
                 process,
                 booked_until_ns,
             } => (core, process, booked_until_ns, true),
-            QueueRunner::Kblockd => (0, KWORKER, 0, false),
+            QueueRunner::Kblockd => (0, KWORKER, 0, false), // without costs: nothing booked
         };
         let mut at = now;
         loop {
             let queue = &mut self.queues[device as usize];
-            if !queue.can_dispatch(hctx) || !queue.elevator.has_work(hctx) {
+            if !queue.elevator.has_work(hctx) {
+                return at;
+            }
+            if !queue.can_dispatch(hctx) {
+                queue.restart_marked[hctx as usize] = true;
                 return at;
             }
             let rq = queue.elevator.dispatch(hctx, now);
@@ -302,16 +469,7 @@ impl Simulation<'_> {
                 let cpu = hctx % self.config.host.cores;
                 self.book_inner_locks(device, cpu, KWORKER, now, now);
             }
-            if cost > 0 && (started || rq.is_some()) {
-                if !started {
-                    // A kblockd worker is woken on the queue's CPU: a switch to it there.
-                    core = self.kblockd_cpu(device, hctx);
-                    at = self
-                        .host
-                        .run(core, KWORKER, now, 0, &mut self.kworker_cpu)
-                        .1;
-                    started = true;
-                }
+            if cost > 0 && started {
                 at = match std::mem::take(&mut booked_until) {
                     0 => self.run_scheduler_work(
                         core,
@@ -450,6 +608,18 @@ impl Simulation<'_> {
                     self.run_hw_queue(device, rq.hctx, now, QueueRunner::Kblockd);
                 }
             }
+            AfterCompletion::Restart => {
+                // blk_mq_sched_restart: only a queue marked for it (`restart_marked`); a bio given a request here
+                // (inserted) had its queue run by its waker in the kernel, as before.
+                let queue = &mut self.queues[device as usize];
+                let marked = std::mem::take(&mut queue.restart_marked[dispatch_hctx as usize]);
+                if marked || inserted || queue.layer != BlockLayer::Mq {
+                    self.run_hw_queue(device, dispatch_hctx, now, QueueRunner::Kblockd);
+                }
+                if inserted && rq.hctx != dispatch_hctx {
+                    self.run_hw_queue(device, rq.hctx, now, QueueRunner::Kblockd);
+                }
+            }
         }
         self.arm_timer(device, now);
         self.complete_bios(request, core, sleeping, path_start);
@@ -537,29 +707,86 @@ mod tests {
         let (at, event) = sim.events.pop().unwrap();
         assert_eq!((at, event), (submitted, Event::BlockSubmit { io: 0 }));
         sim.block_submit(0, at);
-        // The insert, then the first dispatch call of the queue run that follows (the submitter runs it).
+        // The insert; the queue run that follows is the submitter's, booked when the bio is in the elevator.
         let (inserted, dispatched) = (submitted + 300, submitted + 500);
         assert_eq!(
             sim.events.pop(),
             Some((inserted, Event::BlockInsert { io: 0 }))
         );
-        // In the submitter's context, inside its io_uring_enter call.
+        assert_eq!(sim.processes[0].state.busy_until_ns, inserted);
+        // The submission loop goes on only once its call returned, after the queue run.
+        sim.processes[0].state.submitting = true; // as try_issue leaves it, a SubmitNext pending
+        sim.handle(at, Event::SubmitNext { process: 0 });
+        assert!(sim.processes[0].state.submitting);
+        assert!(sim.processes[0].state.submit_after_dispatch);
+        sim.block_insert(0, inserted);
+        // In the submitter's context, inside its io_uring_enter call: one dispatch call, which asks the elevator
+        // when it holds the lock; the request goes to the driver when the call ends.
         assert_eq!(sim.processes[0].state.busy_until_ns, dispatched);
-        assert_eq!(sim.slots[0].issue_ns, dispatched);
+        assert_eq!(sim.slots[0].issue_ns, dispatched); // io_uring_enter returns after the run
         assert_eq!(
             sim.host.cores[sim.slots[0].core as usize].free_at_ns,
             dispatched
         );
-        // The run's first dispatch call was booked: the request goes to the driver when it ends.
-        sim.block_insert(0, inserted);
-        assert_eq!(
-            sim.events.pop(),
-            Some((dispatched, Event::Dispatched { device: 0, io: 0 }))
-        );
+        let call = Event::DispatchCall {
+            device: 0,
+            hctx: sim.slots[0].hctx,
+            process: 0,
+            core: sim.slots[0].core,
+        };
+        assert_eq!(sim.events.pop(), Some((dispatched, call)));
         assert_eq!(sim.devices[0].outstanding_commands(), 0);
-        sim.handle(dispatched, Event::Dispatched { device: 0, io: 0 });
+        sim.handle(dispatched, call);
         assert_eq!(sim.devices[0].outstanding_commands(), 1);
         assert_eq!(sim.slots[0].dispatch_ns, dispatched);
+        assert_eq!(
+            sim.processes[0].state.dispatch_loops, 0,
+            "nothing left: the run ended"
+        );
+        assert!(!sim.processes[0].state.submitting, "the loop went on");
+    }
+
+    /// Two submitters race for one request: `has_work` is read without the lock, the request is taken under it.
+    /// Worked example (mq-deadline, insert 300 ns, dispatch 200 ns, one dd->lock, no hand-off cost): processes A
+    /// (core 0) and B (core 1) submit at the same instant s. A inserts over [s, s+300); B waits for the lock and
+    /// inserts over [s+300, s+600); A's dispatch call waits behind B's insert: [s+600, s+800); B's over
+    /// [s+800, s+1,000). At s+800 A takes one request and, seeing the other still queued, calls again: that
+    /// call waits for B's and holds the lock over [s+1,000, s+1,200), but B's call (s+1,000) has taken the other:
+    /// A's second call finds nothing. Three dispatch acquisitions for two requests, and A's submission call
+    /// returns at s+1,200, not s+800. In the model before, the request was chosen at the insert: A's one call took
+    /// A's request and B's took B's, two calls and six acquisitions in all, which this test rejects.
+    #[test]
+    fn two_submitters_race_for_a_request_and_the_loser_takes_the_lock_for_nothing() {
+        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 2)]);
+        c.jobs[0].cpus_allowed = vec![0, 1];
+        c.jobs[0].cpus_split = true;
+        let hooks = SchedulerCost {
+            insert_ns: 300,
+            dispatch_ns: 200,
+            complete_ns: 0,
+        };
+        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let mut sim = Simulation::new(&c).unwrap();
+        let s = sim.submit_batch(0, 0).unwrap();
+        assert_eq!(sim.submit_batch(1, 0), Some(s));
+        let (a, b) = (sim.slots[0].core, sim.slots[1].core);
+        assert_ne!(a, b);
+        let mut dispatch_calls = Vec::new();
+        while let Some((now, event)) = sim.events.pop() {
+            if now > s + 1_200 || matches!(event, Event::DeviceComplete { .. }) {
+                break;
+            }
+            if let Event::DispatchCall { process, .. } = event {
+                dispatch_calls.push((now - s, process));
+            }
+            sim.handle(now, event);
+        }
+        assert_eq!(dispatch_calls, vec![(800, 0), (1_000, 1), (1_200, 0)]);
+        // Two submissions (each takes dd->lock twice: dd_bio_merge, dd_insert_requests) and three dispatch calls.
+        assert_eq!(sim.queues[0].lock_for(0).unwrap().acquisitions, 7);
+        assert_eq!(sim.devices[0].outstanding_commands(), 2);
+        assert_eq!(sim.processes[0].state.busy_until_ns, s + 1_200);
+        assert_eq!(sim.processes[1].state.busy_until_ns, s + 1_000);
     }
 
     /// mq-deadline with insert 300 ns and dispatch 200 ns per call, one driver tag, one job submitting `bios` at a
@@ -592,33 +819,69 @@ mod tests {
     }
 
     /// Root cause 2 of issue 17: the hardware-queue run a completion starts is scheduler work, booked on a kblockd
-    /// worker under the scheduler's lock. Worked example: bio 1 found no driver tag and waits in mq-deadline. When
-    /// request 0 completes at T, a kworker on the hardware queue's CPU runs the queue: the switch to it (the test
-    /// host's 1,000 ns) and one dispatch call (200 ns, one acquisition of dd->lock), so request 1 reaches the driver
-    /// at T + 1,000 + 200 = T + 1,200, and the kworker has 1,200 ns of CPU. Before the fix it went at T, for free.
+    /// worker under the scheduler's lock. Worked example: of the two bios, the one the first dispatch call did not
+    /// take found no driver tag and waits in mq-deadline. When the other's request completes at T, a kworker on the
+    /// hardware queue's CPU runs the queue: the switch to it (the test host's 1,000 ns) and one dispatch call
+    /// (200 ns, one acquisition of dd->lock), so the waiting request reaches the driver at T + 1,000 + 200 =
+    /// T + 1,200, and the kworker has 1,200 ns of CPU. Before the fix it went at T, for free.
     #[test]
     fn a_completion_reruns_the_queue_on_a_kworker_under_the_schedulers_lock() {
         let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
         sim.submit_batch(0, 0);
         let (t, completion) = until_a_completion(&mut sim);
-        assert!(
-            sim.slots[1].request.is_none(),
-            "bio 1 waits in the elevator"
-        );
+        let waiting = (0..2u32)
+            .find(|&io| sim.slots[io as usize].request.is_none())
+            .expect("one bio waits in the elevator");
+        assert!(sim.slots[1 - waiting as usize].request.is_some());
         let acquisitions = sim.queues[0].lock_for(0).unwrap().acquisitions;
-        let core = sim.slots[1].hctx; // one hardware queue per core here: the kworker runs on bio 1's own core
+        let core = sim.slots[waiting as usize].hctx; // one hardware queue per core: the kworker runs on its core
         assert!(sim.host.idle_at(core, t), "its submitter sleeps");
         sim.handle(t, completion);
-        assert_eq!(
-            sim.events.pop(),
-            Some((t + 1_200, Event::Dispatched { device: 0, io: 1 }))
-        );
+        // The worker switches in, then makes its dispatch call, which takes the request under the lock.
+        let call = Event::DispatchCall {
+            device: 0,
+            hctx: core,
+            process: KWORKER,
+            core,
+        };
+        assert_eq!(sim.events.pop(), Some((t + 1_200, call)));
+        sim.handle(t + 1_200, call);
+        assert_eq!(sim.slots[waiting as usize].dispatch_ns, t + 1_200);
         assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
         assert_eq!(
             sim.queues[0].lock_for(0).unwrap().acquisitions,
             acquisitions + 1
         );
         assert_eq!(sim.host.cores[core as usize].free_at_ns, t + 1_200);
+    }
+
+    /// The negative control of the previous test: the same two bios, but with the restart mark cleared before the
+    /// completion, as if no run had found its driver tag taken. mq-deadline's completion (`dd_finish_request`
+    /// kicks nothing) then wakes no worker and the request stays in the elevator. Before blk-mq's restart was
+    /// modelled every completion re-ran its queue: this test then fails (a worker's call at T + 1,200).
+    #[test]
+    fn a_completion_restarts_no_queue_that_no_run_marked() {
+        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
+        sim.submit_batch(0, 0);
+        let (t, completion) = until_a_completion(&mut sim);
+        assert!(
+            sim.queues[0].restart_marked.iter().any(|&m| m),
+            "the previous test's mark"
+        );
+        sim.queues[0].restart_marked.fill(false);
+        sim.handle(t, completion);
+        assert!(
+            std::iter::from_fn(|| sim.events.pop()).all(|(_, e)| !matches!(
+                e,
+                Event::DispatchCall {
+                    process: KWORKER,
+                    ..
+                }
+            )),
+            "no worker's dispatch call"
+        );
+        assert_eq!(sim.kworker_cpu.cpu_ns, 0);
+        assert!(sim.queues[0].elevator.has_work(0) || sim.queues[0].elevator.has_work(1));
     }
 
     /// A contended hand-off of the scheduler's lock is lock time only for the lock word: one of the
@@ -661,11 +924,16 @@ mod tests {
             Some((inserted, Event::BlockInsert { io: 0 }))
         );
         sim.block_insert(0, inserted);
-        let queued = sim.events.pop().unwrap();
-        assert_eq!(
-            queued,
-            (submitted + 1_500, Event::Dispatched { device: 0, io: 0 })
-        );
+        let core = sim.slots[0].hctx;
+        let call = Event::DispatchCall {
+            device: 0,
+            hctx: core,
+            process: KWORKER,
+            core,
+        };
+        assert_eq!(sim.events.pop(), Some((submitted + 1_500, call)));
+        sim.handle(submitted + 1_500, call);
+        assert_eq!(sim.slots[0].dispatch_ns, submitted + 1_500);
         assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
     }
 

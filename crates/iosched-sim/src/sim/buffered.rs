@@ -128,6 +128,7 @@ impl Simulation<'_> {
             dispatch_hctx: hctx,
             dispatch_ns: 0,
             booked_dispatch_end_ns: 0,
+            runs_queue_at_insert: false,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

@@ -186,6 +186,7 @@ impl Simulation<'_> {
             dispatch_hctx: hctx,
             dispatch_ns: 0,
             booked_dispatch_end_ns: 0,
+            runs_queue_at_insert: false,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,
@@ -324,7 +325,9 @@ impl Simulation<'_> {
         // pays the sleep/wake path if it had gone to sleep for the completion (`asleep_at`).
         let (core, from_ns, sleeping) = if proc.params.allowed_cores.len() == 1 {
             (slot_core, now, sleeping)
-        } else if now < proc.state.busy_until_ns {
+        } else if now <= proc.state.busy_until_ns {
+            // Its work ends just now (a queue run of its submission call ended and its loop reaps): still on its
+            // core, not woken (as `process_core` decides).
             let (core, from_ns) = self
                 .idle_pull(process, now)
                 .unwrap_or((proc.state.core, now));

@@ -74,6 +74,9 @@ struct IoSlot {
     /// The submitter's hardware-queue run after this bio's insert: when its first dispatch call, booked with the
     /// insert on the submitter's core, ends (0: none booked).
     booked_dispatch_end_ns: u64,
+    /// A fio bio whose submitter runs the queue in its own call after the insert, its dispatch calls booked from
+    /// then on (`Simulation::start_dispatch_loop`) rather than with the insert.
+    runs_queue_at_insert: bool,
     /// Next bio merged into the same request (a singly linked chain from the request's head bio).
     next_merged: u32,
     tail: u32,
@@ -259,12 +262,24 @@ impl Simulation<'_> {
                 self.try_issue(process, now);
             }
             Event::SubmitNext { process } => {
-                self.processes[process as usize].state.submitting = false;
-                self.try_issue(process, now);
+                let state = &mut self.processes[process as usize].state;
+                if state.dispatch_loops > 0 {
+                    // Its submission call returns once its queue runs end (`dispatch_loop_ended`).
+                    state.submit_after_dispatch = true;
+                } else {
+                    state.submitting = false;
+                    self.try_issue(process, now);
+                }
             }
             Event::BlockSubmit { io } => self.block_submit(io, now),
             Event::BlockInsert { io } => self.block_insert(io, now),
             Event::Dispatched { device, io } => self.send_to_driver(device, io, now),
+            Event::DispatchCall {
+                device,
+                hctx,
+                process,
+                core,
+            } => self.dispatch_call(device, hctx, process, core, now),
             Event::TagRetry { io } => self.tag_retry(io, now),
             Event::ControllerDone { device, core } => {
                 self.devices[device as usize].controller_done(core, &mut self.events)
@@ -313,8 +328,11 @@ impl Simulation<'_> {
     fn idle_pull(&self, process: u32, at_ns: u64) -> Option<(u32, u64)> {
         let proc = &self.processes[process as usize];
         let (core, own_end) = (proc.state.core, proc.state.busy_until_ns);
-        if self.host.idle_at(core, own_end) {
-            return None; // nothing queued behind it: it runs on
+        if self.host.idle_at(core, own_end) || self.host.booked_last_by(core, process) {
+            // Nothing queued behind it, or the backlog ends with its own work (a completion's path booked on its
+            // core): it runs on. Counting that as others' moved a process whose completions keep arriving one core
+            // on at every step, its work then on two cores at once (BFQ's one reader: 1.17 cores of CPU).
+            return None;
         }
         // Only a process whose running work is about to end: booking the move further ahead would keep the idle
         // core from work that becomes runnable before then (bookings are made in event order, not run order).
@@ -644,6 +662,7 @@ mod tests {
             dispatch_hctx: 0,
             dispatch_ns: 0,
             booked_dispatch_end_ns: 0,
+            runs_queue_at_insert: false,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

@@ -154,6 +154,10 @@ pub(super) struct LoopState {
     /// In its submission loop: a SubmitNext event is pending. Completions that arrive meanwhile wait in
     /// `unreaped` (posted by the kernel, not yet seen by fio) until the loop ends.
     pub(super) submitting: bool,
+    /// Queue runs of its submission call still dispatching (`Simulation::dispatch_call`): the call returns when
+    /// the last ends, and the SubmitNext that came meanwhile (`submit_after_dispatch`) goes on then.
+    pub(super) dispatch_loops: u32,
+    pub(super) submit_after_dispatch: bool,
     pub(super) unreaped: Vec<u32>,
     /// Its bios waiting for a request in the block layer.
     pub(super) tag_waits: u32,
@@ -230,6 +234,8 @@ impl Process {
                 ramp: Ramp::starting(stats_start_ns > start_ns, ramp_end),
                 issue_pending: false,
                 submitting: false,
+                dispatch_loops: 0,
+                submit_after_dispatch: false,
                 unreaped: Vec::new(),
                 tag_waits: 0,
                 punted: VecDeque::new(),

@@ -166,6 +166,7 @@ impl Bench {
                 match after {
                     AfterCompletion::RunQueue => self.run(r.hctx),
                     AfterCompletion::RunAllQueues => self.run_all(),
+                    AfterCompletion::Restart => {} // no driver tags here: nothing to restart
                 }
                 self.submit(p);
             } else {
