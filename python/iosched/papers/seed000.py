@@ -728,15 +728,20 @@ def throughput_why(v: Values) -> dict[str, str]:
     """Why the throughput points miss, with the simulated numbers of the moment."""
     ref = reference_values()
     r = lambda fig, sc, n, q: v[Key(fig, sc, n, q)] / ref[Key(fig, sc, n, q)]  # noqa: E731
-    mq_dl = ("MQ-Deadline serialises too little per I/O under contention: the artifact's 10 processes on 1 SSD get "
-             "470 K at 76% lock share, ~2.1 us of dd->lock per I/O, where the model's three acquisitions (bio merge, "
-             "insert, dispatch) with a hand-off each and 0.4 us of hooks hold it ~1.6 us. The likely rest, not modelled: "
-             "dispatch calls that race (has_work is a lockless peek, so while one core waits for the lock with a "
-             "request inserted, other cores' runs see work, take the lock and find nothing; a prototype that asked "
-             "the elevator when each call ends gave 506 K on 1 SSD and 2,217 K at a 23% lock share on 8, but made "
-             "BFQ run away: docs/papers.md)")
+    peak = lambda sc: max(APPS, key=lambda n: v[Key("fig-7a", sc, str(n), "read_kiops")])  # noqa: E731
+    race = ("dispatch calls race (docs/simulator.md): has_work is a lockless peek, so runs of several cores take the "
+            "lock for a request one of them gets, and a call that finds nothing (or BFQ idling) still costs the "
+            "scheduler's dispatch time under its lock")
     return {
-        "fig-7a": f"MQ-Deadline at {r('fig-7a', 'mq-deadline', '8', 'read_kiops'):.2f}x with 5-15 processes: {mq_dl}",
+        "fig-7a": f"BFQ with 4-6 processes {r('fig-7a', 'bfq', '4', 'read_kiops'):.2f}x-"
+                  f"{r('fig-7a', 'bfq', '6', 'read_kiops'):.2f}x: it peaks with {peak('bfq')} processes at "
+                  f"{v[Key('fig-7a', 'bfq', str(peak('bfq')), 'read_kiops')]:.0f} K, the artifact's with 5 at 315 K; "
+                  f"MQ-Deadline with 3 {r('fig-7a', 'mq-deadline', '3', 'read_kiops'):.2f}x (the artifact's peaks at "
+                  f"3 processes, the model's at {peak('mq-deadline')}); {race}",
+        "fig-7b": f"Kyber with 8-15 processes {r('fig-7b', 'kyber', '8', 'cpu_cores'):.2f}x-"
+                  f"{r('fig-7b', 'kyber', '15', 'cpu_cores'):.2f}x the artifact's CPU: its freed tokens wake kblockd "
+                  "workers on the processes' cores, and each worker's run costs the process it interrupts a context "
+                  "switch back (the host's 1.5 us); the artifact's Kyber stays at ~4 cores from 8 processes on",
         "fig-8a": "uncontended lock calls at 15 ns each (a named assumption from instruction latencies) give none "
                   f"{r('fig-8a', 'none', '1', 'lock_cycles_pct'):.2f}x the artifact's share with one process and "
                   f"the schedulers' single processes {r('fig-8a', 'bfq', '1', 'lock_cycles_pct'):.2f}x (BFQ) to "
@@ -746,13 +751,19 @@ def throughput_why(v: Values) -> dict[str, str]:
                   f"MQ-Deadline's {r('fig-8a', 'mq-deadline', '2', 'lock_cycles_pct'):.2f}x-"
                   f"{r('fig-8a', 'mq-deadline', '3', 'lock_cycles_pct'):.1f}x (contention starts at other process "
                   f"counts than in the artifact); Kyber's at 10 processes {r('fig-8a', 'kyber', '10', 'lock_cycles_pct'):.2f}x",
-        "fig-8b": f"as Fig. 8a for one process; with 8 SSDs BFQ's share at 10 processes is "
-                  f"{r('fig-8b', 'bfq', '10', 'lock_cycles_pct'):.2f}x the artifact's, MQ-Deadline's "
-                  f"{r('fig-8b', 'mq-deadline', '10', 'lock_cycles_pct'):.2f}x: the model's dd->lock is hardly "
-                  f"contended there (its throughput {r('fig-10', 'mq-deadline', '10', 'read_miops'):.2f}x): " + mq_dl,
-        "fig-9a": f"MQ-Deadline {r('fig-9a', 'mq-deadline', '8', 'read_miops'):.2f}x on 8 SSDs and "
-                  f"{r('fig-9a', 'mq-deadline', '1', 'read_miops'):.2f}x on 1: {mq_dl}",
-        "fig-10": f"MQ-Deadline {r('fig-10', 'mq-deadline', '10', 'read_miops'):.2f}x at 10 processes: {mq_dl}",
+        "fig-8b": f"as Fig. 8a for one process; with 8 SSDs at 10 processes BFQ's share is "
+                  f"{r('fig-8b', 'bfq', '10', 'lock_cycles_pct'):.2f}x the artifact's and MQ-Deadline's "
+                  f"{r('fig-8b', 'mq-deadline', '10', 'lock_cycles_pct'):.2f}x (at 15 processes "
+                  f"{r('fig-8b', 'mq-deadline', '15', 'lock_cycles_pct'):.2f}x), Kyber's "
+                  f"{r('fig-8b', 'kyber', '10', 'lock_cycles_pct'):.2f}x: its token pools never run out on 8 SSDs, so "
+                  "its wait-queue locks are not taken",
+        "fig-9a": f"MQ-Deadline on 3-5 SSDs {r('fig-9a', 'mq-deadline', '3', 'read_miops'):.2f}x-"
+                  f"{r('fig-9a', 'mq-deadline', '5', 'read_miops'):.2f}x (on 8, {r('fig-9a', 'mq-deadline', '8', 'read_miops'):.2f}x): "
+                  "with fewer processes per dd->lock the model's runs race less; what slows the artifact's there is "
+                  f"not established; BFQ on 1 SSD {r('fig-9a', 'bfq', '1', 'read_miops'):.2f}x",
+        "fig-10": f"BFQ at 14-15 processes {r('fig-10', 'bfq', '14', 'read_miops'):.2f}x-"
+                  f"{r('fig-10', 'bfq', '15', 'read_miops'):.2f}x: the model's BFQ loses throughput past 10 processes "
+                  "where the artifact's stays at 1.26 M (why is not established)",
     }
 
 
