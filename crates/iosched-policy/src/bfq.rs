@@ -86,6 +86,10 @@
 //!   behind a weight-raised reader: its raised weight (×30, soft real-time ×3000) makes W so large that every
 //!   writer's share rounds to 0. From 6.17 ([`kernel::SBITMAP_WHOLE_SHALLOW_DEPTH`]) the fractions are of
 //!   `nr_requests`. The tags' min_shallow_depth: the smallest word depth (4.18 to 5.17), 1 since 5.18.
+//! * Queue runs after a completion: all hardware queues when nothing is left in the driver and requests are queued
+//!   (`bfq_schedule_dispatch` at the end of `bfq_completed_request`, skipped while it idles), and also when the
+//!   completion expired the in-service queue or none is in service with requests queued (the model's addition: a
+//!   run the kernel leaves to the next insert or completion); otherwise only blk-mq's restart.
 //! * Tunables are validated rather than clamped: out-of-range values are rejected (the kernel clamps).
 //!   `max_budget` reads back the effective value, like sysfs (0 selects automatic tuning).
 

@@ -46,10 +46,10 @@
 //!   newest first. Each callback (`kyber_domain_wake`) takes its entry off and runs its hardware queue;
 //!   [`Elevator::take_woken_hctxs`] hands those queues to the caller in that order. A resize that changes the wake
 //!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::Restart`]
-//!   is returned either way (blk-mq's restart of the completion's own queue, if a run there wanted a driver tag). For READ, WRITE and DISCARD two
-//!   samples are recorded: total latency (`now − rq.start_ns`) and I/O latency (`now − issue_ns`), each into an
-//!   8-bucket histogram relative to the domain's target: bucket = min((lat − 1) / max(target / 4, 1), 7), and 0 for a
-//!   latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
+//!   is returned either way (blk-mq's restart of the completion's own queue, if a run there wanted a driver tag).
+//!   For READ, WRITE and DISCARD two samples are recorded: total latency (`now − rq.start_ns`) and I/O latency
+//!   (`now − issue_ns`), each into an 8-bucket histogram relative to the domain's target: bucket =
+//!   min((lat − 1) / max(target / 4, 1), 7), and 0 for a latency of 0. Buckets 0–3 are at or below the target ("good"), 4–7 above it. Every completion pulls the timer
 //!   to fire at most 100 ms later (earlier if it is already due sooner); OTHER completions do not touch it.
 //! * **Timer.** For each of READ, WRITE, DISCARD: the I/O-latency P90 bucket, then the total-latency P99 bucket.
 //!   A percentile is computed only if the histogram holds samples and either holds at least 500 or the domain's

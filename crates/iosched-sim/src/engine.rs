@@ -17,8 +17,9 @@ pub enum Event {
     /// The dispatch call that took request `io` (headed by that bio) from the elevator released the scheduler's
     /// lock: the request goes to the driver (with scheduler costs; without them it goes at once).
     Dispatched { device: u32, io: u32 },
-    /// A thread's dispatch call (in its submission call's queue run) got the scheduler's lock: the elevator is
-    /// asked now, so another CPU's call may have taken the request it saw (`Simulation::dispatch_call`).
+    /// A dispatch call of a queue run (a submitter's, or a kblockd worker's: `process` = KWORKER) holds the
+    /// scheduler's lock: the elevator is asked now, so another CPU's call may have taken the request its run saw
+    /// (`Simulation::dispatch_call`).
     DispatchCall {
         device: u32,
         hctx: u32,
