@@ -359,13 +359,7 @@ impl Simulation<'_> {
         let Some(rq) = rq else {
             return self.dispatch_loop_ended(process, now);
         };
-        let queue = &mut self.queues[device as usize];
-        let tagged = queue.try_take_driver_tag(hctx);
-        debug_assert!(tagged, "dispatch without a driver tag");
-        let io = rq.id;
-        let slot = &mut self.slots[io as usize];
-        slot.dispatch_hctx = hctx;
-        slot.request = Some(rq);
+        let io = self.take_driver_tag_for(device, hctx, rq);
         self.send_to_driver(device, io, now);
         if !self.may_dispatch(device, hctx) {
             return self.dispatch_loop_ended(process, at);
@@ -487,20 +481,25 @@ impl Simulation<'_> {
             let Some(rq) = rq else {
                 return at; // the call found nothing to dispatch (it still took the lock)
             };
-            // Never fails: can_dispatch checked it. So a dispatched request is never handed back (no requeue).
-            let queue = &mut self.queues[device as usize];
-            let tagged = queue.try_take_driver_tag(hctx);
-            debug_assert!(tagged, "dispatch without a driver tag");
-            let io = rq.id;
-            let slot = &mut self.slots[io as usize];
-            slot.dispatch_hctx = hctx;
-            slot.request = Some(rq);
+            let io = self.take_driver_tag_for(device, hctx, rq);
             if at > now {
                 self.events.schedule(at, Event::Dispatched { device, io });
             } else {
                 self.send_to_driver(device, io, now);
             }
         }
+    }
+
+    /// Request `rq`, just taken from the elevator on `hctx`, takes a driver tag there. Never fails: the run checked
+    /// `can_dispatch`, so a dispatched request is never handed back (no requeue). Returns its head bio.
+    fn take_driver_tag_for(&mut self, device: u32, hctx: u32, rq: Request) -> u32 {
+        let tagged = self.queues[device as usize].try_take_driver_tag(hctx);
+        debug_assert!(tagged, "dispatch without a driver tag");
+        let io = rq.id;
+        let slot = &mut self.slots[io as usize];
+        slot.dispatch_hctx = hctx;
+        slot.request = Some(rq);
+        io
     }
 
     /// The dispatched request headed by bio `io` goes to the driver: the device fetches its command.
@@ -695,13 +694,7 @@ mod tests {
 
     #[test]
     fn scheduler_hooks_are_booked_on_the_submitting_core_before_the_bio_is_inserted() {
-        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 1)]);
-        let hooks = SchedulerCost {
-            insert_ns: 300,
-            dispatch_ns: 200,
-            complete_ns: 0,
-        };
-        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let c = mq_deadline_300_200(vec![job("a", Rw::Randread, 1, 1)]);
         let mut sim = Simulation::new(&c).unwrap();
         let submitted = sim.submit_batch(0, 0).unwrap();
         let (at, event) = sim.events.pop().unwrap();
@@ -757,15 +750,10 @@ mod tests {
     /// A's request and B's took B's, two calls and six acquisitions in all, which this test rejects.
     #[test]
     fn two_submitters_race_for_a_request_and_the_loser_takes_the_lock_for_nothing() {
-        let mut c = config("mq-deadline", vec![job("a", Rw::Randread, 1, 2)]);
-        c.jobs[0].cpus_allowed = vec![0, 1];
-        c.jobs[0].cpus_split = true;
-        let hooks = SchedulerCost {
-            insert_ns: 300,
-            dispatch_ns: 200,
-            complete_ns: 0,
-        };
-        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let mut two = job("a", Rw::Randread, 1, 2);
+        two.cpus_allowed = vec![0, 1];
+        two.cpus_split = true;
+        let c = mq_deadline_300_200(vec![two]);
         let mut sim = Simulation::new(&c).unwrap();
         let s = sim.submit_batch(0, 0).unwrap();
         assert_eq!(sim.submit_batch(1, 0), Some(s));
@@ -789,21 +777,27 @@ mod tests {
         assert_eq!(sim.processes[1].state.busy_until_ns, s + 1_000);
     }
 
-    /// mq-deadline with insert 300 ns and dispatch 200 ns per call, one driver tag, one job submitting `bios` at a
-    /// time.
-    fn one_driver_tag(dispatch: SchedulerDispatch, bios: u32) -> Simulation<'static> {
-        let mut two = job("a", Rw::Randread, bios, 1);
-        two.iodepth_batch_submit = bios;
-        two.ramp_ns = 0; // CPU time counts from the start
-        let mut c = config("mq-deadline", vec![two]);
-        c.devices[0].queue_depth = 1;
-        c.host.scheduler_dispatch = dispatch;
+    /// The test host under mq-deadline with hooks of 300 ns per insert and 200 ns per dispatch call.
+    fn mq_deadline_300_200(jobs: Vec<crate::config::JobConfig>) -> crate::config::SimConfig {
+        let mut c = config("mq-deadline", jobs);
         let hooks = SchedulerCost {
             insert_ns: 300,
             dispatch_ns: 200,
             complete_ns: 0,
         };
         c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        c
+    }
+
+    /// mq-deadline with insert 300 ns and dispatch 200 ns per call, one driver tag, one job submitting `bios` at a
+    /// time.
+    fn one_driver_tag(dispatch: SchedulerDispatch, bios: u32) -> Simulation<'static> {
+        let mut two = job("a", Rw::Randread, bios, 1);
+        two.iodepth_batch_submit = bios;
+        two.ramp_ns = 0; // CPU time counts from the start
+        let mut c = mq_deadline_300_200(vec![two]);
+        c.devices[0].queue_depth = 1;
+        c.host.scheduler_dispatch = dispatch;
         Simulation::new(Box::leak(Box::new(c))).unwrap()
     }
 
