@@ -1277,13 +1277,46 @@ def convergence(quick: bool = False) -> str:
     return conv.markdown(rows)
 
 
+# Where the artifact's writers ran under none (Figs. 11c/11d: N QD-128 processes over 8 SSDs beside the QD-1 L-app,
+# their rates summed in derived_points.csv) and Table 4's single writer on one drive beside a reader, its writes
+# unthrottled by Kyber (the (0, 0) cell): (figure, N, block bytes). The model's runs have the writers alone.
+WRITE_DEPTH_RUNS = [("fig-11c", n, 4096) for n in BG_N] + [("table-4", 1, 4096)] + [("fig-11d", n, 65536) for n in BG_N]
+
+
+def write_depth(runtime_s: float = 1.0) -> str:
+    """The model's random-write rate per drive against the artifact's, by writes outstanding per drive (markdown):
+    the depth scaling issue 18 asks for (docs/papers.md). Unpinned QD-128 writers, scheduler none, seed 000's drive
+    state, 0.5 s of ramp (Table 4's point: one writer, no reader)."""
+    ref = reference_values()
+    lines = ["| where | block | writers x QD 128 | drives | outstanding per drive | artifact per drive "
+             "| model per drive |",
+             "|---|---|---|---|---|---|---|"]
+    for fig, n, bs in WRITE_DEPTH_RUNS:
+        drives = 1 if fig == "table-4" else 8
+        if fig == "table-4":
+            paper_gb_s = ref[Key(fig, "r_lat=0", "0", "tapp_write_kiops")] * 1e3 * bs / 1e9
+        else:
+            paper_gb_s = ref[Key(fig, "none", str(n), "bg_write_gb_s")] / drives
+        r = simulate([Job("t", "randwrite", 128, [], bs_bytes=bs, numjobs=n)], "none", ssds=drives,
+                     runtime_s=runtime_s, ramp_s=0.5)
+        model_gb_s = total(r, "write_kiops") * 1e3 * bs / 1e9 / drives
+        fmt_rate = (lambda g: f"{g * 1e9 / bs / 1e3:.0f} KIOPS") if bs == 4096 else (lambda g: f"{g:.2f} GB/s")
+        lines.append(f"| {fig} | {bs // 1024} KiB | {n} | {drives} | {n * 128 // drives} | {fmt_rate(paper_gb_s)} | "
+                     f"{fmt_rate(model_gb_s)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run seed 000's experiments (or the named ones) in --quick mode (results in out/reproduce-quick) and print
     paper vs iosched, then the share of plotted points within ±25% per figure and overall. With --convergence
-    (and --quick for the quick runtimes): the convergence table instead."""
+    (and --quick for the quick runtimes): the convergence table instead; with --write-depth: the writers' rate by
+    writes outstanding, model against artifact."""
     argv = list(argv or [])
     if "--convergence" in argv:
         print(convergence(quick="--quick" in argv), end="")
+        return
+    if "--write-depth" in argv:
+        print(write_depth(), end="")
         return
     from ..reproduce import print_quick
 

@@ -202,3 +202,17 @@ def test_the_why_notes_follow_the_measured_values():
         assert notes and all(isinstance(t, str) and t for t in notes.values()), e.name
         assert set(notes) <= set(e.points.figures), e.name
     assert "0.50x" in s.throughput_why(half)["fig-10"]
+
+
+def test_write_depth_prints_the_artifacts_writers_beside_the_model():
+    # One row per run; the artifact's column is its own data: Fig. 11d none with 32 writers is 10.23 GB/s over 8
+    # drives (1.28 GB/s per drive, the calibration input of seed 000's drive state), with 1 writer 2.22 GB/s
+    # (0.28 per drive), and Table 4's writer 129.4 KIOPS.
+    from .conftest import native_or_skip
+    native_or_skip()
+    rows = s.write_depth(runtime_s=0.02).splitlines()[2:]
+    assert len(rows) == len(s.WRITE_DEPTH_RUNS)
+    cells = {(r.split("|")[1].strip(), r.split("|")[3].strip()): r.split("|")[6].strip() for r in rows}
+    assert cells["fig-11d", "32"] == "1.28 GB/s"
+    assert cells["fig-11d", "1"] == "0.28 GB/s"
+    assert cells["table-4", "1"] == "129 KIOPS"
