@@ -2,7 +2,8 @@
 value beside it, their ratio, and the share of points within ±25%.
 
 A reference table is a paper artifact's `figure_points.csv` (one row per plotted point, see
-papers/data/icpe24/README.md): `load_reference` reads it into `RefPoint`s. An experiment measures its stored runs
+papers/data/icpe24/README.md): `load_reference` reads it into `RefPoint`s; a paper without an artifact declares its
+tables' numbers as `RefPoint`s itself (seed 003's baseline table). An experiment measures its stored runs
 into a `Values` dict keyed like the reference (`Key`: figure panel, series, point on the line, quantity), and
 `score` pairs every reference point with its measured value. A point holds when sim / paper is within `BAND`
 ([0.8, 1.25]); where the x coordinate is itself measured (Fig. 1's IOPS), both coordinates must. Points have a role:
@@ -83,7 +84,8 @@ class RefPoint:
     @property
     def label(self) -> str:
         """How the report names the point: "fig-7a bfq @ 10 (read_kiops)"."""
-        return f"{self.figure} {self.series} @ {self.at} ({self.y_name})"
+        return f"{self.figure} {self.series} @ {self.at} ({self.y_name})" if self.at else \
+            f"{self.figure} {self.series} ({self.y_name})"
 
 
 def load_reference(path: Path) -> list[RefPoint]:
@@ -222,9 +224,12 @@ def apart(scored: Iterable[Scored]) -> dict[str, list[Scored]]:
 def points_markdown(scored: list[Scored], why: dict[str, str] | None = None, heading: str = "####") -> str:
     """The shares per figure panel (with why the misses miss), the calibration points with their ratios, and the
     points not counted with their reasons, as markdown."""
-    lines = [f"{heading} Points within ±25% of the artifact", "", "| figure | within ±25% | misses, and why |",
+    lines = [f"{heading} Points within ±25% of the paper's data", "", "| figure | within ±25% | misses, and why |",
              "|---|---|---|"]
-    for g, sh in shares(scored).items():
+    by_group = shares(scored)
+    for g, sh in by_group.items():
+        if g == ALL and len(by_group) == 2:
+            continue    # one panel: its row is the total
         name = "**all**" if g == ALL else figure_label(g)
         note = (why or {}).get(g, "") if sh.held < sh.total else ""
         lines.append(f"| {name} | {sh.text()} | {note} |")
@@ -250,13 +255,17 @@ def figure_label(figure: str) -> str:
 
 
 def share_checks(scored: list[Scored], target: float = TARGET_SHARE) -> list[Check]:
-    """One row per figure panel and one over the experiment's panels: plotted points within ±25% of the paper
-    (calibration, points true by construction and points not simulated excluded). Holds at ``target`` or more."""
+    """One row per figure panel and, where there are several, one over them: plotted points within ±25% of the
+    paper (calibration, points true by construction and points not simulated excluded). Holds at ``target`` or
+    more."""
     rows = []
-    for g, sh in shares(scored).items():
+    by_group = shares(scored)
+    for g, sh in by_group.items():
+        if g == ALL and len(by_group) == 2:
+            continue    # one panel: its row is the total
         name = "these figures" if g == ALL else figure_label(g)
         frac = sh.fraction
-        what = f"{name}: plotted points within ±25% of the artifact (calibration excluded)"
+        what = f"{name}: plotted points within ±25% of the paper's data (calibration excluded)"
         rows.append(Check("points", what, f"{sh.total} points, >= {target:.0%} within", sh.text(),
                           frac is not None and frac >= target, None, frac, "all" if g == ALL else figure_label(g)))
     return rows
@@ -335,6 +344,6 @@ def fidelity_figure(scored: list[Scored], fid: str, title: str, ref: str = "") -
                f"it: {sh.text() if sh else 'no points'}, calibration inputs excluded.")
     if undrawn:
         caption += f" {undrawn} counted point(s) with a zero or missing simulated value are not drawn (log axes)."
-    return Figure(fid, ref, title, [Panel("paper vs iosched", "scatter", traces, xlabel="paper (artifact data)",
+    return Figure(fid, ref, title, [Panel("paper vs iosched", "scatter", traces, xlabel="paper (its own data)",
                                           ylabel="iosched (simulated)", xlog=True, ylog=True, band=BAND)],
                   caption=caption, cols=1, size=(7.5, 6.5))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..report.figures import Figure, Heat, Panel, Table, Trace
+from . import scoring
 from .registry import Check, Number, PaperExperiment, Results, Series, register
 from .seed000 import KYBER_SETTLE_S, MS, US, R, W, _lat_label, job, kyber_tokens, ratio_ok, spec, value
 
@@ -61,6 +62,8 @@ def _measure(res: Results) -> dict[str, tuple[float | None, ...]]:
 
 
 def baseline_checks(res: Results) -> list[Check]:
+    """The calibration rows, each within 10% (the presets were fitted to them). The mixed rows are scored point by
+    point (`BASELINE_POINTS`): every number of the slides' table within ±25%."""
     m = _measure(res)
     out = []
     for w in CALIBRATION:
@@ -68,29 +71,49 @@ def baseline_checks(res: Results) -> list[Check]:
             if p is not None:
                 out.append(Check("calibration", f"{w}: {label}", f"{p:,.1f}", f"{v:,.1f}", ratio_ok(v, p, 0.10), p, v,
                                  "baseline table"))
-
-    def rel(w: str, i: int, alone: str) -> tuple[float, float]:
-        return BASELINE[w][i] / BASELINE[alone][i], m[w][i] / m[alone][i]
-    shapes = [
-        # (workload, what, metric index, alone row, criterion on the simulated ratio, criterion text)
-        ("R1-W1", "read KIOPS / R1 alone", 0, "R1", lambda x: x < 0.5, "< 0.5"),
-        ("R1-W1", "read P99 / R1 alone", 2, "R1", lambda x: x > 10, "> 10x"),
-        ("R1-W256", "read KIOPS / R1 alone", 0, "R1", lambda x: x < 0.12, "< 0.12 (under 2 KIOPS)"),
-        ("R1-W256", "read P99 / R1 alone", 2, "R1", lambda x: x > 60, "> 60x (over 5 ms)"),
-        ("R256-W1", "read KIOPS / R256 alone", 0, "R256", lambda x: 0.6 <= x <= 1.0, "0.6-1 (mild)"),
-        ("R256-W1", "read P99 / R256 alone", 2, "R256", lambda x: x > 2, "> 2x"),
-        ("R256-W256", "read KIOPS / R256 alone", 0, "R256", lambda x: x < 0.4, "< 0.4"),
-        ("R256-W256", "read P99 / R256 alone", 2, "R256", lambda x: x > 6, "> 6x (over 5 ms)"),
-        ("R1-W1", "write KIOPS / W1 alone", 1, "W1", lambda x: x >= 0.8, ">= 0.8 (reads barely hurt writes)"),
-        ("R256-W1", "write KIOPS / W1 alone", 1, "W1", lambda x: x >= 0.8, ">= 0.8"),
-        ("R1-W256", "write KIOPS / W256 alone", 1, "W256", lambda x: x >= 0.8, ">= 0.8"),
-        ("R256-W256", "write KIOPS / W256 alone", 1, "W256", lambda x: x >= 0.8, ">= 0.8"),
-    ]
-    for w, what, i, alone, ok, crit in shapes:
-        p, v = rel(w, i, alone)
-        out.append(Check("interference", f"{w}: {what} (holds if {crit})", f"{p:.2f}", f"{v:.2f}", ok(v), p, v,
-                         "baseline table"))
     return out
+
+
+# The slides' baseline table as reference points, one per number: the mixed rows are findings, scored within
+# ±25% (strict scoring, issue 18; this replaced twelve rows with criteria looser than the numbers, four of which
+# could not fail: a writer at QD 256 runs at the drive's drain rate whatever reads do).
+BASELINE_TABLE = "baseline-table"
+QUANTITIES = ("read_kiops", "write_kiops", "read_p99_us", "write_p99_us")
+UNITS = ("KIOPS", "KIOPS", "us", "us")
+
+
+def baseline_reference() -> list[scoring.RefPoint]:
+    return [scoring.RefPoint(BASELINE_TABLE, w, "", "", q, v, unit, "", "yes", "slides (backup 'Baseline Performance')")
+            for w, vals in BASELINE.items() for q, unit, v in zip(QUANTITIES, UNITS, vals) if v is not None]
+
+
+def baseline_values(m: dict[str, tuple[float | None, ...]]) -> scoring.Values:
+    return {scoring.Key(BASELINE_TABLE, w, "", q): v for w, vals in m.items() for q, v in zip(QUANTITIES, vals)
+            if v is not None}
+
+
+def _classify(p: scoring.RefPoint) -> tuple[str, str]:
+    if p.series in CALIBRATION:
+        return scoring.CALIBRATION, "calibration input (targets.md: the single-workload rows)"
+    return scoring.FINDING, ""
+
+
+def _baseline_why(v: scoring.Values) -> dict[str, str]:
+    def at(w: str, q: str) -> str:
+        x = v.get(scoring.Key(BASELINE_TABLE, w, "", q))
+        return "missing" if x is None else f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+    return {BASELINE_TABLE: (
+        f"R256-W256: the writer gets {at('R256-W256', 'write_kiops')} K (the slides 93.1 K, more than W256's 70.0 K "
+        f"alone) and the reader {at('R256-W256', 'read_kiops')} K (83.2 K): the model's reads only share a drive "
+        "whose writer is at its drain rate; what lets the real drive serve both faster is not established (issue "
+        f"18's write path). A QD-1 reader beside writes: R1-W1 {at('R1-W1', 'read_kiops')} K (4.0 K), R1-W256 "
+        f"{at('R1-W256', 'read_kiops')} K (0.3 K) with P99s near the slides': its median waits are longer. R256-W1's "
+        f"P99s: read {at('R256-W1', 'read_p99_us')} µs (3,044), write {at('R256-W1', 'write_p99_us')} µs (32.1)")}
+
+
+BASELINE_POINTS = scoring.PointScoring(baseline_reference, (BASELINE_TABLE,),
+                                       lambda res: res.memo("values", lambda r: baseline_values(_measure(r))),
+                                       _classify, _baseline_why)
 
 
 def baseline_tables(res: Results) -> list[Table]:
@@ -129,6 +152,7 @@ BASELINE_EXP = PaperExperiment(
     "core 1), none scheduler, preconditioned drive.",
     series=tuple(Series(w, _baseline_spec(w)) for w in BASELINE),
     quick={"duration": "1s", "repeat": 1}, checks=baseline_checks, tables=baseline_tables, figures=baseline_figures,
+    points=BASELINE_POINTS,
     paper=tuple(Number("backup slide 'Baseline Performance'", f"{w}: {label}", v)
                 for w, vals in BASELINE.items() for label, v in zip(LABELS, vals) if v is not None),
     notes=("targets.md names the single-workload rows calibration inputs; the presets were fitted to R1's P99, W1, "

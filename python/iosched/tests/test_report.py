@@ -180,7 +180,8 @@ def test_a_scored_experiment_reports_its_points_shares_and_picture(tmp_path):
     sec = report.sections[0]
     assert len(sec.points) == 7 and sum(p.counted for p in sec.points) == 6
     shares = [c for c in sec.checks if c.finding == "points"]
-    assert [c.ref for c in shares] == ["Fig. 1", "all"] and shares[0].paper.startswith("6 points")
+    # One panel: its share row is the experiment's (no second "all" row saying the same).
+    assert [c.ref for c in shares] == ["Fig. 1"] and shares[0].paper.startswith("6 points")
     (fd,) = report.fidelity
     assert fd.seed == "999" and fd.shares["all"].total == 6
     for ext in ("png", "svg", "pdf"):
@@ -188,7 +189,7 @@ def test_a_scored_experiment_reports_its_points_shares_and_picture(tmp_path):
     html = (out / "report.html").read_text()
     assert 'id="fig-fidelity-seed999"' in html and "Every plotted point (7)" in html
     md = (out / "checks.md").read_text()
-    assert "Points within ±25% of the artifact" in md and "1 point(s) not simulated, not counted: no bypass." in md
+    assert "Points within ±25% of the paper's data" in md and "1 point(s) not simulated, not counted: no bypass." in md
     points = pd.read_parquet(out / "points.parquet")
     assert len(points) == 7 and set(points["role"]) == {"finding", "not simulated"}
     assert points[points["role"] == "finding"]["ratio"].notna().all()

@@ -38,7 +38,7 @@ def test_reproduce_quick_writes_results_checks_and_report(reproduced_dir):
     assert man["mode"] == "quick" and len(man["runs"]) == 8
     assert all(store.is_done(out, r["id"]) for r in man["runs"])
     checks = load(out, "checks")
-    assert len(checks) == 20 and set(checks["experiment"]) == {"seed003-baseline"}
+    assert len(checks) == 9 and set(checks["experiment"]) == {"seed003-baseline"}  # 8 calibration rows + points
     r1 = checks[checks["what"] == "W1: W KIOPS"].iloc[0]
     assert r1["paper_value"] == 62.3 and r1["ratio"] == pytest.approx(r1["iosched_value"] / 62.3)
     html = (out / "report.html").read_text()
@@ -57,7 +57,7 @@ def test_reproduce_again_resumes_without_simulating(reproduced_dir, monkeypatch)
     res = CliRunner().invoke(main, ["reproduce", "seed003-baseline", "--quick", "--out", str(reproduced_dir),
                                     "--no-static"])
     assert res.exit_code == 0, res.output
-    assert "seed003-baseline (baseline table):" in res.output and " of 20 hold" in res.output
+    assert "seed003-baseline (baseline table):" in res.output and " of 9 hold" in res.output
     assert (reproduced_dir / "results.parquet").read_bytes() == before
 
 
