@@ -969,7 +969,8 @@ def interference_why(v: Values) -> dict[str, str]:
                 "drive state of seed 000's runs is fitted to the 32-writer rate, ~1.28 GB/s per drive, and the model "
                 "takes writes from its buffer at that rate at any depth): the backlog the reads wait behind differs")
     hold = ("; BFQ merges the writers, started together, into one queue (stable merging) and holds it to one "
-            "weight's share of the tags, ~190 requests per drive in the model where the artifact's disk stats show "
+            "weight's share of the tags, ~190 requests per drive in the model (above the drive's 128 waiting-write "
+            "slots, so the rest hold its front end and reads queue behind them) where the artifact's disk stats show "
             "~25-45 (why the kernel's share is that much smaller is not established), and Kyber, seeing writes "
             "above their 10 ms target, never throttles them")
     big_reads = ("the artifact's per-drive counters (disk_util.csv) show one drive, D5, holding the backlog: with 64 "
