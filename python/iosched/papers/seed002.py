@@ -20,8 +20,8 @@ reports, per configuration, the highest bandwidth of the sweep and the P99.9 at 
 P99.9 of the sweep and the bandwidth there. One K2 group is beyond the paper: 64 KiB random reads with an unlimited
 background, because the model's drive is not saturated by 900 MiB/s of them.
 
-Criteria: a value row holds when the bandwidth is within 25% of the paper's and the P99.9 within a factor of 1.5
-(after the paper's rounding to 0.01 ms); shape rows say their criterion in their text.
+Criteria: a value row holds when the bandwidth and the P99.9 are each within [0.8, 1.25] of the paper's (the P99.9
+after the paper's rounding to 0.01 ms); shape rows say their criterion in their text.
 
 All runs use the presets unchanged (samsung-970evo-250gb, half trimmed; i5-4590-4c with its scheduler costs);
 no number depends on the experiment. Each finding function turns measurements into `Check` rows; the experiments at
@@ -42,6 +42,7 @@ from .. import native, simconfig
 from ..report.figures import Figure, Panel, Table, Trace
 from ..simconfig import fio_jobs, preset_params
 from .registry import Check, Number, PaperExperiment, Results, Series, register
+from .scoring import BAND
 
 SEED = "002"
 HOST, DEVICE = "i5-4590-4c", "samsung-970evo-250gb"
@@ -272,11 +273,15 @@ def shown(p: Point) -> str:
     return f"{p.bandwidth_mib:.0f} ({ms(p.p999_ms)})"
 
 
+def within(sim: float, paper: float, rounding: float = 0.0) -> bool:
+    """sim / paper within [0.8, 1.25], the project's band for a number, allowing for the paper's rounding."""
+    return max(paper - rounding, 0.0) * BAND[0] <= sim <= (paper + rounding) * BAND[1]
+
+
 def matches(p: Point, paper_bw: float, paper_p999_ms: float) -> bool:
-    """A value row holds when the bandwidth is within 25% of the paper's and the P99.9 within a factor of 1.5 of
-    it, allowing for the paper's rounding to 0.01 ms."""
-    low, high = max(paper_p999_ms - 0.005, 0.0) / 1.5, (paper_p999_ms + 0.005) * 1.5
-    return abs(p.bandwidth_mib / paper_bw - 1) <= 0.25 and low <= p.p999_ms <= high
+    """A value row holds when the bandwidth and the P99.9 are each within [0.8, 1.25] of the paper's (the P99.9
+    allowing for the paper's rounding to 0.01 ms)."""
+    return within(p.bandwidth_mib, paper_bw) and within(p.p999_ms, paper_p999_ms, 0.005)
 
 
 # ================================================================ the findings' checks (measurements -> rows)
@@ -397,18 +402,17 @@ def _cells_of(table: dict[str, tuple[tuple[float, float], ...]]) -> dict[tuple[s
 
 
 def k3_checks(top: Points, worst: Points) -> list[Check]:
-    """Holds when the simulated ratio is within a factor of 2 of the paper's."""
+    """One row for the abstract's three numbers: holds when each simulated ratio is within [0.8, 1.25] of the
+    paper's and its extreme is in the same column (workload) as the paper's."""
     cells = lambda t: {k: (p.bandwidth_mib, p.p999_ms) for k, p in t.items()}  # noqa: E731
     paper = k3_values(_cells_of(TABLE_II), _cells_of(TABLE_III))
     sim = k3_values(cells(top), cells(worst))
-    out = []
-    for what, (pv, pc), (sv, sc) in zip(
-            ("read P99.9 cut, worst Linux scheduler / K2-8 (Table III), largest over the read columns",
-             "write P99.9 cut, worst Linux scheduler / K2-8 (Table III), largest over the write columns",
-             "background bandwidth lost, none / K2-8 (Table II), largest over all columns"), paper, sim):
-        out.append(Check("K3", what, f"{pv:.1f}x ({WORKLOADS[pc].label})", f"{sv:.1f}x ({WORKLOADS[sc].label})",
-                         pv / 2 <= sv <= pv * 2, pv, sv, "abstract, Tables II-III"))
-    return out
+    shown_k3 = lambda vals: "; ".join(f"{v:.1f}x ({WORKLOADS[c].label})" for v, c in vals)  # noqa: E731
+    holds = all(within(sv, pv) and sc == pc for (pv, pc), (sv, sc) in zip(paper, sim))
+    return [Check("K3", "up to this much lower read P99.9 and write P99.9, worst Linux scheduler / K2-8 (Table III, "
+                  "largest over the read and the write columns), at most this much less background bandwidth, "
+                  "none / K2-8 (Table II, largest over all columns); each within [0.8, 1.25], in the same workload",
+                  shown_k3(paper), shown_k3(sim), holds, ref="abstract, Tables II-III")]
 
 
 # ---------------------------------------------------------------- K4: BFQ's scheduler delay (Fig. 7)
@@ -417,18 +421,18 @@ K4_BW = {s: paper_cell(TABLE_II, s, "rw4k")[0] for s in LINUX}
 
 
 def k4_checks(low: dict[str, Point], top: Points) -> list[Check]:
-    """`low`: 4 KiB random writes at the lowest target (a load every scheduler sustains), per Linux scheduler."""
-    extra_us = (low["bfq"].p50_ms - low["mq-deadline"].p50_ms) * 1000
-    out = [Check("K4", "RT write median, bfq - mq-deadline (us); the scheduler delay behind it is a preset input",
-                 "~1 (8%)", f"{extra_us:+.1f} ({extra_us / (low['mq-deadline'].p50_ms * 1000):+.0%})",
-                 0.5 <= extra_us <= 2.0, 1.0, extra_us, "Fig. 7")]
+    """`low` (4 KiB random writes at the lowest target, per Linux scheduler) is not scored: the ~1 µs by which
+    BFQ's median exceeds the others' (Fig. 7) is where the host preset's scheduler costs come from, so a row for
+    it could not fail (test_seed002_findings checks that the cost reaches the latency). The bandwidths are K4:
+    BFQ below mq-deadline and Kyber, none the highest, each within [0.8, 1.25] of the paper's."""
+    del low
     order = ("bfq", "mq-deadline", "kyber", "none")
     bw = {s: top["rw4k", s].bandwidth_mib for s in LINUX}
-    out.append(Check("K4", "4 KiB random write max MiB/s: " + " / ".join(order),
-                     " / ".join(f"{K4_BW[s]:g}" for s in order), " / ".join(f"{bw[s]:.0f}" for s in order),
-                     bw["bfq"] < min(bw["mq-deadline"], bw["kyber"]) and max(bw["mq-deadline"], bw["kyber"])
-                     <= bw["none"], K4_BW["bfq"], bw["bfq"], "Table II, §III-B"))
-    return out
+    ordered = bw["bfq"] < min(bw["mq-deadline"], bw["kyber"]) and max(bw["mq-deadline"], bw["kyber"]) <= bw["none"]
+    return [Check("K4", "4 KiB random write max MiB/s: " + " / ".join(order) + " (the order, each within [0.8, 1.25])",
+                  " / ".join(f"{K4_BW[s]:g}" for s in order), " / ".join(f"{bw[s]:.0f}" for s in order),
+                  ordered and all(within(bw[s], K4_BW[s]) for s in order), K4_BW["bfq"], bw["bfq"],
+                  "Table II, §III-B")]
 
 
 # ---------------------------------------------------------------- §III-B and §V-A text: Figs. 5, 6, 9, 10
@@ -441,9 +445,9 @@ def text_checks(top: Points, worst: Points, sweeps: dict[tuple[str, str], list[P
                      f"{sr.bandwidth_mib:.0f} < {rr.bandwidth_mib:.0f}", sr.bandwidth_mib < rr.bandwidth_mib,
                      439 / 557, sr.bandwidth_mib / rr.bandwidth_mib, "Fig. 5, Table II"))
     seq = {s: top["sr64k", s].bandwidth_mib for s in LINUX}
-    out.append(Check("Fig. 5", "64 KiB sequential read max MiB/s, every scheduler ~2,850 (within 25%): "
+    out.append(Check("Fig. 5", "64 KiB sequential read max MiB/s, every scheduler ~2,850 (each within [0.8, 1.25]): "
                      + " / ".join(LINUX), "2849-2850", " / ".join(f"{seq[s]:.0f}" for s in LINUX),
-                     all(abs(v / 2849 - 1) <= 0.25 for v in seq.values()), 2849, seq["none"], "Fig. 5, Table II"))
+                     all(within(v, 2849) for v in seq.values()), 2849, seq["none"], "Fig. 5, Table II"))
     worst30 = max(p.p999_ms for p in trimmed30)
     out.append(Check("Fig. 6", "BFQ, 64 KiB random write, 30% trimmed: RT P99.9 at every target < 0.1 ms (max)",
                      "< 0.1", ms(worst30), worst30 < 0.1, ref="Fig. 6"))
@@ -451,13 +455,14 @@ def text_checks(top: Points, worst: Points, sweeps: dict[tuple[str, str], list[P
     f_top, f_worst = table_ii_point(full), max(p.p999_ms for p in full)
     ratio = f_top.bandwidth_mib / half.bandwidth_mib
     out.append(Check("Fig. 6", "BFQ, 64 KiB random write on a full drive: max MiB/s / half-trimmed drive's, max "
-                     "P99.9 (ms) (holds if 0.35-0.65 and > 10 ms)", "~0.5, > 50 ms",
-                     f"{ratio:.2f}, {ms(f_worst)}", 0.35 <= ratio <= 0.65 and f_worst > 10, 0.5, ratio, "Fig. 6"))
+                     "P99.9 (ms) (holds if the ratio is within [0.8, 1.25] of one half and the P99.9 > 50 ms)",
+                     "~0.5, > 50 ms", f"{ratio:.2f}, {ms(f_worst)}", within(ratio, 0.5) and f_worst > 50, 0.5, ratio,
+                     "Fig. 6"))
     none = sweeps["sw64k", "none"]
     peak = table_ii_point(none)
     last = none[-1]
-    out.append(Check("Fig. 9", "none, 64 KiB sequential write: max MiB/s (within 25%)", "1228",
-                     f"{peak.bandwidth_mib:.0f}", abs(peak.bandwidth_mib / 1228 - 1) <= 0.25, 1228,
+    out.append(Check("Fig. 9", "none, 64 KiB sequential write: max MiB/s (within [0.8, 1.25])", "1228",
+                     f"{peak.bandwidth_mib:.0f}", within(peak.bandwidth_mib, 1228), 1228,
                      peak.bandwidth_mib, "Fig. 9, Table II"))
     drop = last.bandwidth_mib / peak.bandwidth_mib
     out.append(Check("Fig. 9", f"none, 64 KiB sequential write: MiB/s at the top target ({last.target_mib:g}) / max "
