@@ -107,7 +107,7 @@ def _baseline_why(v: scoring.Values) -> dict[str, str]:
         f"alone) and the reader {at('R256-W256', 'read_kiops')} K (83.2 K): the model's reads only share a drive "
         "whose writer is at its drain rate; what lets the real drive serve both faster is not established (issue "
         f"18's write path). A QD-1 reader beside writes: R1-W1 {at('R1-W1', 'read_kiops')} K (4.0 K), R1-W256 "
-        f"{at('R1-W256', 'read_kiops')} K (0.3 K) with P99s near the slides': its median waits are longer. R256-W1's "
+        f"{at('R1-W256', 'read_kiops')} K (0.3 K) with P99s near the slides': its mean wait is longer. R256-W1's "
         f"P99s: read {at('R256-W1', 'read_p99_us')} µs (3,044), write {at('R256-W1', 'write_p99_us')} µs (32.1)")}
 
 
