@@ -49,3 +49,41 @@ def test_single_workload_rows_are_calibration_and_not_counted():
 def test_one_panel_has_one_share_row():
     rows = scoring.share_checks(s.BASELINE_POINTS.score_values(paper_values()))
     assert [r.what.split(":")[0] for r in rows] == ["baseline table"]
+
+
+# ---------------------------------------------------------------- the configuration plots' messages
+
+def _fake_config(paper_like: bool):
+    """Made-up seed003-kyber runs: with ``paper_like`` the slides' messages hold (the favoured class gets the lower
+    latency and the higher throughput, reads vary more than writes over the grid); without, every configuration gives
+    the same numbers."""
+    def make(run):
+        rl = run.sweep_point["scheduler.read_lat_nsec"]
+        wl = run.sweep_point["scheduler.write_lat_nsec"]
+        reads_first = paper_like and rl < wl
+        writes_first = paper_like and wl < rl
+        read_kiops = 200.0 if reads_first else 20.0 if writes_first else 100.0
+        write_kiops = 60.0 if reads_first else 80.0 if writes_first else 70.0
+        p99_us = 2_000.0 if reads_first else 15_000.0 if writes_first else 8_000.0
+        jobs = []
+        for j in run.jobs:
+            kiops = read_kiops if j.config["name"] == "r" else write_kiops
+            side = {"ios": int(kiops * 1e3), "bytes": 0, "percentiles": [[99.0, p99_us * 1e3]]}
+            idle = {"ios": 0, "bytes": 0, "percentiles": [[99.0, 0.0]]}
+            jobs.append({"name": j.config["name"], "window_ns": 10**9,
+                         "read": side if j.config["name"] == "r" else idle,
+                         "write": side if j.config["name"] == "w" else idle})
+        return {"jobs": jobs}
+    return make
+
+
+def test_config_checks_hold_for_paper_like_runs_and_fail_when_the_targets_change_nothing(tmp_path):
+    from iosched.papers import registry
+
+    from .test_registry import FakeResults
+
+    exp = registry.get("seed003-kyber")
+    like = exp.checks(FakeResults(tmp_path, exp, _fake_config(True)))
+    assert like and all(c.holds for c in like), [c.what for c in like if not c.holds]
+    flat = exp.checks(FakeResults(tmp_path, exp, _fake_config(False)))
+    assert not any(c.holds for c in flat), [c.what for c in flat if c.holds]
