@@ -251,3 +251,32 @@ def test_seed001_experiments_read_only_declared_runs(tmp_path, name, rows):
     assert all(c.holds for c in checks if "FI" in c.what), [c for c in checks if "FI" in c.what]
     figs = exp.figures(res)
     assert [f.ref for f in figs] == list(exp.refs) and all(t.y for f in figs for p in f.panels for t in p.traces)
+
+
+def test_seed002_text_rows_hold_for_the_papers_description_and_fail_for_the_models_flat_writes():
+    """Figs. 5, 6, 9, 10 as §III-B and §V-A describe them, as made-up measurements: every row holds; a drive whose
+    writes never exceed the cache (the model's 1.00 ratios) and whose sequential reads are slow fails those rows."""
+    from iosched.papers import seed002 as s
+
+    def pts(table, change=None):
+        return {(c, cfg): s.Point(None, *(change(c, cfg, table[cfg][i][:2]) if change else table[cfg][i][:2]),
+                                  p50_ms=0.0125) for cfg in table for i, c in enumerate(s.COLUMNS)}
+    top, worst = pts(s.TABLE_II), pts(s.TABLE_III)
+    P = lambda target, bw, p999: s.Point(target, bw, p999, 0.02)  # noqa: E731
+    # 64 KiB sequential writes under none: 1,228 MiB/s at most, then the cache is exceeded: ~500 at the top target.
+    sw = [P(t, min(t, 1228), 0.05) for t in (250, 500, 750, 1000, 1250)] + [P(3000, 500, 30.0)]
+    # BFQ's 64 KiB random writes: half-trimmed up to ~900 MiB/s; a full drive half of that at > 50 ms.
+    rw = [P(t, t, 0.05) for t in (150, 300, 450, 600, 750, 900)]
+    sweeps = {("sw64k", "none"): sw, ("rw64k", "bfq"): rw}
+    trimmed30 = [P(t, t, 0.08) for t in (150, 300, 450, 600, 750, 900)]
+    full = [P(t, min(t, 450), 0.05 if t < 450 else 60.0) for t in (150, 300, 450, 600, 750, 900)]
+    rows = s.text_checks(top, worst, sweeps, trimmed30, full)
+    assert len(rows) == 7 and all(c.holds for c in rows), [c.what for c in rows if not c.holds]
+    # The model's shapes: the full drive as fast as the half-trimmed one at 0.09 ms, sequential writes that keep
+    # 1,420 MiB/s at the top target, sequential 4 KiB reads faster than random ones, and K2-16 at 9 ms somewhere.
+    sweeps_flat = {("sw64k", "none"): [P(t, min(t, 1420), 0.05) for t in (250, 1250, 3000)],
+                   ("rw64k", "bfq"): rw}
+    slow_seq = pts(s.TABLE_II, lambda c, cfg, v: (700.0, v[1]) if (c, cfg) == ("sr4k", "mq-deadline") else v)
+    worse = pts(s.TABLE_III, lambda c, cfg, v: (v[0], 9.0) if (c, cfg) == ("rr64k", "K2-16") else v)
+    flat = s.text_checks(slow_seq, worse, sweeps_flat, trimmed30, rw)
+    assert [c.finding for c in flat if not c.holds] == ["Fig. 5", "Fig. 6", "Fig. 9", "Fig. 10"]
