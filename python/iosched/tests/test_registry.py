@@ -280,3 +280,23 @@ def test_seed002_text_rows_hold_for_the_papers_description_and_fail_for_the_mode
     worse = pts(s.TABLE_III, lambda c, cfg, v: (v[0], 9.0) if (c, cfg) == ("rr64k", "K2-16") else v)
     flat = s.text_checks(slow_seq, worse, sweeps_flat, trimmed30, rw)
     assert [c.finding for c in flat if not c.holds] == ["Fig. 5", "Fig. 6", "Fig. 9", "Fig. 10"]
+
+
+def test_seed002_k5_rows_hold_for_fig_11s_shape_and_fail_when_rt1_suffers():
+    """K5 fed made-up runs: two RT tasks under 3 ms with RT1 unchanged beside RT2 holds every row; RT tasks at 4 ms,
+    and RT1 slower beside the lower-priority RT2, fail them. The background gets its target up to 250 MiB/s."""
+    from iosched.papers import seed002 as s
+
+    def result(target, rt_ms):
+        bg = min(target, 250) * s.MIB
+        jobs = [_job("bg", bg, 0, 10**9)]
+        for name, ms in rt_ms.items():
+            jobs.append(_job(name, 0, 0, 10**9, [[200_000, 980], [int(ms * 1e6), 20]]))
+        return {"jobs": jobs}
+
+    def runs(rt1_alone, rt1_beside, both):
+        return {(setup, t): [result(t, {"rt1": rt1_alone} if setup == "single" else
+                                    {"rt1": both if setup == "same" else rt1_beside, "rt2": both})]
+                for t in s.K5_TARGETS_MIB for setup in s.K5_SETUPS}
+    assert all(c.holds for c in s.k5_checks(runs(2.0, 2.0, 2.5)))
+    assert not any(c.holds for c in s.k5_checks(runs(2.0, 4.0, 4.0)))
