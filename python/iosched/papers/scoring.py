@@ -205,6 +205,13 @@ def shares(scored: Iterable[Scored], group: Callable[[RefPoint], str] = lambda p
     return {g: Share(*acc[g]) for g in order}
 
 
+def panel_shares(scored: Iterable[Scored]) -> dict[str, Share]:
+    """`shares` as the report's rows: per panel, and over all only where there are several (one panel's row is
+    the total)."""
+    by_panel = shares(scored)
+    return {g: sh for g, sh in by_panel.items() if not (g == ALL and len(by_panel) == 2)}
+
+
 def figure_order(figure: str) -> tuple:
     """Figures before tables, then by number, then by panel letter: "fig-2" < "fig-4a" < "fig-10" < "table-2"."""
     kind, _, rest = figure.partition("-")
@@ -226,10 +233,7 @@ def points_markdown(scored: list[Scored], why: dict[str, str] | None = None, hea
     points not counted with their reasons, as markdown."""
     lines = [f"{heading} Points within ±25% of the paper's data", "", "| figure | within ±25% | misses, and why |",
              "|---|---|---|"]
-    by_group = shares(scored)
-    for g, sh in by_group.items():
-        if g == ALL and len(by_group) == 2:
-            continue    # one panel: its row is the total
+    for g, sh in panel_shares(scored).items():
         name = "**all**" if g == ALL else figure_label(g)
         note = (why or {}).get(g, "") if sh.held < sh.total else ""
         lines.append(f"| {name} | {sh.text()} | {note} |")
@@ -259,10 +263,7 @@ def share_checks(scored: list[Scored], target: float = TARGET_SHARE) -> list[Che
     paper (calibration, points true by construction and points not simulated excluded). Holds at ``target`` or
     more."""
     rows = []
-    by_group = shares(scored)
-    for g, sh in by_group.items():
-        if g == ALL and len(by_group) == 2:
-            continue    # one panel: its row is the total
+    for g, sh in panel_shares(scored).items():
         name = "these figures" if g == ALL else figure_label(g)
         frac = sh.fraction
         what = f"{name}: plotted points within ±25% of the paper's data (calibration excluded)"

@@ -777,6 +777,17 @@ mod tests {
         assert_eq!(sim.processes[1].state.busy_until_ns, s + 1_000);
     }
 
+    /// A kblockd worker's dispatch call on device 0's hardware queue `core` (one hardware queue per core: the worker
+    /// runs on that core).
+    fn kworker_call(core: u32) -> Event {
+        Event::DispatchCall {
+            device: 0,
+            hctx: core,
+            process: KWORKER,
+            core,
+        }
+    }
+
     /// The test host under mq-deadline with hooks of 300 ns per insert and 200 ns per dispatch call.
     fn mq_deadline_300_200(jobs: Vec<crate::config::JobConfig>) -> crate::config::SimConfig {
         let mut c = config("mq-deadline", jobs);
@@ -832,12 +843,7 @@ mod tests {
         assert!(sim.host.idle_at(core, t), "its submitter sleeps");
         sim.handle(t, completion);
         // The worker switches in, then makes its dispatch call, which takes the request under the lock.
-        let call = Event::DispatchCall {
-            device: 0,
-            hctx: core,
-            process: KWORKER,
-            core,
-        };
+        let call = kworker_call(core);
         assert_eq!(sim.events.pop(), Some((t + 1_200, call)));
         sim.handle(t + 1_200, call);
         assert_eq!(sim.slots[waiting as usize].dispatch_ns, t + 1_200);
@@ -919,12 +925,7 @@ mod tests {
         );
         sim.block_insert(0, inserted);
         let core = sim.slots[0].hctx;
-        let call = Event::DispatchCall {
-            device: 0,
-            hctx: core,
-            process: KWORKER,
-            core,
-        };
+        let call = kworker_call(core);
         assert_eq!(sim.events.pop(), Some((submitted + 1_500, call)));
         sim.handle(submitted + 1_500, call);
         assert_eq!(sim.slots[0].dispatch_ns, submitted + 1_500);
