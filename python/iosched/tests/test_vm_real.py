@@ -303,19 +303,54 @@ def test_killed_run_leaves_no_qemu(tmp_path):
             proc.kill()
 
 
+def _next_qemu(proc: subprocess.Popen, gone: set[int]) -> list[int]:
+    """The pids of the next qemu of `proc` that is not in `gone` and still runs 0.5 s after it was seen (not the
+    short-lived accelerator probe), or [] once `proc` has ended or a minute has passed."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen = set(_qemu_children(proc.pid)) - gone
+        time.sleep(0.5 if seen else 0.1)
+        kids = sorted(seen & set(_qemu_children(proc.pid)))
+        if kids:
+            return kids
+    return []
+
+
 def test_a_guest_that_dies_is_one_error_line(tmp_path):
-    """qemu killed under a running guest (as a guest kernel panic with panic=-1 ends it): one error line naming
-    where it stopped; the console (empty: the lab boots quiet, loglevel 4) is kept only when it has something."""
+    """qemu killed under a booting guest (as a guest kernel panic with panic=-1 ends it), and again under the second
+    boot: one note that it boots once more, then one error line naming where it stopped; the console (empty: the
+    lab boots quiet, loglevel 4) is kept only when it has something."""
+    proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
+    try:
+        gone = set(kids)
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+        second = _next_qemu(proc, gone)
+        for k in second:
+            os.kill(k, signal.SIGKILL)
+        err = proc.communicate(timeout=60)[1]
+        assert second, f"no second boot: {err}"
+        assert proc.returncode == 1, err
+        lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "the guest stopped before finishing" in lines[0], err
+        assert sum("booting once more" in ln for ln in err.splitlines()) == 1, err
+        assert "Traceback" not in err
+        assert not (tmp_path / "out" / "vm-console.log").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_guest_that_dies_while_booting_is_booted_once_more(tmp_path):
+    """The first boot's qemu killed while the guest boots: the batch boots again and its runs finish."""
     proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
     try:
         for k in kids:
             os.kill(k, signal.SIGKILL)
-        err = proc.communicate(timeout=60)[1]
-        assert proc.returncode == 1, err
-        lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        assert len(lines) == 1 and "the guest stopped before finishing" in lines[0], err
-        assert "Traceback" not in err
-        assert not (tmp_path / "out" / "vm-console.log").exists()
+        err = proc.communicate(timeout=600)[1]
+        assert proc.returncode == 0, err
+        assert sum("booting once more" in ln for ln in err.splitlines()) == 1, err
+        assert len(_runs(tmp_path / "out")) == 4
     finally:
         if proc.poll() is None:
             proc.kill()
