@@ -32,8 +32,9 @@
 //!   3 × slice_idle keeps its unused budget and its place in virtual time (`non_blocking_wait_rq`).
 //! * **Idling.** When the in-service sync queue empties it is kept (dispatch returns None or an injected request)
 //!   if idling is needed: strict_guarantees, or a weight-raised queue while non-raised queues are busy (or ≥ 4 more
-//!   requests of others in the driver), or an asymmetric scenario (different weights of queues with pending I/O
-//!   unless this queue has the smallest, several classes busy, several groups with pending I/O), or it is the only
+//!   requests of others in the driver), or an asymmetric scenario (different weights among the non-raised queues
+//!   with pending I/O unless this queue has the smallest: raised queues stay out of the kernel's weights tree;
+//!   several classes busy; several groups with pending I/O), or it is the only
 //!   busy queue. Once its last request completes, the idle timer is armed for slice_idle (≥ 20 ms for raised queues,
 //!   ≤ 2 ms for seeky queues in symmetric scenarios). A new request of the queue ends idling; the timer expiry
 //!   expires the queue (too idle, or budget timeout). strict_guarantees: always idle, at most one request in the
@@ -263,6 +264,9 @@ struct Queue {
     service_from_backlogged: u64,
     softrt_update: bool,
     in_large_burst: bool,
+    /// Busy or with requests in the driver (the kernel's groups-with-pending-requests count).
+    pending: bool,
+    /// The weight this queue is counted with in the weights tree (`queue_weights_tree`), if it is.
     counted_weight: Option<u32>,
     /// Processes whose sync I/O this queue serves (more than 1 once stably merged).
     processes: u32,
@@ -640,6 +644,7 @@ impl Bfq {
             service_from_backlogged: 0,
             softrt_update: false,
             in_large_burst: false,
+            pending: false,
             counted_weight: None,
             processes: 1,
         });
@@ -674,38 +679,44 @@ impl Bfq {
         &mut self.groups[g].trees[c]
     }
 
-    /// Keep the bookkeeping behind `asymmetric_scenario` in step with a queue's pending state and weight.
+    /// Keep the bookkeeping behind `asymmetric_scenario` in step with a queue's pending state and weight. A queue
+    /// with pending I/O (busy, or requests in the driver) counts in its group's pending queues whatever its weight;
+    /// in the weights tree only while it is not weight-raised: the kernel adds a queue there only with wr_coeff 1
+    /// (`bfq_add_bfqq_busy`, and `__bfq_entity_update_weight_prio` when the weight changes), so raised weights never
+    /// make the queues' weights "varied".
     fn refresh_pending(&mut self, q: usize) {
         let qq = &self.queues[q];
-        let want = (qq.busy || qq.dispatched > 0).then_some(qq.ent.weight);
-        let had = qq.counted_weight;
-        if want == had {
-            return;
-        }
-        let g = qq.group;
-        if let Some(w) = had {
-            let n = self.pending_weights.get_mut(&w).expect("counted weight");
-            *n -= 1;
-            if *n == 0 {
-                self.pending_weights.remove(&w);
+        let pending = qq.busy || qq.dispatched > 0;
+        let want = (pending && qq.wr_coeff == 1).then_some(qq.ent.weight);
+        let (had, was_pending, g) = (qq.counted_weight, qq.pending, qq.group);
+        if want != had {
+            if let Some(w) = had {
+                let n = self.pending_weights.get_mut(&w).expect("counted weight");
+                *n -= 1;
+                if *n == 0 {
+                    self.pending_weights.remove(&w);
+                }
             }
-            if want.is_none() {
-                self.groups[g].pending_queues -= 1;
-                if self.groups[g].pending_queues == 0 {
+            if let Some(w) = want {
+                *self.pending_weights.entry(w).or_insert(0) += 1;
+            }
+            self.queues[q].counted_weight = want;
+        }
+        if pending != was_pending {
+            let group = &mut self.groups[g];
+            if pending {
+                if group.pending_queues == 0 {
+                    self.groups_with_pending += 1;
+                }
+                group.pending_queues += 1;
+            } else {
+                group.pending_queues -= 1;
+                if group.pending_queues == 0 {
                     self.groups_with_pending -= 1;
                 }
             }
+            self.queues[q].pending = pending;
         }
-        if let Some(w) = want {
-            *self.pending_weights.entry(w).or_insert(0) += 1;
-            if had.is_none() {
-                if self.groups[g].pending_queues == 0 {
-                    self.groups_with_pending += 1;
-                }
-                self.groups[g].pending_queues += 1;
-            }
-        }
-        self.queues[q].counted_weight = want;
     }
 
     fn set_weight(&mut self, e: EntityId, w: u32) {
@@ -2119,6 +2130,40 @@ mod tests {
             plain_wait > 10 * raised_wait.max(100 * US),
             "without raising it waits its turn: {plain_wait} ns"
         );
+    }
+
+    /// The weights tree behind "varied weights" holds only queues that are not weight-raised (`bfq_add_bfqq_busy`
+    /// adds a queue with wr_coeff 1 only). A raised reader (40 × 30 = 1200) beside a writer of weight 40 leaves
+    /// {40} in the tree: symmetric for both (counting the reader would give {40, 1200}, asymmetric for the
+    /// reader). The reader comes 3 s after the writer: within 180 ms it would have joined the writer's queue
+    /// (stable merging). A third queue at level 0 (weight (8 − 0) × 10 = 80, not raised: not the default weight)
+    /// makes it {40, 80}: asymmetric for that queue, whose weight is not the smallest, not for the writer's.
+    #[test]
+    fn raised_queues_stay_out_of_the_weights_tree() {
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        bfq.insert(rq(1, 1, 0, 8), 0);
+        bfq.set_tunable("low_latency", 1).unwrap();
+        bfq.insert(rq(2, 0, 1_000_000, 8), 3_000 * MS);
+        let index = |bfq: &Bfq, p: u32| {
+            bfq.queue_index[&QueueKey::Sync {
+                process: p,
+                cgroup: 0,
+            }]
+        };
+        let (reader, writer) = (index(&bfq, 0), index(&bfq, 1));
+        assert_eq!(
+            (bfq.queues[reader].wr_coeff, bfq.queues[writer].wr_coeff),
+            (30, 1)
+        );
+        assert_eq!(bfq.pending_weights, BTreeMap::from([(40, 1)]));
+        assert!(!bfq.asymmetric_scenario(reader) && !bfq.asymmetric_scenario(writer));
+        let mut heavy = rq(3, 2, 2_000_000, 8);
+        heavy.ioprio_level = 0;
+        bfq.insert(heavy, 3_000 * MS);
+        let heavy = index(&bfq, 2);
+        assert_eq!(bfq.pending_weights, BTreeMap::from([(40, 1), (80, 1)]));
+        assert!(bfq.asymmetric_scenario(heavy) && !bfq.asymmetric_scenario(writer));
     }
 
     #[test]
