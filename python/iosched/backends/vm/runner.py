@@ -44,7 +44,7 @@ TUNABLE_RE = re.compile(r"[a-z0-9_]+")
 VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
            "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)"}
 # Boots per batch: under TCG the lab's kernel now and then panics while it boots (seen in the test suite, where the
-# same test then passed on a rerun); a guest that fails after its first run began is not retried.
+# same test then passed on a rerun); a guest that fails after its init reported in is not retried.
 BOOT_ATTEMPTS = 2
 RUN_SLACK_S = 60.0            # beyond the runs' own time: fio's start and stop, sending the folder
 TCG_SLOWDOWN = 3.0            # a TCG run's wall time against its fio time, generously
@@ -287,66 +287,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
          f"{len(pending)} run(s) on {', '.join(f'{n} = {d.given}' for n, d in zip(spec_names, devices))} ...")
     for attempt in range(1, BOOT_ATTEMPTS + 1):
         try:
-            ch = qemu.Channel(boot.results)
-            state: dict[str, Any] = {"setup": None, "begun": None, "current": None, "end": False}
-            t_start = time.monotonic()
-            deadline = t_start + qemu.BOOT_TIMEOUT_S[accel]
-            n_done = 0
-            with qemu.running(boot, exe, scratch / "qemu.err") as g:
-                while not state["end"]:
-                    alive = g.alive()          # before reading: what a guest wrote before it stopped is then read
-                    frames = ch.poll()
-                    arrived = time.monotonic()      # the frames' arrival, before any of them is processed
-                    for fr in frames:
-                        w = fr.words
-                        if w[0] == "begin":
-                            state["begun"] = time.monotonic()
-                            outcome.boot_s = state["begun"] - t_start
-                            echo(f"guest up in {outcome.boot_s:.1f} s")
-                            deadline = time.monotonic() + qemu.BOOT_TIMEOUT_S[accel]
-                        elif w[0] == "error":
-                            raise _guest_error(w, fr.text, devices, outcome, state, exp)
-                        elif w[0] == "stderr":
-                            echo(f"note: guest: {fr.text[len('stderr '):]}")
-                        elif w[0] == "tar" and w[1] == "setup":
-                            state["setup"] = _setup_info(fr.data, scratch / "setup")
-                            deadline = time.monotonic() + 120.0
-                        elif w[0] == "tar" and w[1] == "unload":
-                            _unloaded(fr.data, scratch / "unload", outcome, echo)
-                        elif w[0] == "run-begin":
-                            i = int(w[1])
-                            state["current"] = (i, arrived)
-                            state["cpu0"] = g.cpu_ns()
-                            state["guest_begin"] = float(w[2]) if len(w) > 2 else None
-                            _, r = outcome.runs[i]
-                            slow = TCG_SLOWDOWN if accel == "tcg" else 1.5
-                            deadline = time.monotonic() + expected_s(r) * slow + RUN_SLACK_S
-                            n_done += 1
-                            echo(f"[{n_done}/{len(pending)}] {r.experiment}: {r.scheduler} on "
-                                 f"{', '.join(d.given for d in devices)} ...")
-                        elif w[0] == "tar" and w[1].startswith("r"):
-                            i = int(w[1][1:])
-                            began = state["current"][1] if state["current"] and state["current"][0] == i else None
-                            wall = arrived - began if began is not None else None
-                            run_ns, wait_ns = qemu.cpu_delta(state.get("cpu0") or {}, g.cpu_ns())
-                            _one_result(i, fr.data, outcome, devices, lab, accel, how, opts, state, job_notes[i],
-                                        wall, (run_ns, wait_ns), echo)
-                            state["current"] = None
-                            deadline = time.monotonic() + 120.0
-                        elif w[0] == "end":
-                            state["end"] = True
-                    if state["end"]:
-                        break
-                    if not alive:
-                        raise _failure(state)(f"the guest stopped before finishing ({_where(state, outcome)}): qemu exited "
-                                      f"{g.proc.returncode}; {g.stderr_tail() or ''} console: {g.console_tail() or '(empty)'}"
-                                      f"{_kept_console(g, opts.out)}")
-                    if time.monotonic() > deadline:
-                        raise _failure(state)(f"the guest did not answer in time ({_where(state, outcome)}); console: "
-                                      f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
-                    time.sleep(0.1)
-                with contextlib.suppress(Exception):
-                    g.proc.wait(timeout=30)
+            _boot_and_collect(boot, exe, exp, lab, accel, how, devices, pending, outcome, opts, scratch, job_notes,
+                              echo)
         except _BootFailed as e:
             if attempt == BOOT_ATTEMPTS:
                 raise VmError(str(e)) from None
@@ -355,8 +297,75 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         break
 
 
+def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.Lab, accel: str, how: str,
+                      devices: list[LabDevice], pending: list[int], outcome: Outcome, opts: Options, scratch: Path,
+                      job_notes: dict[int, list[str]], echo) -> None:
+    """One boot of the batch: follow the guest's frames, writing each run's results as it arrives, until the guest
+    says it has ended. Raises _BootFailed if it stops or falls silent before its init reports in."""
+    ch = qemu.Channel(boot.results)
+    state: dict[str, Any] = {"setup": None, "begun": None, "current": None, "end": False}
+    t_start = time.monotonic()
+    deadline = t_start + qemu.BOOT_TIMEOUT_S[accel]
+    n_done = 0
+    with qemu.running(boot, exe, scratch / "qemu.err") as g:
+        while not state["end"]:
+            alive = g.alive()          # before reading: what a guest wrote before it stopped is then read
+            frames = ch.poll()
+            arrived = time.monotonic()      # the frames' arrival, before any of them is processed
+            for fr in frames:
+                w = fr.words
+                if w[0] == "begin":
+                    state["begun"] = time.monotonic()
+                    outcome.boot_s = state["begun"] - t_start
+                    echo(f"guest up in {outcome.boot_s:.1f} s")
+                    deadline = time.monotonic() + qemu.BOOT_TIMEOUT_S[accel]
+                elif w[0] == "error":
+                    raise _guest_error(w, fr.text, devices, outcome, state, exp)
+                elif w[0] == "stderr":
+                    echo(f"note: guest: {fr.text[len('stderr '):]}")
+                elif w[0] == "tar" and w[1] == "setup":
+                    state["setup"] = _setup_info(fr.data, scratch / "setup")
+                    deadline = time.monotonic() + 120.0
+                elif w[0] == "tar" and w[1] == "unload":
+                    _unloaded(fr.data, scratch / "unload", outcome, echo)
+                elif w[0] == "run-begin":
+                    i = int(w[1])
+                    state["current"] = (i, arrived)
+                    state["cpu0"] = g.cpu_ns()
+                    state["guest_begin"] = float(w[2]) if len(w) > 2 else None
+                    _, r = outcome.runs[i]
+                    slow = TCG_SLOWDOWN if accel == "tcg" else 1.5
+                    deadline = time.monotonic() + expected_s(r) * slow + RUN_SLACK_S
+                    n_done += 1
+                    echo(f"[{n_done}/{len(pending)}] {r.experiment}: {r.scheduler} on "
+                         f"{', '.join(d.given for d in devices)} ...")
+                elif w[0] == "tar" and w[1].startswith("r"):
+                    i = int(w[1][1:])
+                    began = state["current"][1] if state["current"] and state["current"][0] == i else None
+                    wall = arrived - began if began is not None else None
+                    run_ns, wait_ns = qemu.cpu_delta(state.get("cpu0") or {}, g.cpu_ns())
+                    _one_result(i, fr.data, outcome, devices, lab, accel, how, opts, state, job_notes[i],
+                                wall, (run_ns, wait_ns), echo)
+                    state["current"] = None
+                    deadline = time.monotonic() + 120.0
+                elif w[0] == "end":
+                    state["end"] = True
+            if state["end"]:
+                break
+            if not alive:
+                raise _failure(state)(f"the guest stopped before finishing ({_where(state, outcome)}): qemu exited "
+                                  f"{g.proc.returncode}; {g.stderr_tail() or ''} console: "
+                                  f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
+            if time.monotonic() > deadline:
+                raise _failure(state)(f"the guest did not answer in time ({_where(state, outcome)}); console: "
+                                  f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
+            time.sleep(0.1)
+        with contextlib.suppress(Exception):
+            g.proc.wait(timeout=30)
+
+
 class _BootFailed(VmError):
-    """The guest stopped or fell silent before its first run began: worth one more boot."""
+    """The guest stopped or fell silent before its init reported in: worth one more boot."""
 
 
 def _failure(state: dict) -> type[VmError]:
