@@ -269,7 +269,6 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         files[f"runs/{i}/jobs.fio"] = text
         files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9)
     files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
-    images = []
     qargs: list[str] = []
     for d in devices:
         img = None
@@ -277,7 +276,6 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
             img = scratch / f"d{d.index}.img"
             with open(img, "wb") as f:
                 f.truncate(d.capacity_bytes)
-            images.append(img)
         qargs += qemu_args(d, str(img) if img else None)
     initrd = scratch / "initrd.img"
     kernel = _initrd(lab, files, initrd)
@@ -289,12 +287,11 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         try:
             _boot_and_collect(boot, exe, exp, lab, accel, how, devices, pending, outcome, opts, scratch, job_notes,
                               echo)
+            return
         except _BootFailed as e:
             if attempt == BOOT_ATTEMPTS:
                 raise VmError(str(e)) from None
             echo(f"note: {e}; booting once more (a TCG guest now and then panics while it boots)")
-            continue
-        break
 
 
 def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.Lab, accel: str, how: str,
