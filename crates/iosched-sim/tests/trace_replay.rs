@@ -8,12 +8,33 @@ use iosched_sim::config::{JobConfig, Rw, SimConfig, TraceConfig};
 use iosched_sim::trace::summarize;
 use iosched_sim::{simulate, SimResult};
 
-fn write_trace(name: &str, text: &str) -> String {
+/// A trace file in this test process's temporary folder; dropping it removes the file, and the folder with the
+/// last one (tests run as threads of one process, so the folder is shared until then).
+struct TraceFile(String);
+
+impl std::ops::Deref for TraceFile {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for TraceFile {
+    fn drop(&mut self) {
+        let path = std::path::Path::new(&self.0);
+        let _ = std::fs::remove_file(path);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir(dir); // fails while other tests' files are in it
+        }
+    }
+}
+
+fn write_trace(name: &str, text: &str) -> TraceFile {
     let dir = std::env::temp_dir().join(format!("iosched-trace-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
-    path.to_string_lossy().into_owned()
+    TraceFile(path.to_string_lossy().into_owned())
 }
 
 /// A SYSTOR '17 trace: `n` records `gap_ns` apart on `luns` LUNs in turn; every 4th a write; sizes 4-32 KiB.
