@@ -47,7 +47,10 @@
 //!   busy queue at the start) is raised ×30 for clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received
 //!   120000 sectors; a queue that becomes busy again after `soft_rt_next_start` (its past rate below 7000
 //!   sectors/s, and not sooner than slice_idle + 4 ms after going idle) is raised ×3000 for 300 ms (then back to
-//!   interactive raising if that period is still running). Raised queues may preempt the in-service queue.
+//!   interactive raising if that period is still running). Raised queues may preempt the in-service queue. From
+//!   4.16 ([`kernel::BFQ_SOFTRT_PAST_IO`]) `soft_rt_next_start` starts at the queue's creation and never moves
+//!   back; from 5.12 ([`kernel::BFQ_SOFTRT_AFTER_INTERACTIVE`]) it is computed for interactive queues too and reset
+//!   to now when interactive raising ends, so a queue that stops being greedy turns soft real-time at once.
 //! * **Request choice** within a queue: on the first dispatch of each service slot, the FIFO head if its deadline
 //!   (fifo_expire_sync/async) passed; otherwise the request nearest after the device's last position, a backward
 //!   seek within back_seek_max counting back_seek_penalty × its distance; "wrapped" requests last.
@@ -62,8 +65,11 @@
 //! * Weight changes (raising starting/ending, ioprio or cgroup weight changes) take effect on the tree weight sum
 //!   immediately rather than at the next (re)activation. A process's ioprio change is picked up only while its
 //!   queue is not busy.
-//! * The injection limit is fixed at 1 request in the driver (the kernel adapts it from measured service times);
-//!   no waker/wakee detection, no actuator awareness. Of queue merging only stable merging is modelled, in its
+//! * The injection limit adapts from measured service times from 5.2 on ([`kernel::BFQ_ADAPTIVE_INJECTION`]), with
+//!   two simplifications: a request is measured when its queue (not its process) has no other request allocated,
+//!   and the limit's ceiling is the most requests ever seen in the driver (the kernel restarts that maximum once,
+//!   when it detects the drive's queueing). Before 5.2 the limit is fixed at 1 request in the driver. No
+//!   waker/wakee detection, no actuator awareness. Of queue merging only stable merging is modelled, in its
 //!   non-rotational form (merged at once; the kernel delays it on rotational drives without queueing); no merging
 //!   of cooperating (close-sector) queues, which the kernel skips on non-rotational drives with queueing since
 //!   5.1, and no check that the queue to join still has a live process.
@@ -270,6 +276,12 @@ struct Queue {
     counted_weight: Option<u32>,
     /// Processes whose sync I/O this queue serves (more than 1 once stably merged).
     processes: u32,
+    /// Adaptive injection (5.2+): requests other queues may have in the driver while this one is in service and
+    /// waits, the baseline total service time of its request with nothing injected (0: not measured), and when
+    /// the limit was last lowered or reset (None: never).
+    inject_limit: u32,
+    last_serv_time_ns: u64,
+    decrease_time_ns: Option<u64>,
 }
 
 impl Queue {
@@ -339,6 +351,14 @@ pub struct Bfq {
     in_service: Option<usize>,
     in_driver: IdMap<u32, usize>,
     tot_in_driver: u32,
+    /// The most requests seen in the driver (the kernel's max_rq_in_driver), the injection limit's ceiling.
+    max_in_driver: u32,
+    /// Adaptive injection's measurement (5.2+): the in-service queue's request whose total service time is being
+    /// measured (dispatched, or to be: `wait_dispatch`), since when, and whether I/O was injected meanwhile.
+    waited_rq: Option<u32>,
+    wait_dispatch: bool,
+    last_empty_occupied_ns: u64,
+    rqs_injected: bool,
     queued: usize,
     idle_timer_at: Option<u64>,
     last_idling_start: u64,
@@ -399,6 +419,11 @@ impl Bfq {
             in_service: None,
             in_driver: IdMap::default(),
             tot_in_driver: 0,
+            max_in_driver: 0,
+            waited_rq: None,
+            wait_dispatch: false,
+            last_empty_occupied_ns: 0,
+            rqs_injected: false,
             queued: 0,
             idle_timer_at: None,
             last_idling_start: 0,
@@ -609,6 +634,7 @@ impl Bfq {
             }
         }
         let orig_weight = (8 - level as u32) * 10;
+        let soft_rt_from_creation = self.kernel.has(&kernel::BFQ_SOFTRT_PAST_IO);
         let q = self.queues.len();
         let max_budget = 2 * self.stats_max_budget() / 3;
         self.queues.push(Queue {
@@ -632,14 +658,14 @@ impl Bfq {
             ttime_samples: 0,
             ttime_total: 0,
             ttime_mean: 0,
-            seek_history: 0,
+            seek_history: 1, // bfq_init_bfqq: "first request is almost certainly seeky"
             last_request_pos: 0,
             wr_coeff: 1,
             wr_cur_max_time: 0,
-            last_wr_start_finish: 0,
+            last_wr_start_finish: now,
             wr_start_at_switch_to_srt: None,
             service_from_wr: 0,
-            soft_rt_next_start: None,
+            soft_rt_next_start: soft_rt_from_creation.then_some(now),
             last_idle_bklogged: 0,
             service_from_backlogged: 0,
             softrt_update: false,
@@ -647,6 +673,9 @@ impl Bfq {
             pending: false,
             counted_weight: None,
             processes: 1,
+            inject_limit: 0,
+            last_serv_time_ns: 0,
+            decrease_time_ns: None,
         });
         self.queue_index.insert(key, q);
         q
@@ -1124,7 +1153,11 @@ impl Bfq {
         if self.t.low_latency && self.queues[q].wr_coeff == 1 {
             self.queues[q].last_wr_start_finish = now;
         }
-        if self.t.low_latency && self.queues[q].rqs.is_empty() {
+        let interactive = self.queues[q].wr_coeff == WR_COEFF;
+        if self.t.low_latency
+            && self.queues[q].rqs.is_empty()
+            && (!interactive || self.kernel.has(&kernel::BFQ_SOFTRT_AFTER_INTERACTIVE))
+        {
             if self.queues[q].dispatched == 0 {
                 self.queues[q].soft_rt_next_start = Some(self.softrt_next_start(q, now));
             } else {
@@ -1179,11 +1212,21 @@ impl Bfq {
         let by_rate =
             qq.last_idle_bklogged + qq.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE;
         let soonest = now + self.t.slice_idle_ns + 4 * MS;
-        by_rate.max(soonest).max(qq.soft_rt_next_start.unwrap_or(0))
+        let computed = by_rate.max(soonest);
+        if self.kernel.has(&kernel::BFQ_SOFTRT_PAST_IO) {
+            computed.max(qq.soft_rt_next_start.unwrap_or(0))
+        } else {
+            computed
+        }
     }
 
     fn end_wr(&mut self, q: usize, now: u64) {
+        let forget_bandwidth = self.kernel.has(&kernel::BFQ_SOFTRT_AFTER_INTERACTIVE);
         let qq = &mut self.queues[q];
+        if forget_bandwidth && qq.wr_cur_max_time != WR_RT_MAX_TIME_NS {
+            // Interactive raising ends: the bandwidth it consumed is forgotten (5.12+).
+            qq.soft_rt_next_start = Some(now);
+        }
         qq.wr_coeff = 1;
         qq.wr_cur_max_time = 0;
         qq.last_wr_start_finish = now;
@@ -1470,8 +1513,9 @@ impl Bfq {
         (self.charge(c, rq) <= self.queues[c].budget_left()).then_some(rq)
     }
 
-    fn choose_injection(&self, inq: usize, now: u64) -> Option<usize> {
-        if self.tot_in_driver >= INJECT_LIMIT {
+    fn choose_injection(&mut self, inq: usize, now: u64) -> Option<usize> {
+        let adaptive = self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION);
+        if !adaptive && self.tot_in_driver >= INJECT_LIMIT {
             return None;
         }
         let iq = &self.queues[inq];
@@ -1490,6 +1534,21 @@ impl Bfq {
         if !(always || self.wr_busy_queues() > 1) {
             return None;
         }
+        if adaptive {
+            // bfq_choose_bfqq_for_injection: with no baseline yet and idling for a slice_idle already, one request.
+            let mut limit = iq.inject_limit;
+            if limit == 0
+                && iq.last_serv_time_ns == 0
+                && iq.wait_request
+                && now >= self.last_idling_start + self.t.slice_idle_ns
+            {
+                limit = 1;
+            }
+            if self.tot_in_driver >= limit {
+                return None;
+            }
+        }
+        let mut chosen = None;
         for &c in &self.busy_list {
             if c == inq || !(always || self.queues[c].wr_coeff > 1) {
                 continue;
@@ -1498,10 +1557,85 @@ impl Bfq {
                 if rq.nr_sectors >= SECT_THR_NONROT && self.tot_in_driver >= 1 {
                     continue;
                 }
-                return Some(c);
+                chosen = Some(c);
+                break;
             }
         }
-        None
+        if chosen.is_some() {
+            self.rqs_injected = true;
+        }
+        chosen
+    }
+
+    /// bfq_reset_inject_limit: forget the baseline; a queue with a short think time starts by injecting nothing.
+    fn reset_inject_limit(&mut self, q: usize, now: u64) {
+        let short = self.has_short_ttime(q);
+        let qq = &mut self.queues[q];
+        qq.last_serv_time_ns = 0;
+        qq.inject_limit = if short { 0 } else { 1 };
+        qq.decrease_time_ns = Some(now);
+        self.waited_rq = None;
+    }
+
+    /// bfq_add_request's part of adaptive injection (5.2+), for a request of a sync queue with no other request
+    /// allocated (the kernel asks that of the process, `bic->requests`): reset the limit every second, and start
+    /// measuring this request's total service time when the queue is in service and either the driver is empty
+    /// (a baseline) or injected requests are in it (the effect of the current limit), at most every 10 ms after a
+    /// decrease.
+    fn start_service_time_sample(&mut self, q: usize, now: u64) {
+        if !self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION) {
+            return;
+        }
+        let qq = &self.queues[q];
+        if !qq.sync || qq.ent.allocated > 1 {
+            return;
+        }
+        if qq.decrease_time_ns.is_none_or(|t| now >= t + 1000 * MS) {
+            self.reset_inject_limit(q, now);
+        }
+        let qq = &self.queues[q];
+        let occasion = self.tot_in_driver == 0
+            || (qq.last_serv_time_ns > 0 && self.rqs_injected && self.tot_in_driver > 0);
+        if self.in_service == Some(q)
+            && occasion
+            && qq.decrease_time_ns.is_none_or(|t| now >= t + 10 * MS)
+        {
+            self.last_empty_occupied_ns = now;
+            self.wait_dispatch = true;
+            if self.tot_in_driver == 0 {
+                self.rqs_injected = false;
+            }
+        }
+    }
+
+    /// bfq_update_inject_limit: the measured request of queue `q` completed (still counted in the driver). Injection
+    /// that kept its total service time under 1.5x the baseline raises the limit by one (up to the most requests
+    /// seen in the driver), injection that did not lowers it; a first or lower measurement becomes the baseline.
+    fn update_inject_limit(&mut self, q: usize, now: u64) {
+        let tot_time = now.saturating_sub(self.last_empty_occupied_ns);
+        let (in_driver, max_in_driver, injected) =
+            (self.tot_in_driver, self.max_in_driver, self.rqs_injected);
+        let qq = &mut self.queues[q];
+        let old_limit = qq.inject_limit;
+        if qq.last_serv_time_ns > 0 && injected {
+            let threshold = qq.last_serv_time_ns * 3 / 2;
+            if tot_time >= threshold && old_limit > 0 {
+                qq.inject_limit -= 1;
+                qq.decrease_time_ns = Some(now);
+            } else if tot_time < threshold && old_limit <= max_in_driver {
+                qq.inject_limit += 1;
+            }
+        }
+        if (qq.last_serv_time_ns == 0 && in_driver == 1) || tot_time < qq.last_serv_time_ns {
+            if qq.last_serv_time_ns == 0 {
+                qq.inject_limit = old_limit.max(1);
+            }
+            qq.last_serv_time_ns = tot_time;
+        } else if !injected && in_driver == 1 {
+            qq.last_serv_time_ns = tot_time;
+        }
+        self.waited_rq = None;
+        self.rqs_injected = false;
     }
 
     fn update_peak_rate(&mut self, rq: &Request, now: u64) {
@@ -1549,6 +1683,10 @@ impl Bfq {
         let charge = self.charge(q, &self.queues[q].rqs[i].rq);
         let rq = self.queues[q].rqs.remove(i).rq;
         self.queued -= 1;
+        if in_service && self.wait_dispatch {
+            self.wait_dispatch = false;
+            self.waited_rq = Some(rq.id);
+        }
         self.served(q, charge);
         self.queues[q].dispatched += 1;
         self.update_peak_rate(&rq, now);
@@ -1624,6 +1762,7 @@ impl Elevator for Bfq {
             deadline_ns: now_ns + expire,
         });
         self.queued += 1;
+        self.start_service_time_sample(q, now_ns);
         if !self.queues[q].busy {
             self.idle_busy_switch(q, now_ns);
         } else if self.in_service == Some(q) && self.queues[q].wait_request {
@@ -1711,6 +1850,10 @@ impl Elevator for Bfq {
         let Some(q) = self.in_driver.remove(&rq.id) else {
             return AfterCompletion::RunQueue;
         };
+        if self.waited_rq == Some(rq.id) {
+            self.update_inject_limit(q, now_ns);
+        }
+        self.max_in_driver = self.max_in_driver.max(self.tot_in_driver);
         self.count_allocated(q, false);
         self.tot_in_driver -= 1;
         let qq = &mut self.queues[q];
@@ -1860,6 +2003,11 @@ impl Elevator for Bfq {
             .unwrap_or(0);
         vec![
             ("busy_queues".to_string(), self.busy_list.len() as f64),
+            (
+                "inject_limit".to_string(),
+                self.in_service
+                    .map_or(0.0, |q| self.queues[q].inject_limit as f64),
+            ),
             ("in_service_budget".to_string(), in_service_budget as f64),
             (
                 "vtime".to_string(),
@@ -2178,6 +2326,86 @@ mod tests {
         assert_eq!(intro(&bfq, "wr_queues"), 1.0);
     }
 
+    /// Soft real-time detection of an interactive queue, by kernel version. A new queue (created at 0, so
+    /// interactively raised ×30) gets a 1024-sector request served from 0 to 1 ms, then idles alone until the raised
+    /// queue's 20 ms slice timer expires it at 21 ms. Its rate so far: 1024 sectors since it became busy at 0, so
+    /// soft_rt_next_start = 0 + 1024 / 7000 s = 146.3 ms (later than 21 + 8 + 4 = 33 ms). Its next request at 50 ms:
+    /// - 6.3 computes that value for interactive queues too (5.12+): 50 ms < 146.3 ms, not soft real-time, it stays
+    ///   interactive (×30);
+    /// - 5.2 leaves an interactive queue's value alone; it is still the creation time (4.16+: 0), so at 50 ms the
+    ///   greedy queue passes for soft real-time and is raised ×3000 (the spurious switch 5.12 removed).
+    /// When interactive raising ends, 6.3 forgets the bandwidth (soft_rt_next_start = now); 5.2 keeps it.
+    #[test]
+    fn an_interactive_queue_turns_soft_real_time_by_its_measured_rate_from_5_12() {
+        let first_at = |version: &str| {
+            let mut bfq = at(version);
+            bfq.insert(rq(1, 0, 0, 1024), 0);
+            assert_eq!(
+                queue_of(&bfq, 0).wr_coeff,
+                30,
+                "{version}: new queue, interactive"
+            );
+            let r = bfq.dispatch(0, 0).unwrap();
+            bfq.completed(&r, 0, MS);
+            assert_eq!(
+                bfq.next_timer_ns(),
+                Some(21 * MS),
+                "{version}: raised queues idle 20 ms"
+            );
+            bfq.timer(21 * MS);
+            bfq
+        };
+        let mut v63 = first_at("6.3");
+        assert_eq!(
+            queue_of(&v63, 0).soft_rt_next_start,
+            Some(1024 * 1_000_000_000 / 7000)
+        );
+        v63.insert(rq(2, 0, 1024, 8), 50 * MS);
+        assert_eq!(
+            queue_of(&v63, 0).wr_coeff,
+            30,
+            "6.3: too greedy for soft real-time"
+        );
+
+        let mut v52 = first_at("5.2");
+        assert_eq!(
+            queue_of(&v52, 0).soft_rt_next_start,
+            Some(0),
+            "5.2: the creation time"
+        );
+        v52.insert(rq(2, 0, 1024, 8), 50 * MS);
+        assert_eq!(
+            queue_of(&v52, 0).wr_coeff,
+            30 * 100,
+            "5.2: passes for soft real-time"
+        );
+
+        // The end of interactive raising (both queues still ×30 / ×3000 at 60 ms; end it by hand).
+        let q = v63.queue_index[&QueueKey::Sync {
+            process: 0,
+            cgroup: 0,
+        }];
+        v63.end_wr(q, 60 * MS);
+        assert_eq!(
+            queue_of(&v63, 0).soft_rt_next_start,
+            Some(60 * MS),
+            "6.3: forgotten"
+        );
+        let mut v52 = at("5.2");
+        v52.insert(rq(1, 0, 0, 8), 0);
+        v52.queues[0].soft_rt_next_start = Some(500 * MS);
+        v52.end_wr(0, 60 * MS);
+        assert_eq!(
+            queue_of(&v52, 0).soft_rt_next_start,
+            Some(500 * MS),
+            "5.2: kept"
+        );
+        // 4.15 predates both: a new queue is never soft real-time until its value is computed.
+        let mut v415 = at("4.15");
+        v415.insert(rq(1, 0, 0, 8), 0);
+        assert_eq!(queue_of(&v415, 0).soft_rt_next_start, None);
+    }
+
     /// bfq_set_next_ioprio_data: class NONE (fio's default, no ioprio set) is best effort at the nice-0 level 4
     /// whatever level the request carries, so it has the default weight 40 and is weight-raised as interactive;
     /// IDLE is level 7 (weight 10); BE and RT keep their level.
@@ -2250,9 +2478,92 @@ mod tests {
         assert!(!bfq.has_work(0));
     }
 
+    /// Adaptive injection (Linux 5.2+), step by step. A heavier reader A (weight 80, one 4 KiB request every 2 ms,
+    /// served in 100 µs) is idled for; a light queue B (weight 10) has 4 KiB requests waiting.
+    /// - From A's creation at 0 its limit is 0 (short think time) and nothing is measured for 10 ms: no injection.
+    /// - At 10 ms the driver is empty: A6's total service time, 100 µs, becomes the baseline and the limit 1.
+    /// - B1 is injected into the empty driver at 10.1 ms and is still in it when A7 arrives at 12 ms: A7 is measured
+    ///   with injection, 100 µs < 1.5 x 100 µs, so the limit rises to 2 (the most seen in the driver was 1 ≥ 1).
+    /// - A8 measured with B2, B3 in the driver takes 200 µs ≥ 150 µs: the limit falls back to 1 (a decrease).
+    /// - One second after that decrease, A's next request resets the limit to 0 and forgets the baseline.
+    #[test]
+    fn the_injection_limit_follows_the_measured_service_time_from_5_2() {
+        let mut bfq = at("6.3");
+        bfq.set_tunable("low_latency", 0).unwrap();
+        let a_rq = |id: u32, at_ms: u64| {
+            let mut r = rq(id, 0, at_ms * 8, 8);
+            r.ioprio_level = 0;
+            r
+        };
+        bfq.insert(a_rq(1, 0), 0);
+        for i in 0..10 {
+            let mut b = rq(100 + i, 1, 1_000_000 + 8 * i as u64, 8);
+            b.ioprio_level = 7;
+            bfq.insert(b, 0);
+        }
+        let a = || 0usize; // A was created first
+                           // A's requests every 2 ms up to 8 ms, each served in 100 µs: nothing is injected meanwhile.
+        for k in 0..5u64 {
+            let t = k * 2 * MS;
+            if k > 0 {
+                bfq.insert(a_rq(1 + k as u32, k), t);
+            }
+            let r = bfq.dispatch(0, t).unwrap();
+            assert_eq!(r.process, 0);
+            bfq.completed(&r, 0, t + 100 * US);
+            assert!(
+                bfq.dispatch(0, t + 100 * US).is_none(),
+                "limit 0: nothing injected"
+            );
+        }
+        assert_eq!(bfq.queues[a()].inject_limit, 0);
+        // 10 ms: the baseline.
+        bfq.insert(a_rq(6, 5), 10 * MS);
+        let a6 = bfq.dispatch(0, 10 * MS).unwrap();
+        bfq.completed(&a6, 0, 10 * MS + 100 * US);
+        assert_eq!(bfq.queues[a()].last_serv_time_ns, 100 * US);
+        assert_eq!(bfq.queues[a()].inject_limit, 1);
+        let b1 = bfq.dispatch(0, 10 * MS + 100 * US).unwrap();
+        assert_eq!(b1.process, 1, "injected into the empty driver");
+        assert!(
+            bfq.dispatch(0, 10 * MS + 100 * US).is_none(),
+            "limit 1 reached"
+        );
+        // 12 ms: measured with B1 in the driver, as fast as the baseline.
+        bfq.insert(a_rq(7, 6), 12 * MS);
+        let a7 = bfq.dispatch(0, 12 * MS).unwrap();
+        assert_eq!(a7.process, 0);
+        bfq.completed(&a7, 0, 12 * MS + 100 * US);
+        assert_eq!(bfq.queues[a()].inject_limit, 2);
+        let b2 = bfq.dispatch(0, 12 * MS + 100 * US).unwrap();
+        assert_eq!(b2.process, 1, "a second injected request beside B1");
+        bfq.completed(&b1, 0, 12 * MS + 150 * US);
+        let b3 = bfq.dispatch(0, 12 * MS + 150 * US).unwrap();
+        assert_eq!(b3.process, 1);
+        // 14 ms: measured with B2 and B3 in the driver, twice as slow.
+        bfq.insert(a_rq(8, 7), 14 * MS);
+        let a8 = bfq.dispatch(0, 14 * MS).unwrap();
+        bfq.completed(&a8, 0, 14 * MS + 200 * US);
+        assert_eq!(bfq.queues[a()].inject_limit, 1, "slowed down: one less");
+        assert_eq!(bfq.queues[a()].decrease_time_ns, Some(14 * MS + 200 * US));
+        for r in [b2, b3] {
+            bfq.completed(&r, 0, 14 * MS + 300 * US);
+        }
+        // A second after the decrease: reset.
+        bfq.insert(a_rq(9, 8), 1014 * MS + 200 * US);
+        assert_eq!(
+            (
+                bfq.queues[a()].inject_limit,
+                bfq.queues[a()].last_serv_time_ns
+            ),
+            (0, 0)
+        );
+    }
+
     #[test]
     fn while_idling_for_a_heavier_queue_other_requests_are_injected_one_at_a_time() {
-        let mut bfq = Bfq::new();
+        // Before 5.2 the injection limit is the simulator's fixed one request in the driver.
+        let mut bfq = at("5.1");
         bfq.set_tunable("low_latency", 0).unwrap();
         let mut heavy = rq(1, 0, 0, 8);
         heavy.ioprio_level = 0; // weight 80

@@ -167,6 +167,44 @@ pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
     backports: &[],
 };
 
+/// BFQ's soft real-time detection remembers past bandwidth: a queue starts with `soft_rt_next_start` = its creation
+/// time, and each new value is at least the old one. Before, a new queue's is "never" (bfq_greatest_from_now) until
+/// first computed, and each computation forgets the old value. (Read: greatest_from_now in a 4.12-era source, the
+/// creation time in 5.x and 6.x sources; the Jan 2018 series that carries it went into 4.16, commit not pinned.)
+pub const BFQ_SOFTRT_PAST_IO: Change = Change {
+    since: v(4, 16),
+    commit: "",
+    title: "block, bfq: consider also past I/O in soft real-time detection",
+    behaviour: "a new BFQ queue may be deemed soft real-time from its creation on, and soft_rt_next_start never \
+                moves back; before, a queue is never soft real-time until its first soft_rt_next_start is computed",
+    backports: &[],
+};
+
+/// BFQ computes an interactive queue's bandwidth too, and forgets it when interactive raising ends.
+pub const BFQ_SOFTRT_AFTER_INTERACTIVE: Change = Change {
+    since: v(5, 12),
+    commit: "",
+    title: "block, bfq: avoid spurious switches to soft_rt of interactive queues",
+    behaviour: "an expiring empty queue gets its soft_rt_next_start computed also while interactively raised, and \
+                the end of interactive raising resets it to now (the queue may turn soft real-time at once); \
+                before, an interactive queue's is left alone at expiry and kept when raising ends",
+    backports: &[],
+};
+
+/// BFQ adapts how many requests it injects from other queues while the in-service queue waits for its next one.
+/// (Read: an injection limit adapted from measured service times in 5.x and 6.x sources; the series that brought it,
+/// March 2019, went into 5.2; commit not pinned.)
+pub const BFQ_ADAPTIVE_INJECTION: Change = Change {
+    since: v(5, 2),
+    commit: "",
+    title: "block, bfq: tune service injection basing on request service times",
+    behaviour: "the in-service queue's injection limit (requests in the driver) starts at 0 or 1, rises by one each \
+                time injected I/O left its request's total service time under 1.5x the measured baseline and falls \
+                by one when not, and is reset every second; before, the simulator injects while fewer than one \
+                request is in the driver",
+    backports: &[],
+};
+
 /// BFQ merges the sync queues of processes that start I/O together (stable merging).
 pub const BFQ_STABLE_MERGE: Change = Change {
     since: v(5, 13),
@@ -245,9 +283,12 @@ pub const KYBER_LIMITS_SYNC_WRITES: Change = Change {
 /// Every modelled change, oldest first.
 pub const CHANGES: &[&Change] = &[
     &BFQ_LIMIT_DEPTH,
+    &BFQ_SOFTRT_PAST_IO,
     &SBITMAP_MIN_SHALLOW_DEPTH,
     &BLK_MQ_TAG_EXCLUSIVE_WAIT,
     &SBITMAP_GET_FROM_WORD_START,
+    &BFQ_ADAPTIVE_INJECTION,
+    &BFQ_SOFTRT_AFTER_INTERACTIVE,
     &BFQ_STABLE_MERGE,
     &MQ_DEADLINE_ASYNC_DEPTH,
     &BFQ_REQUEST_OVER_LIMIT,
