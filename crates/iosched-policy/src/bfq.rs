@@ -65,10 +65,12 @@
 //! * Weight changes (raising starting/ending, ioprio or cgroup weight changes) take effect on the tree weight sum
 //!   immediately rather than at the next (re)activation. A process's ioprio change is picked up only while its
 //!   queue is not busy.
-//! * The injection limit adapts from measured service times from 5.2 on ([`kernel::BFQ_ADAPTIVE_INJECTION`]), with
-//!   two simplifications: a request is measured when its queue (not its process) has no other request allocated,
-//!   and the limit's ceiling is the most requests ever seen in the driver (the kernel restarts that maximum once,
-//!   when it detects the drive's queueing). Before 5.2 the limit is fixed at 1 request in the driver. No
+//! * The injection limit by version: before 5.2 a fixed one request in the driver (not read in those kernels); 5.2
+//!   and 5.3 ([`kernel::BFQ_INJECT_LIMIT_BY_THINK_TIME`]) 0 for a queue with a short think time and 1 otherwise,
+//!   never adapted (their baseline is never taken); from 5.4 ([`kernel::BFQ_ADAPTIVE_INJECTION`]) adapted from
+//!   measured service times as 6.3 does, with two simplifications: a request is measured when its queue (not its
+//!   process) has no other request allocated, and the limit's ceiling is the most requests ever seen in the driver
+//!   (the kernel restarts that maximum once, when it detects the drive's queueing). No
 //!   waker/wakee detection, no actuator awareness. Of queue merging only stable merging is modelled, in its
 //!   non-rotational form (merged at once; the kernel delays it on rotational drives without queueing); no merging
 //!   of cooperating (close-sector) queues, which the kernel skips on non-rotational drives with queueing since
@@ -282,6 +284,8 @@ struct Queue {
     inject_limit: u32,
     last_serv_time_ns: u64,
     decrease_time_ns: Option<u64>,
+    /// The think-time class last seen on insertion (the kernel's has_short_ttime flag; sync queues start short).
+    short_ttime: bool,
 }
 
 impl Queue {
@@ -676,6 +680,7 @@ impl Bfq {
             inject_limit: 0,
             last_serv_time_ns: 0,
             decrease_time_ns: None,
+            short_ttime: rq.sync && class != CLASS_IDLE,
         });
         self.queue_index.insert(key, q);
         q
@@ -1514,8 +1519,9 @@ impl Bfq {
     }
 
     fn choose_injection(&mut self, inq: usize, now: u64) -> Option<usize> {
+        let per_queue_limit = self.kernel.has(&kernel::BFQ_INJECT_LIMIT_BY_THINK_TIME);
         let adaptive = self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION);
-        if !adaptive && self.tot_in_driver >= INJECT_LIMIT {
+        if !per_queue_limit && self.tot_in_driver >= INJECT_LIMIT {
             return None;
         }
         let iq = &self.queues[inq];
@@ -1534,20 +1540,19 @@ impl Bfq {
         if !(always || self.wr_busy_queues() > 1) {
             return None;
         }
-        if adaptive {
-            // bfq_choose_bfqq_for_injection: with no baseline yet and idling for a slice_idle already, one request.
-            let mut limit = iq.inject_limit;
-            if limit == 0
-                && iq.last_serv_time_ns == 0
-                && iq.wait_request
-                && now >= self.last_idling_start + self.t.slice_idle_ns
-            {
-                limit = 1;
-            }
-            if self.tot_in_driver >= limit {
-                return None;
-            }
+        // bfq_choose_bfqq_for_injection: with no baseline yet and idling for a slice_idle already, one request.
+        let mut limit = iq.inject_limit;
+        let waited_long = limit == 0
+            && iq.last_serv_time_ns == 0
+            && iq.wait_request
+            && now >= self.last_idling_start + self.t.slice_idle_ns;
+        if waited_long {
+            limit = 1;
         }
+        if per_queue_limit && self.tot_in_driver >= limit {
+            return None;
+        }
+        let small_limit = iq.inject_limit; // 5.2-5.3: small requests against the queue's own limit
         let mut chosen = None;
         for &c in &self.busy_list {
             if c == inq || !(always || self.queues[c].wr_coeff > 1) {
@@ -1555,6 +1560,13 @@ impl Bfq {
             }
             if let Some(rq) = self.fits_budget(c, now) {
                 if rq.nr_sectors >= SECT_THR_NONROT && self.tot_in_driver >= 1 {
+                    continue;
+                }
+                if per_queue_limit
+                    && !adaptive
+                    && rq.nr_sectors < SECT_THR_NONROT
+                    && self.tot_in_driver >= small_limit
+                {
                     continue;
                 }
                 chosen = Some(c);
@@ -1583,15 +1595,43 @@ impl Bfq {
     /// (a baseline) or injected requests are in it (the effect of the current limit), at most every 10 ms after a
     /// decrease.
     fn start_service_time_sample(&mut self, q: usize, now: u64) {
-        if !self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION) {
+        if !self.kernel.has(&kernel::BFQ_INJECT_LIMIT_BY_THINK_TIME) {
             return;
         }
+        let adaptive = self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION);
         let qq = &self.queues[q];
-        if !qq.sync || qq.ent.allocated > 1 {
+        if !qq.sync || qq.class == CLASS_IDLE {
+            return;
+        }
+        if adaptive && self.t.slice_idle_ns > 0 {
+            // bfq_update_has_short_ttime: a change of think-time class resets a limit that has no baseline yet.
+            let short = self.has_short_ttime(q);
+            let qq = &mut self.queues[q];
+            let changed = short != qq.short_ttime;
+            qq.short_ttime = short;
+            if changed
+                && qq.last_serv_time_ns == 0
+                && (qq.decrease_time_ns.is_none_or(|t| now >= t + 100 * MS) || !short)
+            {
+                self.reset_inject_limit(q, now);
+            }
+        }
+        let qq = &self.queues[q];
+        // 5.4+ asks that the process have no other request (bic->requests, here the queue's allocated); 5.2-5.3 that
+        // the queue had none queued.
+        let alone = if adaptive {
+            qq.ent.allocated <= 1
+        } else {
+            qq.rqs.len() <= 1
+        };
+        if !alone {
             return;
         }
         if qq.decrease_time_ns.is_none_or(|t| now >= t + 1000 * MS) {
             self.reset_inject_limit(q, now);
+        }
+        if !adaptive {
+            return; // 5.2-5.3 sample too, but their baseline is never taken (BFQ_INJECT_LIMIT_BY_THINK_TIME)
         }
         let qq = &self.queues[q];
         let occasion = self.tot_in_driver == 0
@@ -1850,7 +1890,7 @@ impl Elevator for Bfq {
         let Some(q) = self.in_driver.remove(&rq.id) else {
             return AfterCompletion::RunQueue;
         };
-        if self.waited_rq == Some(rq.id) {
+        if self.waited_rq == Some(rq.id) && self.kernel.has(&kernel::BFQ_ADAPTIVE_INJECTION) {
             self.update_inject_limit(q, now_ns);
         }
         self.max_in_driver = self.max_in_driver.max(self.tot_in_driver);
@@ -2478,7 +2518,49 @@ mod tests {
         assert!(!bfq.has_work(0));
     }
 
-    /// Adaptive injection (Linux 5.2+), step by step. A heavier reader A (weight 80, one 4 KiB request every 2 ms,
+    /// Injection on 5.2 and 5.3: the limit is 0 for a queue with a short think time and never adapts. A heavier
+    /// reader A (weight 80, new, so short think time) is idled for after its request completes at 100 µs; a light
+    /// queue's 4 KiB requests wait. 5.1 (the simulator's fixed limit of one) injects one into the empty driver; 5.2
+    /// injects nothing, also after A has idled a slice_idle (8 ms): the one-request allowance then is for large
+    /// requests only, and a 64 KiB one goes in at 8.1 ms.
+    #[test]
+    fn on_5_2_a_short_think_time_queue_gets_nothing_injected_but_a_late_large_request() {
+        let run = |version: &str, light_sectors: u32| {
+            let mut bfq = at(version);
+            bfq.set_tunable("low_latency", 0).unwrap();
+            let mut a = rq(1, 0, 0, 8);
+            a.ioprio_level = 0;
+            bfq.insert(a, 0);
+            for i in 0..4 {
+                let mut b = rq(10 + i, 1, 1_000_000 + 1024 * i as u64, light_sectors);
+                b.ioprio_level = 7;
+                bfq.insert(b, 0);
+            }
+            let first = bfq.dispatch(0, 0).unwrap();
+            assert_eq!(first.process, 0);
+            bfq.completed(&first, 0, 100 * US);
+            let soon = bfq.dispatch(0, 100 * US).map(|r| r.process);
+            let late = bfq.dispatch(0, 8 * MS + 100 * US).map(|r| r.process);
+            (soon, late)
+        };
+        assert_eq!(
+            run("5.1", 8),
+            (Some(1), None),
+            "5.1: one at once, the driver then busy"
+        );
+        assert_eq!(
+            run("5.2", 8),
+            (None, None),
+            "5.2: limit 0 for small requests"
+        );
+        assert_eq!(
+            run("5.2", 128),
+            (None, Some(1)),
+            "5.2: a large one after a slice_idle"
+        );
+    }
+
+    /// Adaptive injection (Linux 5.4+), step by step. A heavier reader A (weight 80, one 4 KiB request every 2 ms,
     /// served in 100 µs) is idled for; a light queue B (weight 10) has 4 KiB requests waiting.
     /// - From A's creation at 0 its limit is 0 (short think time) and nothing is measured for 10 ms: no injection.
     /// - At 10 ms the driver is empty: A6's total service time, 100 µs, becomes the baseline and the limit 1.
@@ -2487,7 +2569,7 @@ mod tests {
     /// - A8 measured with B2, B3 in the driver takes 200 µs ≥ 150 µs: the limit falls back to 1 (a decrease).
     /// - One second after that decrease, A's next request resets the limit to 0 and forgets the baseline.
     #[test]
-    fn the_injection_limit_follows_the_measured_service_time_from_5_2() {
+    fn the_injection_limit_follows_the_measured_service_time_from_5_4() {
         let mut bfq = at("6.3");
         bfq.set_tunable("low_latency", 0).unwrap();
         let a_rq = |id: u32, at_ms: u64| {

@@ -180,6 +180,33 @@ pub const BFQ_SOFTRT_PAST_IO: Change = Change {
     backports: &[],
 };
 
+/// BFQ's injection limit while the in-service queue waits: 0 for a queue with a short think time, 1 otherwise,
+/// reset every second. (Read in linux-5.2.1's bfq-iosched.c: the limit was meant to adapt, but its baseline is
+/// taken only when no request is in the driver, checked before the completing request leaves it, so it never is
+/// and the limit never moves; the March 2019 series that brought it went into 5.2, commit not pinned.)
+pub const BFQ_INJECT_LIMIT_BY_THINK_TIME: Change = Change {
+    since: v(5, 2),
+    commit: "",
+    title: "block, bfq: tune service injection basing on request service times",
+    behaviour: "the in-service queue lets other queues' requests be injected while fewer than its limit are in the \
+                driver: 0 if its think time is short (a large request may still go into an empty driver once it \
+                has idled a slice_idle), 1 if long; before, the simulator injects while the driver is empty",
+    backports: &[],
+};
+
+/// BFQ's injection limit adapts to measured service times (the Aug 2019 series that fixed the baseline, went into
+/// 5.4; commit not pinned).
+pub const BFQ_ADAPTIVE_INJECTION: Change = Change {
+    since: v(5, 4),
+    commit: "",
+    title: "block, bfq: update base request service times when possible",
+    behaviour: "the limit rises by one each time the in-service queue's request, measured with injected I/O in the \
+                driver, took under 1.5x the baseline measured with the driver empty, falls by one when not (at \
+                most every 10 ms), and is reset to 0 or 1 a second after its last decrease or when the queue's \
+                think time changes class before a baseline exists",
+    backports: &[],
+};
+
 /// BFQ computes an interactive queue's bandwidth too, and forgets it when interactive raising ends.
 pub const BFQ_SOFTRT_AFTER_INTERACTIVE: Change = Change {
     since: v(5, 12),
@@ -188,20 +215,6 @@ pub const BFQ_SOFTRT_AFTER_INTERACTIVE: Change = Change {
     behaviour: "an expiring empty queue gets its soft_rt_next_start computed also while interactively raised, and \
                 the end of interactive raising resets it to now (the queue may turn soft real-time at once); \
                 before, an interactive queue's is left alone at expiry and kept when raising ends",
-    backports: &[],
-};
-
-/// BFQ adapts how many requests it injects from other queues while the in-service queue waits for its next one.
-/// (Read: an injection limit adapted from measured service times in 5.x and 6.x sources; the series that brought it,
-/// March 2019, went into 5.2; commit not pinned.)
-pub const BFQ_ADAPTIVE_INJECTION: Change = Change {
-    since: v(5, 2),
-    commit: "",
-    title: "block, bfq: tune service injection basing on request service times",
-    behaviour: "the in-service queue's injection limit (requests in the driver) starts at 0 or 1, rises by one each \
-                time injected I/O left its request's total service time under 1.5x the measured baseline and falls \
-                by one when not, and is reset every second; before, the simulator injects while fewer than one \
-                request is in the driver",
     backports: &[],
 };
 
@@ -287,6 +300,7 @@ pub const CHANGES: &[&Change] = &[
     &SBITMAP_MIN_SHALLOW_DEPTH,
     &BLK_MQ_TAG_EXCLUSIVE_WAIT,
     &SBITMAP_GET_FROM_WORD_START,
+    &BFQ_INJECT_LIMIT_BY_THINK_TIME,
     &BFQ_ADAPTIVE_INJECTION,
     &BFQ_SOFTRT_AFTER_INTERACTIVE,
     &BFQ_STABLE_MERGE,
