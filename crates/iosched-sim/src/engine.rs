@@ -47,6 +47,9 @@ pub enum Event {
     CallDone { process: u32 },
     /// The writeback flusher may submit its next request.
     FlusherStep,
+    /// A core reaches the processes woken on it that wait in its CFS run queue: the one with the least virtual
+    /// runtime runs (`Simulation::pick_next`).
+    PickNext { core: u32 },
 }
 
 /// A pending event. Ordered by one packed key, (time << 64 | sequence), reversed so the max-heap pops the earliest:

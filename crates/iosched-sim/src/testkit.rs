@@ -68,6 +68,7 @@ pub fn host(cores: u32) -> HostConfig {
         psync: engine(3_000, 2_000),
         lock_handoff_ns: 0,
         uncontended_lock_ns: 0,
+        completion_irq_ns: 0,
         scheduler_costs: iosched_policy::REGISTRY
             .iter()
             .filter(|s| s.is_elevator())

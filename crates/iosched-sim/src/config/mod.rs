@@ -88,6 +88,14 @@ pub struct HostConfig {
     /// `Elevator::lock_acquisitions`). 0: not counted.
     #[serde(default)]
     pub uncontended_lock_ns: u64,
+    /// CPU time of the interrupt-context part of a completion (interrupt entry and exit, the driver's and blk-mq's
+    /// completion, the engine's completion callback, the wake-up of a sleeping process). It is part of the
+    /// engine's `complete_ns` and `sleep_wake_ns`, not added: it only says whose virtual runtime it is charged to.
+    /// The interrupt runs on top of whatever its core runs then, and CFS charges it to that process (Linux without
+    /// CONFIG_IRQ_TIME_ACCOUNTING, as Debian builds it), not to the process it wakes; so the order in which CFS
+    /// runs a core's woken processes varies (`Simulation::pick_next`). 0: charged to the woken process.
+    #[serde(default)]
+    pub completion_irq_ns: u64,
     /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host
     /// needs an entry; `none` has no elevator and costs nothing, and has none (see
     /// [`HostConfig::check_scheduler_costs`]).

@@ -582,6 +582,7 @@ impl Simulation<'_> {
         }
         // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
         let sleeping = self.asleep_at(process, now);
+        self.charge_interrupt(core, process, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
             path_start = self.run_scheduler_work(

@@ -6,7 +6,7 @@ use iosched_policy::{BlockLayer, IoprioClass};
 use super::buffered::Buffered;
 use super::process::{IoSource, PathLocks, ProcessParams};
 use super::tags::TagWait;
-use super::{Process, SchedulerCosts, Simulation, WakeupPreemption};
+use super::{Process, RunQueue, SchedulerCosts, Simulation, WakeupPreemption};
 use crate::blk::BlockQueue;
 use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
@@ -93,6 +93,9 @@ impl<'c> Simulation<'c> {
             timeseries: Vec::new(),
             failure: None,
             min_vruntime_ns: vec![0; cores as usize],
+            run_queues: (0..cores).map(|_| RunQueue::default()).collect(),
+            run_queue_seq: 0,
+            core_runner: vec![(u32::MAX, 0); cores as usize],
             wakeup_preemption: WakeupPreemption::for_host(cores, config.host.kernel_version()?),
         })
     }

@@ -5,6 +5,7 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
+use super::runqueue::Completion;
 use super::{BioKind, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
@@ -18,6 +19,9 @@ impl Simulation<'_> {
         }
         if self.processes[process as usize].asleep_on_tag() {
             return; // asleep in its submission call: the request it gets wakes it (`tag_granted`)
+        }
+        if self.processes[process as usize].state.queued {
+            return; // woken, waiting in its core's run queue: `pick_next` goes on with its loop
         }
         if self.processes[process as usize].source.buffered.is_some() {
             return self.buffered_call(process, now);
@@ -53,7 +57,9 @@ impl Simulation<'_> {
         let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
         let mut end = at;
         for &io in &unreaped {
-            end = self.reap_bio(io, at, false);
+            end = self
+                .reap_bio(io, at, false)
+                .expect("a process reaping without having slept does not queue");
         }
         unreaped.clear();
         self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
@@ -61,7 +67,7 @@ impl Simulation<'_> {
     }
 
     /// What the process does after reaping: stop, think, or submit from `end` (returned).
-    fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
+    pub(super) fn after_reap(&mut self, process: u32, end: u64) -> Option<u64> {
         let proc = &mut self.processes[process as usize];
         proc.state.ramp.loop_goes_on();
         if proc.state.stopped {
@@ -298,19 +304,22 @@ impl Simulation<'_> {
     pub(super) fn complete_bio(&mut self, io: u32, now: u64, sleeping: bool) {
         let process = self.slots[io as usize].process;
         let proc = &self.processes[process as usize];
-        if proc.state.submitting || proc.asleep_on_tag() {
+        if proc.state.submitting || proc.asleep_on_tag() || proc.state.queued {
             self.processes[process as usize].state.unreaped.push(io);
             return;
         }
-        let end = self.reap_bio(io, now, sleeping);
+        let Some(end) = self.reap_bio(io, now, sleeping) else {
+            return; // queued on its core: `pick_next` goes on
+        };
         if let Some(at) = self.after_reap(process, end) {
             self.try_issue(process, at);
         }
     }
 
     /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
-    /// ends here. Returns when the work ends.
-    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> u64 {
+    /// ends here. Returns when the work ends, or None if the woken process waits in its core's run queue
+    /// (`queue_woken`: the pick reaps it and goes on with its loop).
+    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> Option<u64> {
         let (process, slot_core, issue_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.write, s.bytes)
@@ -344,16 +353,41 @@ impl Simulation<'_> {
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
+        } else if sleeping && self.waits_in_run_queue(process, core, from_ns) {
+            let completion = Completion {
+                issue_ns,
+                bytes,
+                write,
+                work_ns: work,
+                lock_calls,
+            };
+            self.queue_woken(core, process, completion);
+            return None;
         } else {
             self.run_process_on(core, process, from_ns, work)
         };
         self.count_lock_calls(core, booked.start_ns, lock_calls as u64, work);
-        let end = booked.end_ns;
-        self.record_latency(process, write, issue_ns, end, bytes);
+        if sleeping {
+            self.credit_interrupt(process);
+        }
+        Some(self.reaped(process, write, issue_ns, booked.end_ns, bytes))
+    }
+
+    /// The process reaped an I/O of `bytes` issued at `issue_ns` as its work ends at `end_ns`: record its latency
+    /// and free its depth. Returns `end_ns`.
+    pub(super) fn reaped(
+        &mut self,
+        process: u32,
+        write: bool,
+        issue_ns: u64,
+        end_ns: u64,
+        bytes: u32,
+    ) -> u64 {
+        self.record_latency(process, write, issue_ns, end_ns, bytes);
         let proc = &mut self.processes[process as usize];
         proc.state.inflight -= 1;
         self.ios_completed += 1;
-        end
+        end_ns
     }
 
     /// Record one I/O of the process, `bytes` long, whose latency runs from `start_ns` to `end_ns`, if it ended

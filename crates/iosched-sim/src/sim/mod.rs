@@ -20,6 +20,7 @@
 //! - `fio.rs`: steps 1 and 4 on fio's side (the submit/reap loop, rate, think time, trace batches, latency);
 //! - `block.rs`: steps 2 and 4 in the block layer (hooks, merge, insert, dispatch, timers, request completion);
 //! - `tags.rs`: a bio that finds no free request (who waits, wake-ups, retries);
+//! - `runqueue.rs`: woken processes waiting for a busy core, run in CFS's order (least virtual runtime first);
 //! - `buffered.rs`: buffered I/O through the page cache (calls, readahead, writeback, the flusher);
 //! - `report.rs`: samples during the run, the conservation check and the result at its end.
 
@@ -39,9 +40,11 @@ mod build;
 mod fio;
 mod process;
 mod report;
+mod runqueue;
 mod tags;
 
 use process::Process;
+use runqueue::RunQueue;
 
 const NO_IO: u32 = u32::MAX;
 
@@ -163,6 +166,12 @@ pub struct Simulation<'c> {
     failure: Option<String>,
     /// Per core: CFS's min_vruntime (see `run_process_on`).
     min_vruntime_ns: Vec<u64>,
+    /// Per core: processes woken while it was busy, waiting to run (CFS kernels only: `pick_next`).
+    run_queues: Vec<RunQueue>,
+    /// Ties in virtual runtime go in wake-up order.
+    run_queue_seq: u64,
+    /// Per core: the process whose own work it booked last, and until when (who an interrupt interrupts).
+    core_runner: Vec<(u32, u64)>,
     /// CFS's wake-up preemption, where the host's kernel has it (before 6.6's EEVDF): a woken process is placed
     /// at most `sleeper_credit_ns` behind its core's min_vruntime and preempts when it lags by more than
     /// `wakeup_granularity_ns`.
@@ -296,6 +305,7 @@ impl Simulation<'_> {
             Event::Sample => self.sample(now),
             Event::CallDone { process } => self.call_done(process, now),
             Event::FlusherStep => self.flusher_step(now),
+            Event::PickNext { core } => self.pick_next(core, now),
         }
     }
 
@@ -359,8 +369,12 @@ impl Simulation<'_> {
         let proc = &mut self.processes[process as usize].state;
         let before = proc.vruntime_ns;
         proc.vruntime_ns += ran_ns;
+        // The least of the running process and those waiting in the run queue (`update_min_vruntime`).
+        let least = self.run_queues[core as usize]
+            .least_vruntime_ns()
+            .map_or(before, |queued| queued.min(before));
         let min = &mut self.min_vruntime_ns[core as usize];
-        *min = (*min).max(before);
+        *min = (*min).max(least);
     }
 
     /// Put `process` on `core`, keeping its lag behind min_vruntime across a migration (`migrate_task_rq_fair`).
@@ -431,6 +445,7 @@ impl Simulation<'_> {
             self.host
                 .run_preempting(core, at_ns, work_ns, switch_in, &mut proc.stats.cpu);
         self.account_vruntime(process, core, end_ns - start_ns);
+        self.core_runner[core as usize] = (process, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         proc.state.preempting_until_ns = end_ns;
@@ -458,6 +473,7 @@ impl Simulation<'_> {
             .host
             .run(core, process, at_ns, work_ns, &mut proc.stats.cpu);
         self.account_vruntime(process, core, end_ns - start_ns);
+        self.core_runner[core as usize] = (process, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         CpuBooking {

@@ -159,6 +159,9 @@ pub(super) struct LoopState {
     pub(super) dispatch_loops: u32,
     pub(super) submit_after_dispatch: bool,
     pub(super) unreaped: Vec<u32>,
+    /// Woken, waiting in its core's run queue (`Simulation::queue_woken`): completions meanwhile wait in
+    /// `unreaped`, and its loop goes on when the core picks it.
+    pub(super) queued: bool,
     /// Its bios waiting for a request in the block layer.
     pub(super) tag_waits: u32,
     /// io_uring: bios that found no request while every io-wq worker was already waiting with one, in order.
@@ -237,6 +240,7 @@ impl Process {
                 dispatch_loops: 0,
                 submit_after_dispatch: false,
                 unreaped: Vec::new(),
+                queued: false,
                 tag_waits: 0,
                 punted: VecDeque::new(),
                 stopped: false,
