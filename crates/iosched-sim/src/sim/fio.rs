@@ -361,7 +361,7 @@ impl Simulation<'_> {
                 work_ns: work,
                 lock_calls,
             };
-            self.queue_woken(core, process, completion);
+            self.queue_woken(core, process, Some(completion));
             return None;
         } else {
             self.run_process_on(core, process, from_ns, work)

@@ -179,12 +179,15 @@ pub struct Simulation<'c> {
 }
 
 /// CFS's sleeper placement and wake-up granularity (Linux 6.3 kernel/sched/fair.c `place_entity` with
-/// GENTLE_FAIR_SLEEPERS, `wakeup_preempt_entity`): sched_latency 6 ms and wakeup_granularity 1 ms, both scaled by
+/// GENTLE_FAIR_SLEEPERS, `wakeup_preempt_entity`): sched_latency 6 ms and wakeup_granularity 1 ms, all scaled by
 /// 1 + ilog2(min(CPUs, 8)) (SCHED_TUNABLESCALING_LOG); the credit is half the latency.
 #[derive(Debug, Clone, Copy)]
 struct WakeupPreemption {
     sleeper_credit_ns: u64,
     wakeup_granularity_ns: u64,
+    /// sysctl_sched_min_granularity (0.75 ms, scaled alike): the least a process runs before the tick may switch
+    /// the core to a waiting one (`runqueue.rs` bounds how long a pick waits for a process's call by it).
+    min_granularity_ns: u64,
 }
 
 impl WakeupPreemption {
@@ -196,6 +199,7 @@ impl WakeupPreemption {
         Some(Self {
             sleeper_credit_ns: 6_000_000 * factor / 2,
             wakeup_granularity_ns: 1_000_000 * factor,
+            min_granularity_ns: 750_000 * factor,
         })
     }
 }
@@ -268,7 +272,12 @@ impl Simulation<'_> {
         match event {
             Event::Issue { process } => {
                 self.processes[process as usize].state.issue_pending = false;
-                self.try_issue(process, now);
+                if self.issues_from_run_queue(process, now) {
+                    let core = self.processes[process as usize].params.allowed_cores[0];
+                    self.queue_woken(core, process, None);
+                } else {
+                    self.try_issue(process, now);
+                }
             }
             Event::SubmitNext { process } => {
                 let state = &mut self.processes[process as usize].state;

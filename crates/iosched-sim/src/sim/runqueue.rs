@@ -1,6 +1,8 @@
-//! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a process woken by its completion
-//! while its core runs other work waits there, and when the core gets to it the runnable process with the least
-//! virtual runtime runs first (`pick_next_entity`), not the one woken first.
+//! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a pinned process woken while its core
+//! runs other work (by its completion, or to issue: its start, the end of a think time) waits there, and when the
+//! core gets to it the runnable process with the least virtual runtime runs first (`pick_next_entity`), not the
+//! one woken first. The core switches once the process running there is out of its submission call (a syscall is
+//! not preempted; its scheduler hooks are booked as it reaches them), or after CFS's minimum granularity.
 //!
 //! Why it matters: N QD-1 readers on one core all do the same work per I/O, so their virtual runtimes stay within
 //! one I/O's work of each other, and small differences in what each is charged decide the order. The interrupt
@@ -8,16 +10,15 @@
 //! (`HostConfig::completion_irq_ns`), so the order changes from round to round: a reader that ran early in one
 //! round can come late in the next. Seed 000's Fig. 3 measures the result: with 16-256 such readers on one core
 //! the artifact's P99 is 1.8-2.2x the mean; booking woken work in wake-up order (round-robin) gave 1.04-1.3x, this
-//! gives 1.7-1.8x under none.
+//! gives 1.7-1.8x. Waiting for the running process's call matters as much: booked in between, other processes'
+//! work split each call, whose dispatch loop then took the requests they inserted and went on, so the processes
+//! were still in their calls when their completions came and never slept (Kyber's 64 readers: 1.35x the mean).
 //!
 //! Simplifications: only pinned processes queue (an unpinned one goes to the core that frees soonest, as before:
-//! the model has no load balancing of queued tasks), and only when woken by a completion (not at their start or
-//! after a think time); the process charged with an interrupt is the one whose own work (submission, reaping) the
-//! core runs then, none during scheduler hooks or kworkers; the interrupt's time itself stays booked with the woken
-//! process's completion path. A submitter's scheduler hooks are booked as separate pieces behind the core's other
-//! work, so with many processes on one core under a scheduler with hooks each is still in its submission call when
-//! its completion arrives, reaps without sleeping and never queues here (docs/papers.md, Fig. 3). EEVDF (6.6+)
-//! picks by virtual deadline and eligibility: not modelled, its woken processes are booked in wake-up order.
+//! the model has no load balancing of queued tasks); the process charged with an interrupt is the one whose own
+//! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
+//! itself stays booked with the woken process's completion path. EEVDF (6.6+) picks by virtual deadline and
+//! eligibility: not modelled, its woken processes are booked in wake-up order.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,14 +26,14 @@ use std::collections::BinaryHeap;
 use super::Simulation;
 use crate::engine::Event;
 
-/// A woken process waiting for its core, with the completion it was woken for.
+/// A woken process waiting for its core, with the completion it was woken for (None: woken to issue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Woken {
     /// Ordered by virtual runtime, then by wake-up order.
     vruntime_ns: u64,
     seq: u64,
     process: u32,
-    completion: Completion,
+    completion: Option<Completion>,
 }
 
 /// The completion a woken process reaps first: its I/O, and its completion path with the wake-up and the locks
@@ -52,6 +53,8 @@ pub(super) struct RunQueue {
     waiting: BinaryHeap<Reverse<Woken>>,
     /// A PickNext event is pending for this core.
     pick_pending: bool,
+    /// When the pending pick first came due (it waits while the running process is in its call).
+    due_since_ns: Option<u64>,
 }
 
 impl RunQueue {
@@ -63,16 +66,28 @@ impl RunQueue {
 
 impl Simulation<'_> {
     /// Whether `process`, woken on `core` at `at_ns`, waits in the core's run queue: CFS (`wakeup_preemption` is
-    /// its marker), a pinned process, and the core busy then.
+    /// its marker), a pinned process, and the core busy then or others already waiting there (a core with runnable
+    /// processes queued is not idle, though nothing is booked on it between two picks).
     pub(super) fn waits_in_run_queue(&self, process: u32, core: u32, at_ns: u64) -> bool {
         self.wakeup_preemption.is_some()
             && self.processes[process as usize].params.allowed_cores.len() == 1
-            && !self.host.idle_at(core, at_ns)
+            && (!self.host.idle_at(core, at_ns)
+                || !self.run_queues[core as usize].waiting.is_empty())
     }
 
-    /// Queue the woken `process` on `core` with the completion it reaps first; the core picks among its queue
-    /// when it gets to it.
-    pub(super) fn queue_woken(&mut self, core: u32, process: u32, completion: Completion) {
+    /// Whether `process`, woken at `at_ns` to issue (an Issue event: its start, the end of a think time or rate
+    /// wait), waits in its core's run queue as a woken completion would (`waits_in_run_queue`).
+    pub(super) fn issues_from_run_queue(&self, process: u32, at_ns: u64) -> bool {
+        let proc = &self.processes[process as usize];
+        at_ns >= proc.state.busy_until_ns
+            && !proc.state.submitting
+            && !proc.state.queued
+            && self.waits_in_run_queue(process, proc.params.allowed_cores[0], at_ns)
+    }
+
+    /// Queue the woken `process` on `core`, with the completion it reaps first if it was woken for one; the core
+    /// picks among its queue when it gets to it.
+    pub(super) fn queue_woken(&mut self, core: u32, process: u32, completion: Option<Completion>) {
         let proc = &mut self.processes[process as usize];
         proc.state.queued = true;
         let woken = Woken {
@@ -95,26 +110,42 @@ impl Simulation<'_> {
     /// whatever was booked there meanwhile: interrupts, kworkers), then goes on with its loop; the next pick comes
     /// when that work ends.
     pub(super) fn pick_next(&mut self, core: u32, now: u64) {
+        let free_at = self.host.cores[core as usize].free_at_ns;
+        let (runner, _) = self.core_runner[core as usize];
+        let in_call = self.in_submission_call(runner);
+        let patience_ns = self.wakeup_preemption.map_or(0, |w| w.min_granularity_ns);
         let queue = &mut self.run_queues[core as usize];
+        let due_since_ns = *queue.due_since_ns.get_or_insert(now);
+        if free_at > now && in_call && now - due_since_ns < patience_ns {
+            // The process running there is still in its submission call: its scheduler hooks and queue runs are
+            // booked as it reaches them, and the core switches only once the call is over (a syscall is not
+            // preempted). Not for longer than CFS's minimum granularity, after which the tick would switch.
+            self.events.schedule(free_at, Event::PickNext { core });
+            return;
+        }
         queue.pick_pending = false;
+        queue.due_since_ns = None;
         let Some(Reverse(woken)) = queue.waiting.pop() else {
             return;
         };
         let process = woken.process;
         self.processes[process as usize].state.queued = false;
-        let io = woken.completion;
-        let booked = self.run_process_on(core, process, now, io.work_ns);
-        self.count_lock_calls(core, booked.start_ns, io.lock_calls as u64, io.work_ns);
-        self.credit_interrupt(process);
-        let end = self.reaped(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
-        // Completions that came while it waited are reaped with it (fio takes all that are there).
-        let next = if self.processes[process as usize].state.unreaped.is_empty() {
-            self.after_reap(process, end)
-        } else {
-            self.reap(process, end)
-        };
-        if let Some(at) = next {
-            self.try_issue(process, at);
+        match woken.completion {
+            Some(io) => {
+                let booked = self.run_process_on(core, process, now, io.work_ns);
+                self.count_lock_calls(core, booked.start_ns, io.lock_calls as u64, io.work_ns);
+                self.credit_interrupt(process);
+                let end = self.reaped(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
+                let next = if self.processes[process as usize].state.unreaped.is_empty() {
+                    self.after_reap(process, end)
+                } else {
+                    self.reap(process, end)
+                };
+                if let Some(at) = next {
+                    self.try_issue(process, at);
+                }
+            }
+            None => self.try_issue(process, now),
         }
         let queue = &mut self.run_queues[core as usize];
         if !queue.waiting.is_empty() && !queue.pick_pending {
@@ -122,6 +153,14 @@ impl Simulation<'_> {
             let at = self.host.cores[core as usize].free_at_ns.max(now);
             self.events.schedule(at, Event::PickNext { core });
         }
+    }
+
+    /// Whether `process` (a fio process, else false) is inside its submission call: its batch's scheduler hooks
+    /// and queue runs are not all over.
+    fn in_submission_call(&self, process: u32) -> bool {
+        self.processes
+            .get(process as usize)
+            .is_some_and(|p| p.state.submitting || p.state.dispatch_loops > 0)
     }
 
     /// A completion's interrupt arrived on `core` at `at_ns` for `woken`'s I/O: if the core is running another
@@ -187,7 +226,7 @@ mod tests {
             sim.processes[process].state.vruntime_ns = vruntime_ns;
             sim.processes[process].state.inflight = 1; // the I/O it was woken for
             assert!(sim.waits_in_run_queue(process as u32, 0, 1_000));
-            sim.queue_woken(0, process as u32, completion(5_000));
+            sim.queue_woken(0, process as u32, Some(completion(5_000)));
             assert!(sim.processes[process].state.queued);
         }
         // One pick at a time, each when the core's work so far ends, least virtual runtime first: a context
@@ -236,6 +275,53 @@ mod tests {
         sim.charge_interrupt(0, 0, 11_000);
         let after: Vec<u64> = sim.processes.iter().map(|p| p.state.vruntime_ns).collect();
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn a_pick_waits_for_the_running_process_to_leave_its_call_but_no_longer_than_the_minimum_granularity(
+    ) {
+        // Test host: 2 cores, CFS scaling 1 + ilog2(2) = 2: minimum granularity 0.75 ms x 2 = 1.5 ms.
+        let c = three_pinned_readers();
+        let mut sim = Simulation::new(&c).unwrap();
+        // Process 1 is in its submission call on core 0 (its hooks booked until 20 us); process 0 waits.
+        sim.run_process_on(0, 1, 0, 5_000);
+        sim.host.run(0, 1, 5_000, 15_000, &mut Default::default());
+        sim.processes[1].state.submitting = true;
+        sim.processes[0].state.inflight = 1;
+        sim.queue_woken(0, 0, Some(completion(5_000)));
+        // Due at 10 us, the core busy with the call until 20 us: put off, nothing booked, still waiting.
+        sim.pick_next(0, 10_000);
+        assert!(sim.processes[0].state.queued);
+        assert_eq!(sim.host.cores[0].free_at_ns, 20_000);
+        // At 20 us the call's work is over: process 0 runs (a 1 us switch, its 5 us reap, its 2 us submission).
+        sim.pick_next(0, 20_000);
+        assert!(!sim.processes[0].state.queued);
+        assert_eq!(sim.host.cores[0].free_at_ns, 28_000);
+        // A call that goes on: put off until 1.5 ms after the pick came due, then the waiting process runs anyway.
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.run_process_on(0, 1, 0, 5_000);
+        sim.host
+            .run(0, 1, 5_000, 5_000_000, &mut Default::default());
+        sim.processes[1].state.submitting = true;
+        sim.processes[0].state.inflight = 1;
+        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.pick_next(0, 10_000);
+        sim.pick_next(0, 1_500_000);
+        assert!(sim.processes[0].state.queued, "1.49 ms after it came due");
+        sim.pick_next(0, 1_510_000);
+        assert!(!sim.processes[0].state.queued, "1.5 ms after it came due");
+    }
+
+    #[test]
+    fn a_core_with_processes_waiting_is_busy_to_the_next_one_woken() {
+        let c = three_pinned_readers();
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.host.run(0, 9, 0, 10_000, &mut Default::default());
+        sim.queue_woken(0, 0, Some(completion(5_000)));
+        // At 10 us nothing is booked on core 0 any more, but process 0 waits there for its pick: process 1, woken
+        // then, queues behind it by virtual runtime instead of running ahead of it.
+        assert!(sim.host.idle_at(0, 10_000));
+        assert!(sim.waits_in_run_queue(1, 0, 10_000));
     }
 
     #[test]
