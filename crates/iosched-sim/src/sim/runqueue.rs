@@ -155,12 +155,13 @@ impl Simulation<'_> {
         }
     }
 
-    /// Whether `process` (a fio process, else false) is inside its submission call: its batch's scheduler hooks
-    /// and queue runs are not all over.
+    /// Whether `process` (a fio process, else false) is running inside its submission call: its batch's scheduler
+    /// hooks and queue runs are not all over, and it is not asleep in the call waiting for a request (then its core
+    /// runs others, as Linux's does).
     fn in_submission_call(&self, process: u32) -> bool {
-        self.processes
-            .get(process as usize)
-            .is_some_and(|p| p.state.submitting || p.state.dispatch_loops > 0)
+        self.processes.get(process as usize).is_some_and(|p| {
+            (p.state.submitting || p.state.dispatch_loops > 0) && !p.asleep_on_tag()
+        })
     }
 
     /// A completion's interrupt arrived on `core` at `at_ns` for `woken`'s I/O: if the core is running another
@@ -310,6 +311,18 @@ mod tests {
         assert!(sim.processes[0].state.queued, "1.49 ms after it came due");
         sim.pick_next(0, 1_510_000);
         assert!(!sim.processes[0].state.queued, "1.5 ms after it came due");
+        // Asleep in its call for a request (blk-mq's tag wait), process 1 holds no core: the pick does not wait.
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.run_process_on(0, 1, 0, 5_000);
+        sim.host.run(0, 1, 5_000, 15_000, &mut Default::default());
+        sim.processes[1].state.submitting = true;
+        sim.processes[1].params.tag_wait = super::super::tags::TagWait::Submitter; // libaio's, psync's
+        sim.processes[1].state.tag_waits = 1;
+        assert!(sim.processes[1].asleep_on_tag());
+        sim.processes[0].state.inflight = 1;
+        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.pick_next(0, 10_000);
+        assert!(!sim.processes[0].state.queued);
     }
 
     #[test]
