@@ -6,7 +6,7 @@ use iosched_policy::SECTOR_BYTES;
 
 use super::process::Ramp;
 use super::runqueue::Completion;
-use super::{BioKind, IoSlot, Simulation, NO_IO};
+use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
 impl Simulation<'_> {
@@ -351,43 +351,48 @@ impl Simulation<'_> {
         let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
+        let io = Completion {
+            issue_ns,
+            bytes,
+            write,
+            work_ns: work,
+            lock_calls,
+        };
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
         } else if sleeping && self.waits_in_run_queue(process, core, from_ns) {
-            let completion = Completion {
-                issue_ns,
-                bytes,
-                write,
-                work_ns: work,
-                lock_calls,
-            };
-            self.queue_woken(core, process, Some(completion));
+            self.queue_woken(core, process, Some(io));
             return None;
         } else {
             self.run_process_on(core, process, from_ns, work)
         };
-        self.count_lock_calls(core, booked.start_ns, lock_calls as u64, work);
-        if sleeping {
-            self.credit_interrupt(process);
-        }
-        Some(self.reaped(process, write, issue_ns, booked.end_ns, bytes))
+        Some(self.reaped(process, &io, booked, sleeping))
     }
 
-    /// The process reaped an I/O of `bytes` issued at `issue_ns` as its work ends at `end_ns`: record its latency
-    /// and free its depth. Returns `end_ns`.
+    /// The process reaped `io` with its completion path booked as `booked`: count that path's lock calls, take the
+    /// interrupt's share off its virtual runtime if it had slept (`credit_interrupt`), record the latency and free
+    /// its depth. Returns when the path ends.
     pub(super) fn reaped(
         &mut self,
         process: u32,
-        write: bool,
-        issue_ns: u64,
-        end_ns: u64,
-        bytes: u32,
+        io: &Completion,
+        booked: CpuBooking,
+        slept: bool,
     ) -> u64 {
-        self.record_latency(process, write, issue_ns, end_ns, bytes);
+        self.count_lock_calls(
+            booked.core,
+            booked.start_ns,
+            io.lock_calls as u64,
+            io.work_ns,
+        );
+        if slept {
+            self.credit_interrupt(process);
+        }
+        self.record_latency(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
         let proc = &mut self.processes[process as usize];
         proc.state.inflight -= 1;
         self.ios_completed += 1;
-        end_ns
+        booked.end_ns
     }
 
     /// Record one I/O of the process, `bytes` long, whose latency runs from `start_ns` to `end_ns`, if it ended

@@ -97,11 +97,18 @@ impl Simulation<'_> {
             completion,
         };
         self.run_queue_seq += 1;
+        self.run_queues[core as usize].waiting.push(Reverse(woken));
+        self.schedule_pick(core);
+    }
+
+    /// A pick on `core` when its booked work ends, unless one is pending or nobody waits.
+    fn schedule_pick(&mut self, core: u32) {
         let queue = &mut self.run_queues[core as usize];
-        queue.waiting.push(Reverse(woken));
-        if !queue.pick_pending {
+        if !queue.waiting.is_empty() && !queue.pick_pending {
             queue.pick_pending = true;
-            let at = self.host.cores[core as usize].free_at_ns;
+            let at = self.host.cores[core as usize]
+                .free_at_ns
+                .max(self.events.now_ns);
             self.events.schedule(at, Event::PickNext { core });
         }
     }
@@ -133,9 +140,7 @@ impl Simulation<'_> {
         match woken.completion {
             Some(io) => {
                 let booked = self.run_process_on(core, process, now, io.work_ns);
-                self.count_lock_calls(core, booked.start_ns, io.lock_calls as u64, io.work_ns);
-                self.credit_interrupt(process);
-                let end = self.reaped(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
+                let end = self.reaped(process, &io, booked, true);
                 let next = if self.processes[process as usize].state.unreaped.is_empty() {
                     self.after_reap(process, end)
                 } else {
@@ -147,12 +152,7 @@ impl Simulation<'_> {
             }
             None => self.try_issue(process, now),
         }
-        let queue = &mut self.run_queues[core as usize];
-        if !queue.waiting.is_empty() && !queue.pick_pending {
-            queue.pick_pending = true;
-            let at = self.host.cores[core as usize].free_at_ns.max(now);
-            self.events.schedule(at, Event::PickNext { core });
-        }
+        self.schedule_pick(core);
     }
 
     /// Whether `process` (a fio process, else false) is running inside its submission call: its batch's scheduler
