@@ -8,8 +8,9 @@ use iosched_sim::config::{JobConfig, Rw, SimConfig, TraceConfig};
 use iosched_sim::trace::summarize;
 use iosched_sim::{simulate, SimResult};
 
-/// A trace file in this test process's temporary folder; dropping it removes the file, and the folder with the
-/// last one (tests run as threads of one process, so the folder is shared until then).
+/// A trace file in a temporary folder of its own; dropping it removes the file and the folder. (One folder shared
+/// by the tests, which run as threads of one process, raced: a test removing it as it emptied could do so between
+/// another's create_dir_all and its write.)
 struct TraceFile(String);
 
 impl std::ops::Deref for TraceFile {
@@ -24,13 +25,14 @@ impl Drop for TraceFile {
         let path = std::path::Path::new(&self.0);
         let _ = std::fs::remove_file(path);
         if let Some(dir) = path.parent() {
-            let _ = std::fs::remove_dir(dir); // fails while other tests' files are in it
+            let _ = std::fs::remove_dir(dir);
         }
     }
 }
 
 fn write_trace(name: &str, text: &str) -> TraceFile {
-    let dir = std::env::temp_dir().join(format!("iosched-trace-replay-{}", std::process::id()));
+    let folder = format!("iosched-trace-replay-{}-{name}", std::process::id());
+    let dir = std::env::temp_dir().join(folder);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
