@@ -42,15 +42,17 @@
 //! * **Injection** while idling: first the async queue of the same group and priority, then the first busy queue (in
 //!   activation order) whose next request fits its budget, only while fewer than `inject_limit` requests are in the
 //!   driver and (for ≥ 32 KiB requests) the driver is empty.
-//! * **Weight raising** (low_latency): a sync queue with the default weight (40) that becomes busy after ≥ 2 s idle
-//!   (or for the first time) and is not in a large burst (≥ 8 queues created within 180 ms of each other, with no
-//!   busy queue at the start) is raised ×30 for clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received
-//!   120000 sectors; a queue that becomes busy again after `soft_rt_next_start` (its past rate below 7000
-//!   sectors/s, and not sooner than slice_idle + 4 ms after going idle) is raised ×3000 for 300 ms (then back to
-//!   interactive raising if that period is still running). Raised queues may preempt the in-service queue. From
-//!   4.16 ([`kernel::BFQ_SOFTRT_PAST_IO`]) `soft_rt_next_start` starts at the queue's creation and never moves
-//!   back; from 5.12 ([`kernel::BFQ_SOFTRT_AFTER_INTERACTIVE`]) it is computed for interactive queues too and reset
-//!   to now when interactive raising ends, so a queue that stops being greedy turns soft real-time at once.
+//! * **Weight raising** (low_latency): a sync queue with the default weight (40) that becomes busy with nothing in
+//!   the driver more than 2 s after its last budget timeout (`bfq_bfqq_idle_for_long_time`; a queue never in
+//!   service counts as idle for long, and one served only by injection meanwhile too) and is not in a large burst
+//!   (≥ 8 queues created within 180 ms of each other, with no busy queue at the start) is raised ×30 for
+//!   clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received 120000 sectors; a queue that becomes busy
+//!   again after `soft_rt_next_start` (its past rate below 7000 sectors/s, and not sooner than slice_idle + 4 ms
+//!   after going idle) is raised ×3000 for 300 ms (then back to interactive raising if that period is still
+//!   running). Raised queues may preempt the in-service queue. From 4.16 ([`kernel::BFQ_SOFTRT_PAST_IO`])
+//!   `soft_rt_next_start` starts at the queue's creation and never moves back; from 5.12
+//!   ([`kernel::BFQ_SOFTRT_AFTER_INTERACTIVE`]) it is computed for interactive queues too and reset to now when
+//!   interactive raising ends, so a queue that stops being greedy turns soft real-time at once.
 //! * **Request choice** within a queue: on the first dispatch of each service slot, the FIFO head if its deadline
 //!   (fifo_expire_sync/async) passed; otherwise the request nearest after the device's last position, a backward
 //!   seek within back_seek_max counting back_seek_penalty × its distance; "wrapped" requests last.
@@ -249,13 +251,13 @@ struct Queue {
     busy: bool,
     dispatched: u32,
     max_budget: u64,
-    budget_timeout_at: u64,
+    /// When the current (or last) service slot's budget times out; None until the queue is first in service (the
+    /// kernel's `bfq_smallest_from_now()`: long past).
+    budget_timeout_at: Option<u64>,
     wait_request: bool,
     fifo_checked: bool,
     non_blocking_wait_rq: bool,
     just_created: bool,
-    /// When the queue last became idle (no requests, none in flight); None = never used.
-    idle_since: Option<u64>,
     last_end_request: u64,
     ttime_samples: u64,
     ttime_total: u64,
@@ -652,12 +654,11 @@ impl Bfq {
             busy: false,
             dispatched: 0,
             max_budget,
-            budget_timeout_at: 0,
+            budget_timeout_at: None,
             wait_request: false,
             fifo_checked: false,
             non_blocking_wait_rq: false,
             just_created: true,
-            idle_since: None,
             last_end_request: 0,
             ttime_samples: 0,
             ttime_total: 0,
@@ -1029,7 +1030,16 @@ impl Bfq {
     }
 
     fn budget_timed_out(&self, q: usize, now: u64) -> bool {
-        now > self.queues[q].budget_timeout_at
+        self.queues[q].budget_timeout_at.is_none_or(|t| now > t)
+    }
+
+    /// Whether `span` has passed since the queue's last budget timeout (a queue never in service: yes). The kernel
+    /// times "idle for long" from there, not from when the queue emptied (`bfq_bfqq_idle_for_long_time`): a queue
+    /// whose requests were served while another was in service (injection) counts as idle.
+    fn long_past_budget_timeout(&self, q: usize, now: u64, span: u64) -> bool {
+        self.queues[q]
+            .budget_timeout_at
+            .is_none_or(|t| now > t + span)
     }
 
     fn may_expire_for_budget_timeout(&self, q: usize, now: u64) -> bool {
@@ -1062,7 +1072,7 @@ impl Bfq {
         } else {
             1
         };
-        qq.budget_timeout_at = now + self.t.timeout_ns * coeff;
+        qq.budget_timeout_at = Some(now + self.t.timeout_ns * coeff);
         self.last_budget_start = now;
         self.in_service = Some(q);
     }
@@ -1179,9 +1189,6 @@ impl Bfq {
         if keep {
             self.requeue_in_service(EntityId::Queue(q));
         } else {
-            if self.queues[q].dispatched == 0 {
-                self.queues[q].idle_since = Some(now);
-            }
             self.del_busy(q, true);
         }
         if g != 0 {
@@ -1352,9 +1359,10 @@ impl Bfq {
 
     /// A queue with no requests gets one: weight raising decisions, budget, activation, maybe preemption.
     fn idle_busy_switch(&mut self, q: usize, now: u64) {
+        let idle_for_long = self.queues[q].dispatched == 0
+            && self.long_past_budget_timeout(q, now, WR_MIN_IDLE_TIME_NS);
+        let idle_for_very_long = self.long_past_budget_timeout(q, now, 10_000 * MS);
         let qq = &self.queues[q];
-        let idle_for_long =
-            qq.dispatched == 0 && qq.idle_since.is_none_or(|t| now > t + WR_MIN_IDLE_TIME_NS);
         let arrived_in_time = now <= qq.last_end_request + 3 * self.t.slice_idle_ns;
         let in_burst = qq.in_large_burst;
         let default_weight = qq.orig_weight == DEFAULT_WEIGHT;
@@ -1388,8 +1396,7 @@ impl Bfq {
         };
 
         let qq = &mut self.queues[q];
-        if !qq.just_created && idle_for_long && qq.idle_since.is_some_and(|t| now > t + 10_000 * MS)
-        {
+        if !qq.just_created && idle_for_long && idle_for_very_long {
             qq.in_large_burst = false;
         }
         qq.just_created = false;
@@ -1899,9 +1906,6 @@ impl Elevator for Bfq {
         let qq = &mut self.queues[q];
         qq.dispatched -= 1;
         qq.last_end_request = now_ns;
-        if qq.dispatched == 0 && !qq.busy {
-            qq.idle_since = Some(now_ns);
-        }
         if qq.softrt_update && qq.dispatched == 0 && qq.rqs.is_empty() && qq.wr_coeff != WR_COEFF {
             let next = self.softrt_next_start(q, now_ns);
             self.queues[q].soft_rt_next_start = Some(next);
@@ -2352,6 +2356,40 @@ mod tests {
         let heavy = index(&bfq, 2);
         assert_eq!(bfq.pending_weights, BTreeMap::from([(40, 1), (80, 1)]));
         assert!(bfq.asymmetric_scenario(heavy) && !bfq.asymmetric_scenario(writer));
+    }
+
+    /// "Idle for long" (interactive raising) counts from the queue's last budget timeout, as
+    /// `bfq_bfqq_idle_for_long_time` does, not from when it last emptied. A queue set in service at 0 (not raised:
+    /// low_latency off then) gets budget_timeout = 0 + timeout_sync = 125 ms; its read completes at 1 ms and the
+    /// idle slice expires it at 1 + 8 = 9 ms. With low_latency on, its next read at 2.1 s is 2.099 s after it
+    /// emptied, but 2.1 < 0.125 + 2 = 2.125 s: not interactive, so it is raised only as soft real-time (×3000: one
+    /// small read, well under 7000 sectors/s). At 2.2 s it is interactive (2.2 > 2.125), which takes precedence
+    /// (×30).
+    #[test]
+    fn idle_for_long_counts_from_the_last_budget_timeout() {
+        let coeff_of_read_at = |at_ns: u64| {
+            let mut bfq = Bfq::new();
+            bfq.set_tunable("low_latency", 0).unwrap();
+            bfq.insert(rq(1, 0, 0, 8), 0);
+            let r = bfq.dispatch(0, 0).unwrap();
+            assert_eq!(queue_of(&bfq, 0).budget_timeout_at, Some(125 * MS));
+            bfq.completed(&r, 0, MS);
+            assert_eq!(
+                bfq.next_timer_ns(),
+                Some(9 * MS),
+                "the only busy queue idles slice_idle"
+            );
+            bfq.timer(9 * MS);
+            bfq.set_tunable("low_latency", 1).unwrap();
+            bfq.insert(rq(2, 0, 1024, 8), at_ns);
+            queue_of(&bfq, 0).wr_coeff
+        };
+        assert_eq!(
+            coeff_of_read_at(2_100 * MS),
+            3000,
+            "2.1 s: within 2 s of the budget timeout"
+        );
+        assert_eq!(coeff_of_read_at(2_200 * MS), 30, "2.2 s: interactive");
     }
 
     #[test]
