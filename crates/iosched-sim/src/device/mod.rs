@@ -1,8 +1,9 @@
 //! An NVMe (or SATA) SSD as a set of queues and servers.
 //!
-//! - Submission queues, one per hardware queue. The controller fetches a command as soon as its doorbell rings (the
-//!   fetch takes far less than the front-end's per-command time, so NVMe's round-robin arbitration never has a
-//!   backlog to order) into one internal command queue, which the front-end works through in fetch order.
+//! - Submission queues, one per hardware queue. A free front-end core fetches the next command by NVMe's round-robin
+//!   arbitration (one command per queue in turn, a burst of one), so a queue with few commands waits one turn
+//!   while one with many waits its length (named assumption: the controller fetches a command only when a
+//!   front-end core can take it; it holds no internal queue of fetched commands in doorbell order).
 //! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling), or
 //!   `write_command_ns` for a write where that is set.
 //! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
@@ -67,8 +68,12 @@ pub struct Device {
     salt: u64,
     rng: Pcg64,
     hw_queues: u32,
-    /// Commands fetched from the submission queues, in fetch (= doorbell) order.
-    fetched_commands: VecDeque<Command>,
+    /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
+    submission_queues: Vec<VecDeque<Command>>,
+    /// Commands in all submission queues.
+    queued_commands: usize,
+    /// The queue round-robin arbitration looks at first for the next command.
+    next_queue: usize,
     front_end: Vec<FrontEndCore>,
     /// Writes waiting for buffer space off the front end (`waiting_write_slots`), oldest first.
     waiting_writes: VecDeque<FrontEndCore>,
@@ -187,7 +192,9 @@ impl Device {
             salt: mix(0xD1CE ^ index as u64),
             rng,
             hw_queues: hw_queues.max(1),
-            fetched_commands: VecDeque::new(),
+            submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
+            queued_commands: 0,
+            next_queue: 0,
             front_end: (0..config.controller_cores.max(1))
                 .map(|_| FrontEndCore::IDLE)
                 .collect(),

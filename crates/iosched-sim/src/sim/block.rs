@@ -513,8 +513,11 @@ impl Simulation<'_> {
             bytes: (rq.nr_sectors as u64 * SECTOR_BYTES) as u32,
         };
         slot.dispatch_ns = now;
-        let hctx = slot.dispatch_hctx;
-        self.devices[device as usize].submit(hctx, command, &mut self.events);
+        // The command goes to the submission queue of the hardware queue the request was allocated on (the
+        // submitting CPU's), as blk_mq_dispatch_hctx_list sends it, even when another CPU's run dispatched it from a
+        // shared elevator (mq-deadline, BFQ). Simplification: its driver tag is counted on the dispatching queue.
+        let queue = rq.hctx;
+        self.devices[device as usize].submit(queue, command, &mut self.events);
     }
 
     /// A kblockd worker runs the hardware queues the elevator woke, in its wake order.
