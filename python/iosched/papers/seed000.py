@@ -545,15 +545,19 @@ def latency_figures(res: Results) -> list[Figure]:
 ONE_CORE_ORDER = ("with 16-256 QD-1 processes on one core the artifact's P99 is 1.8-2.2x its mean: CFS runs the "
                   "runnable process with the least virtual runtime, and completion interrupts charged to the process "
                   "they interrupt reorder them every round. The model does that for pinned processes "
-                  "(docs/simulator.md, host): 1.7-1.8x from 32 processes on under every scheduler. At 16, Kyber's and "
-                  "MQ-Deadline's processes stay in wake-up order: each is still in its submission call when its "
-                  "completion arrives (the model's 91 K IOPS where the artifact's did ~146 K). Under none from 64 "
-                  "processes on, the artifact's CPU per I/O grows (6.2 µs at 16, 7.4 at 64, 8.3 at 256: a mean of "
-                  "2,119 µs at 256); the model's stays at 6.2 µs (1,587 µs)")
-TEN_CORES_SPREAD = ("256 QD-1 processes on 10 cores are device-bound (~774 K, none's mean ~330 µs in both), but the "
-                    "artifact's P99 is 3.3x its mean and the model's ~1.7x; where that spread comes from (the "
-                    "device's queues, or CFS's order among ~25 processes per core, which the simulator leaves out for "
-                    "unpinned processes) is not established")
+                  "(docs/simulator.md, host): 1.7-1.8x from 32 processes on under every scheduler. From 64 "
+                  "processes on, the artifact's CPU per I/O grows with N (none: 6.2 µs at 16, 7.4 at 64, 8.3 at "
+                  "256, a mean of 2,119 µs at 256; Kyber ~9.2 µs at 256); the model's does not (none 6.2 µs, "
+                  "1,587 µs; Kyber and MQ-Deadline 6.7 µs, 1,701 µs, since their completion hooks run in the "
+                  "interrupt without the two context switches the model charged them before, docs/simulator.md)")
+TEN_CORES_SPREAD = ("with 256 QD-1 processes on 10 cores none is device-bound (~774 K) and its latencies spread as the "
+                    "artifact's once the drive takes commands from the cores' submission queues in turn (NVMe's "
+                    "round-robin arbitration, docs/simulator.md, device): P99 1,090 µs in both. The schedulers' "
+                    "processes wait for CPU instead: MQ-Deadline and BFQ are CPU-bound (lock contention), and the "
+                    "model's Kyber costs ~3.5 µs more CPU per I/O than none where the artifact's costs 0.55 µs more "
+                    "(Fig. 7b's excess), so its backlog sits in the host, where cores run work in the order it is "
+                    "booked and unpinned processes do not wait in CFS's order (docs/simulator.md, host): P99s at "
+                    "0.5x")
 FIO_CPU = ("fio's own time per I/O at low load (the artifact: ~0.12 cores for one QD-1 process, ~8 µs per I/O) is "
            "more than the host preset's io_uring path and sleep/wake (4.7 µs per I/O; the io_uring costs fitted at "
            "saturation, the 2 µs sleep/wake a named assumption no calibration input measures)")
@@ -569,7 +573,8 @@ def latency_why(v: Values) -> dict[str, str]:
                  f"{r('fig-3', 'none', 256):.2f}x, Kyber's at 16 {r('fig-3', 'kyber', 16):.2f}x: " + ONE_CORE_ORDER,
         "fig-4a": f"{r('fig-4a', 'none', 1, 'cpu_cores'):.2f}x at QD 1: " + FIO_CPU,
         "fig-4b": f"{r('fig-4b', 'none', 1, 'cpu_cores'):.2f}x with 1 process: " + FIO_CPU,
-        "fig-5a": f"{r('fig-5a', 'bfq', 256):.2f}x (BFQ), {r('fig-5a', 'none', 256):.2f}x (none): " + TEN_CORES_SPREAD,
+        "fig-5a": f"{r('fig-5a', 'bfq', 256):.2f}x (BFQ), {r('fig-5a', 'kyber', 256):.2f}x (Kyber), "
+                  f"{r('fig-5a', 'none', 256):.2f}x (none): " + TEN_CORES_SPREAD,
         "fig-5b": f"{r('fig-5b', 'none', 1, 'cpu_cores'):.2f}x with 1 process: " + FIO_CPU
                   + f"; with 256 processes none uses {r('fig-5b', 'none', 256, 'cpu_cores'):.2f}x the artifact's cores",
         "fig-6a": "the P99s of Fig. 2 (Kyber and MQ-Deadline short at QD 64-128)",
@@ -747,10 +752,10 @@ def throughput_why(v: Values) -> dict[str, str]:
                   f"{v[Key('fig-7a', 'bfq', str(peak('bfq')), 'read_kiops')]:.0f} K, the artifact's with 5 at 315 K; "
                   f"MQ-Deadline with 3 {r('fig-7a', 'mq-deadline', '3', 'read_kiops'):.2f}x (the artifact's peaks at "
                   f"3 processes, the model's at {peak('mq-deadline')}); {race}",
-        "fig-7b": f"Kyber with 8-15 processes {r('fig-7b', 'kyber', '8', 'cpu_cores'):.2f}x-"
-                  f"{r('fig-7b', 'kyber', '15', 'cpu_cores'):.2f}x the artifact's CPU: its freed tokens wake kblockd "
-                  "workers on the processes' cores, and each worker's run costs the process it interrupts a context "
-                  "switch back (the host's 1.5 us); the artifact's Kyber stays at ~4 cores from 8 processes on",
+        "fig-7b": f"Kyber with 13-15 processes {r('fig-7b', 'kyber', '13', 'cpu_cores'):.2f}x-"
+                  f"{r('fig-7b', 'kyber', '15', 'cpu_cores'):.2f}x the artifact's CPU: with more processes than "
+                  "cores they share cores and pay context switches (the host's 1.5 µs each) where the artifact's "
+                  "Kyber stays at ~4 cores from 8 processes on",
         "fig-8a": "uncontended lock calls at 15 ns each (a named assumption from instruction latencies) give none "
                   f"{r('fig-8a', 'none', '1', 'lock_cycles_pct'):.2f}x the artifact's share with one process and "
                   f"the schedulers' single processes {r('fig-8a', 'bfq', '1', 'lock_cycles_pct'):.2f}x (BFQ) to "
@@ -1241,6 +1246,8 @@ def convergence_picks() -> dict[str, tuple[list, float]]:
                              Pick("inter1", sp("kyber", **{"job.l.numjobs": 256}), "Fig. 3 kyber 256 P99 (µs)",
                                   p99("l")),
                              Pick("inter10", sp("bfq", **{"job.l.numjobs": 256}), "Fig. 5a bfq 256 P99 (µs)",
+                                  p99("l")),
+                             Pick("inter10", sp("none", **{"job.l.numjobs": 256}), "Fig. 5a none 256 P99 (µs)",
                                   p99("l")),
                              Pick("inter10", sp("none", **{"job.l.numjobs": 256}), "Fig. 5b none 256 cores",
                                   fio_cores)], 1.0),

@@ -130,11 +130,43 @@ impl Simulation<'_> {
         cost_ns: u64,
         acquisitions: u32,
     ) -> u64 {
+        self.run_scheduler_work_in(
+            core,
+            owner,
+            device,
+            hctx,
+            now,
+            at_ns,
+            cost_ns,
+            acquisitions,
+            false,
+        )
+    }
+
+    /// `run_scheduler_work`, in the completion's interrupt when `in_interrupt` (the elevator's completion hooks run
+    /// from the driver's interrupt handler: no context switch, and the core goes on with whatever it ran).
+    #[allow(clippy::too_many_arguments)]
+    fn run_scheduler_work_in(
+        &mut self,
+        core: u32,
+        owner: u32,
+        device: u32,
+        hctx: u32,
+        now: u64,
+        at_ns: u64,
+        cost_ns: u64,
+        acquisitions: u32,
+        in_interrupt: bool,
+    ) -> u64 {
         let account = match owner {
             KWORKER => &mut self.kworker_cpu,
             process => &mut self.processes[process as usize].stats.cpu,
         };
-        let (start, _) = self.host.run(core, owner, at_ns, 0, account);
+        let (start, _) = if in_interrupt {
+            self.host.run_in_interrupt(core, at_ns, 0, account)
+        } else {
+            self.host.run(core, owner, at_ns, 0, account)
+        };
         match self.queues[device as usize].lock_for(hctx) {
             Some(lock) if acquisitions > 0 => {
                 let booking = lock.acquire(core, owner, now, start, cost_ns, acquisitions);
@@ -157,6 +189,7 @@ impl Simulation<'_> {
                 self.count_lock_calls(core, end - cost_ns, acquisitions as u64, cost_ns);
                 end
             }
+            _ if in_interrupt => self.host.run_in_interrupt(core, start, cost_ns, account).1,
             _ => self.host.run(core, owner, start, cost_ns, account).1,
         }
     }
@@ -588,7 +621,11 @@ impl Simulation<'_> {
         self.charge_interrupt(core, process, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
-            path_start = self.run_scheduler_work(
+            // The hook runs in the interrupt, at once: the wake-up that follows happens its duration (with any
+            // spinning) after the completion. Simplification: its CPU time is booked after the work already booked
+            // on the core, which ends that much later.
+            let booked_from = self.host.cores[core as usize].free_at_ns.max(now);
+            let end = self.run_scheduler_work_in(
                 core,
                 process,
                 device,
@@ -597,7 +634,9 @@ impl Simulation<'_> {
                 now,
                 self.costs.complete_ns,
                 self.costs.complete_acquisitions,
+                true,
             );
+            path_start = now + (end - booked_from);
         }
         let inserted = self.request_tag_freed(device, rq.hctx, now);
         // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's
