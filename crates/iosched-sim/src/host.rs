@@ -95,9 +95,7 @@ impl Host {
         work_ns: u64,
         account: &mut CpuAccount,
     ) -> (u64, u64) {
-        let window = (self.window_start_ns, self.window_end_ns);
         let c = &mut self.cores[core as usize];
-        let start = at_ns.max(c.free_at_ns);
         let mut cost = work_ns;
         if c.last_process != process {
             if c.last_process != u32::MAX {
@@ -106,15 +104,12 @@ impl Host {
             }
             c.last_process = process;
         }
-        let end = start + cost;
-        c.free_at_ns = end;
-        c.count_busy(window, start, end, account);
-        (start, end)
+        self.run_in_interrupt(core, at_ns, cost, account)
     }
 
     /// Book `work_ns` on `core` from `at_ns` (after the work booked there) as interrupt work: it runs in whatever
     /// context the core is in, so it costs no context switch and leaves whose work the core ran last unchanged.
-    /// Returns (start, end) of the work.
+    /// Returns (start, end) of the work. (`run` is this plus the switch to its process.)
     #[inline]
     pub fn run_in_interrupt(
         &mut self,

@@ -45,15 +45,11 @@ impl Device {
             return self.null_blk_submit(&null_blk, command, events); // no front end: device/null_blk.rs
         }
         self.submission_queues[queue as usize].push_back(command);
-        self.queued_commands += 1;
         self.feed_front_end(events);
     }
 
     /// Give idle, non-stalled front-end cores the next commands by round-robin arbitration.
     pub(super) fn feed_front_end(&mut self, events: &mut EventQueue) {
-        if self.queued_commands == 0 {
-            return;
-        }
         for core in 0..self.front_end.len() {
             if self.front_end[core].command.is_some() {
                 continue;
@@ -79,15 +75,11 @@ impl Device {
     /// NVMe round-robin arbitration with a burst of one: the oldest command of the first non-empty submission queue
     /// from the arbitration pointer on, which then moves past that queue.
     fn arbitrate(&mut self) -> Option<Command> {
-        if self.queued_commands == 0 {
-            return None;
-        }
         let queues = self.submission_queues.len();
         let queue = (0..queues)
             .map(|i| (self.next_queue + i) % queues)
             .find(|&q| !self.submission_queues[q].is_empty())?;
         self.next_queue = (queue + 1) % queues;
-        self.queued_commands -= 1;
         self.submission_queues[queue].pop_front()
     }
 

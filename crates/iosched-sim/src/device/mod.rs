@@ -70,8 +70,6 @@ pub struct Device {
     hw_queues: u32,
     /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
     submission_queues: Vec<VecDeque<Command>>,
-    /// Commands in all submission queues.
-    queued_commands: usize,
     /// The queue round-robin arbitration looks at first for the next command.
     next_queue: usize,
     front_end: Vec<FrontEndCore>,
@@ -193,7 +191,6 @@ impl Device {
             rng,
             hw_queues: hw_queues.max(1),
             submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
-            queued_commands: 0,
             next_queue: 0,
             front_end: (0..config.controller_cores.max(1))
                 .map(|_| FrontEndCore::IDLE)

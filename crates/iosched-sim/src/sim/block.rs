@@ -24,6 +24,15 @@ use crate::device::Command;
 use crate::engine::Event;
 use crate::host::HANDOFF_CACHE_LINES;
 
+/// Where a scheduler hook runs: in its thread's context (a process's system call, or a kblockd worker), or in the
+/// completion's interrupt (the elevator's completion hooks, from the driver's interrupt handler: no context switch,
+/// and the core goes on with whatever it ran).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HookContext {
+    Task,
+    Interrupt,
+}
+
 /// Who runs a hardware queue, and so on which core and in whose CPU time its dispatch calls are booked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum QueueRunner {
@@ -85,6 +94,7 @@ impl Simulation<'_> {
             now,
             c.insert_ns,
             c.submit_acquisitions,
+            HookContext::Task,
         );
         let mut call_end = ready;
         if c.dispatch_ns > 0
@@ -103,6 +113,7 @@ impl Simulation<'_> {
                 ready,
                 c.dispatch_ns,
                 c.dispatch_acquisitions,
+                HookContext::Task,
             );
             self.slots[io as usize].booked_dispatch_end_ns = call_end;
         }
@@ -129,35 +140,9 @@ impl Simulation<'_> {
         at_ns: u64,
         cost_ns: u64,
         acquisitions: u32,
+        context: HookContext,
     ) -> u64 {
-        self.run_scheduler_work_in(
-            core,
-            owner,
-            device,
-            hctx,
-            now,
-            at_ns,
-            cost_ns,
-            acquisitions,
-            false,
-        )
-    }
-
-    /// `run_scheduler_work`, in the completion's interrupt when `in_interrupt` (the elevator's completion hooks run
-    /// from the driver's interrupt handler: no context switch, and the core goes on with whatever it ran).
-    #[allow(clippy::too_many_arguments)]
-    fn run_scheduler_work_in(
-        &mut self,
-        core: u32,
-        owner: u32,
-        device: u32,
-        hctx: u32,
-        now: u64,
-        at_ns: u64,
-        cost_ns: u64,
-        acquisitions: u32,
-        in_interrupt: bool,
-    ) -> u64 {
+        let in_interrupt = context == HookContext::Interrupt;
         let account = match owner {
             KWORKER => &mut self.kworker_cpu,
             process => &mut self.processes[process as usize].stats.cpu,
@@ -347,8 +332,17 @@ impl Simulation<'_> {
         at_ns: u64,
     ) -> u64 {
         let (cost, acquisitions) = (self.costs.dispatch_ns, self.costs.dispatch_acquisitions);
-        let end =
-            self.run_scheduler_work(core, process, device, hctx, now, at_ns, cost, acquisitions);
+        let end = self.run_scheduler_work(
+            core,
+            process,
+            device,
+            hctx,
+            now,
+            at_ns,
+            cost,
+            acquisitions,
+            HookContext::Task,
+        );
         if process != KWORKER {
             let state = &mut self.processes[process as usize].state;
             state.busy_until_ns = state.busy_until_ns.max(end); // in its own call: running there until then
@@ -507,6 +501,7 @@ impl Simulation<'_> {
                         at,
                         cost,
                         acquisitions,
+                        HookContext::Task,
                     ),
                     booked => booked,
                 };
@@ -625,7 +620,7 @@ impl Simulation<'_> {
             // spinning) after the completion. Simplification: its CPU time is booked after the work already booked
             // on the core, which ends that much later.
             let booked_from = self.host.cores[core as usize].free_at_ns.max(now);
-            let end = self.run_scheduler_work_in(
+            let end = self.run_scheduler_work(
                 core,
                 process,
                 device,
@@ -634,7 +629,7 @@ impl Simulation<'_> {
                 now,
                 self.costs.complete_ns,
                 self.costs.complete_acquisitions,
-                true,
+                HookContext::Interrupt,
             );
             path_start = now + (end - booked_from);
         }
@@ -937,13 +932,13 @@ mod tests {
     fn a_lock_hand_off_counts_as_lock_time_only_for_the_lock_word() {
         let mut sim = one_driver_tag(SchedulerDispatch::Inline, 1);
         sim.queues[0].set_lock_handoff_ns(600);
-        let first = sim.run_scheduler_work(0, 0, 0, 0, 0, 0, 1_000, 1);
+        let first = sim.run_scheduler_work(0, 0, 0, 0, 0, 0, 1_000, 1, HookContext::Task);
         assert_eq!(first, 1_000);
         assert_eq!(
             sim.host.cores[0].lock_ns, 0,
             "nobody held it: no spin, no hand-off"
         );
-        let second = sim.run_scheduler_work(1, 0, 0, 0, 0, 0, 1_000, 1);
+        let second = sim.run_scheduler_work(1, 0, 0, 0, 0, 0, 1_000, 1, HookContext::Task);
         assert_eq!(second, 2_600, "the timing is the hand-off's whole cost");
         assert_eq!(sim.host.cores[1].busy_ns, 2_600);
         assert_eq!(sim.host.cores[1].lock_ns, 1_100); // the old attribution gives 1,600 and fails here
