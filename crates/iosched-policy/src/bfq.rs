@@ -43,8 +43,9 @@
 //!   activation order) whose next request fits its budget, only while fewer than `inject_limit` requests are in the
 //!   driver and (for ≥ 32 KiB requests) the driver is empty.
 //! * **Weight raising** (low_latency): a sync queue with the default weight (40) that becomes busy with nothing in
-//!   the driver more than 2 s after its last budget timeout (`bfq_bfqq_idle_for_long_time`; a queue never in
-//!   service counts as idle for long, and one served only by injection meanwhile too) and is not in a large burst
+//!   the driver more than 2 s after its last budget timeout or, later, after it last became idle (an expiry with
+//!   nothing queued or the completion of its last request, as the kernel overloads `budget_timeout`;
+//!   `bfq_bfqq_idle_for_long_time`; a queue never in service or idle counts as idle for long) and is not in a large burst
 //!   (≥ 8 queues created within 180 ms of each other, with no busy queue at the start) is raised ×30 for
 //!   clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received 120000 sectors; a queue that becomes busy
 //!   again after `soft_rt_next_start` (its past rate below 7000 sectors/s, and not sooner than slice_idle + 4 ms
@@ -251,8 +252,9 @@ struct Queue {
     busy: bool,
     dispatched: u32,
     max_budget: u64,
-    /// When the current (or last) service slot's budget times out; None until the queue is first in service (the
-    /// kernel's `bfq_smallest_from_now()`: long past).
+    /// When the current (or last) service slot's budget times out, or, as the kernel overloads the field, when the
+    /// queue last became idle (no request queued, none in the driver: at an expiry or at the completion of its last
+    /// request); None until then (the kernel's `bfq_smallest_from_now()`: long past).
     budget_timeout_at: Option<u64>,
     wait_request: bool,
     fifo_checked: bool,
@@ -1033,9 +1035,8 @@ impl Bfq {
         self.queues[q].budget_timeout_at.is_none_or(|t| now > t)
     }
 
-    /// Whether `span` has passed since the queue's last budget timeout (a queue never in service: yes). The kernel
-    /// times "idle for long" from there, not from when the queue emptied (`bfq_bfqq_idle_for_long_time`): a queue
-    /// whose requests were served while another was in service (injection) counts as idle.
+    /// Whether `span` has passed since the queue's last budget timeout or, later, since it last became idle (a
+    /// queue never in service or idle: yes), as `bfq_bfqq_idle_for_long_time` reads the overloaded field.
     fn long_past_budget_timeout(&self, q: usize, now: u64, span: u64) -> bool {
         self.queues[q]
             .budget_timeout_at
@@ -1189,6 +1190,10 @@ impl Bfq {
         if keep {
             self.requeue_in_service(EntityId::Queue(q));
         } else {
+            if self.queues[q].dispatched == 0 {
+                // __bfq_bfqq_expire: the time the queue became idle, for "idle for long".
+                self.queues[q].budget_timeout_at = Some(now);
+            }
             self.del_busy(q, true);
         }
         if g != 0 {
@@ -1906,6 +1911,11 @@ impl Elevator for Bfq {
         let qq = &mut self.queues[q];
         qq.dispatched -= 1;
         qq.last_end_request = now_ns;
+        if qq.dispatched == 0 && !qq.busy {
+            // bfq_completed_request: the last request of a queue with none queued (one served by injection, or
+            // expired before it completed) completes: the time it became idle, for "idle for long".
+            qq.budget_timeout_at = Some(now_ns);
+        }
         if qq.softrt_update && qq.dispatched == 0 && qq.rqs.is_empty() && qq.wr_coeff != WR_COEFF {
             let next = self.softrt_next_start(q, now_ns);
             self.queues[q].soft_rt_next_start = Some(next);
@@ -2358,15 +2368,16 @@ mod tests {
         assert!(bfq.asymmetric_scenario(heavy) && !bfq.asymmetric_scenario(writer));
     }
 
-    /// "Idle for long" (interactive raising) counts from the queue's last budget timeout, as
-    /// `bfq_bfqq_idle_for_long_time` does, not from when it last emptied. A queue set in service at 0 (not raised:
-    /// low_latency off then) gets budget_timeout = 0 + timeout_sync = 125 ms; its read completes at 1 ms and the
-    /// idle slice expires it at 1 + 8 = 9 ms. With low_latency on, its next read at 2.1 s is 2.099 s after it
-    /// emptied, but 2.1 < 0.125 + 2 = 2.125 s: not interactive, so it is raised only as soft real-time (×3000: one
-    /// small read, well under 7000 sectors/s). At 2.2 s it is interactive (2.2 > 2.125), which takes precedence
-    /// (×30).
+    /// "Idle for long" (interactive raising) reads `budget_timeout`, which the kernel also sets to the time the
+    /// queue became idle (`__bfq_bfqq_expire` with nothing queued and nothing in the driver). A queue set in service
+    /// at 0 (not raised: low_latency off then) gets budget_timeout = 0 + timeout_sync = 125 ms; its read completes at
+    /// 1 ms and the idle slice expires it at 1 + 8 = 9 ms, empty: budget_timeout = 9 ms. With low_latency on, a read
+    /// at 2.005 s is within 2 s of that (2.005 < 2.009): not interactive, so it is raised only as soft real-time
+    /// (×3000: one small read, well under 7000 sectors/s). At 2.05 s it is interactive (2.05 > 2.009), which takes
+    /// precedence (×30). Counted from the budget timeout alone (125 ms + 2 s = 2.125 s), 2.05 s would still be soft
+    /// real-time: the negative control.
     #[test]
-    fn idle_for_long_counts_from_the_last_budget_timeout() {
+    fn idle_for_long_counts_from_when_the_queue_became_idle() {
         let coeff_of_read_at = |at_ns: u64| {
             let mut bfq = Bfq::new();
             bfq.set_tunable("low_latency", 0).unwrap();
@@ -2380,16 +2391,38 @@ mod tests {
                 "the only busy queue idles slice_idle"
             );
             bfq.timer(9 * MS);
+            assert_eq!(queue_of(&bfq, 0).budget_timeout_at, Some(9 * MS));
             bfq.set_tunable("low_latency", 1).unwrap();
             bfq.insert(rq(2, 0, 1024, 8), at_ns);
             queue_of(&bfq, 0).wr_coeff
         };
         assert_eq!(
-            coeff_of_read_at(2_100 * MS),
+            coeff_of_read_at(2_005 * MS),
             3000,
-            "2.1 s: within 2 s of the budget timeout"
+            "2.005 s: within 2 s of going idle"
         );
-        assert_eq!(coeff_of_read_at(2_200 * MS), 30, "2.2 s: interactive");
+        assert_eq!(coeff_of_read_at(2_050 * MS), 30, "2.05 s: interactive");
+    }
+
+    /// The same overload at a completion (`bfq_completed_request`): a queue that left service while its request was
+    /// still in the driver becomes idle when that request completes. An async write (no idling for async queues) is
+    /// dispatched at 0; the next dispatch finds its queue empty and expires it with the write in flight, so
+    /// budget_timeout stays at 0 + 125 ms; the write completes at 300 ms: budget_timeout = 300 ms.
+    #[test]
+    fn a_queue_becomes_idle_when_its_last_request_completes() {
+        let mut bfq = Bfq::new();
+        let mut w = rq(1, 0, 0, 8);
+        w.op = Op::Write;
+        w.sync = false;
+        let key = Bfq::key_of(&w);
+        bfq.insert(w, 0);
+        let budget_timeout = |bfq: &Bfq| bfq.queues[bfq.queue_index[&key]].budget_timeout_at;
+        let r = bfq.dispatch(0, 0).unwrap();
+        assert!(bfq.dispatch(0, 0).is_none());
+        assert_eq!(bfq.in_service, None, "expired with its write in flight");
+        assert_eq!(budget_timeout(&bfq), Some(125 * MS));
+        bfq.completed(&r, 0, 300 * MS);
+        assert_eq!(budget_timeout(&bfq), Some(300 * MS));
     }
 
     #[test]
