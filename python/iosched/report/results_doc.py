@@ -60,16 +60,25 @@ def section_markdown(report, out: Path) -> str:
 
 def update_results_doc(path: Path, report, out: Path) -> None:
     """Rewrite the part of PATH between the markers (any earlier wording of the begin marker); without markers,
-    append a "Reproduced results" section."""
-    text = path.read_text()
+    append a "Reproduced results" section; a file not there yet is created with that section (in a folder that is)."""
+    if path.is_file():
+        text = path.read_text()
+    elif path.parent.is_dir() and not path.exists():
+        text = ""
+    else:
+        from ..errors import SpecError
+
+        raise SpecError(str(path), "--results-md", "not a file in an existing folder")
     block = f"{BEGIN}\n\n{section_markdown(report, out)}\n{END}"
     start = text.find(BEGIN_PREFIX)
     begin_end = text.find("-->", start) if start >= 0 else -1
     end = text.find(END, begin_end) if begin_end >= 0 else -1
     if end >= 0:
         text = text[:start] + block + text[end + len(END):]
-    else:
+    elif text.strip():
         text = text.rstrip() + "\n\n## Reproduced results\n\n" + block + "\n"
+    else:
+        text = "# Reproduced results\n\n" + block + "\n"
     from ..store import write_file
 
     write_file(path.parent, path.name, text.encode())     # the file the user named (--results-md), in place

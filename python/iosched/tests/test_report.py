@@ -133,6 +133,20 @@ def test_results_doc_is_rewritten_between_markers(toy_dir, tmp_path):
     assert half.read_text().startswith(f"# h\n\n{old_begin}\nold numbers\n\n## Reproduced results\n")
 
 
+def test_report_command_creates_a_missing_results_doc_and_refuses_a_missing_folder(toy_dir, tmp_path):
+    """A results file not there yet is created; one in a folder that is not there is one clear line (exit 2), after
+    the report itself was rebuilt."""
+    new = tmp_path / "NEW.md"
+    res = CliRunner().invoke(main, ["report", str(toy_dir), "--no-static", "--results-md", str(new)])
+    assert res.exit_code == 0, res.output
+    assert new.read_text().startswith("# Reproduced results\n\n" + BEGIN) and new.read_text().endswith(END + "\n")
+    lost = tmp_path / "no-such-folder" / "R.md"
+    res = CliRunner().invoke(main, ["report", str(toy_dir), "--no-static", "--results-md", str(lost)])
+    assert res.exit_code == 2, res.output
+    assert f"{lost}: --results-md: not a file in an existing folder" in res.output
+    assert "Traceback" not in res.output and not lost.parent.exists()
+
+
 def test_report_command_rewrites_the_results_doc(toy_dir, tmp_path):
     """`iosched report DIR --results-md FILE` on a copy of the project's docs/results.md: only the generated part
     changes (its header is kept)."""
