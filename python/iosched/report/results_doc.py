@@ -61,13 +61,16 @@ def section_markdown(report, out: Path) -> str:
 def update_results_doc(path: Path, report, out: Path) -> None:
     """Rewrite the part of PATH between the markers (any earlier wording of the begin marker); without markers,
     append a "Reproduced results" section; a file not there yet is created with that section (in a folder that is)."""
+    from ..errors import SpecError
+
     if path.is_file():
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(str(path), "--results-md", f"cannot read it ({e.__class__.__name__})") from None
     elif path.parent.is_dir() and not path.exists():
         text = ""
     else:
-        from ..errors import SpecError
-
         raise SpecError(str(path), "--results-md", "not a file in an existing folder")
     block = f"{BEGIN}\n\n{section_markdown(report, out)}\n{END}"
     start = text.find(BEGIN_PREFIX)

@@ -145,6 +145,11 @@ def test_report_command_creates_a_missing_results_doc_and_refuses_a_missing_fold
     assert res.exit_code == 2, res.output
     assert f"{lost}: --results-md: not a file in an existing folder" in res.output
     assert "Traceback" not in res.output and not lost.parent.exists()
+    binary = tmp_path / "BIN.md"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    res = CliRunner().invoke(main, ["report", str(toy_dir), "--no-static", "--results-md", str(binary)])
+    assert res.exit_code == 2 and f"{binary}: --results-md: cannot read it (UnicodeDecodeError)" in res.output
+    assert binary.read_bytes() == b"\xff\xfe\x00 not text"
 
 
 def test_report_command_rewrites_the_results_doc(toy_dir, tmp_path):
