@@ -304,8 +304,12 @@ def render_plotly(fig: Figure) -> str:
     from plotly.subplots import make_subplots
 
     rows, cols = _grid(fig)
+    height_px = int(fig.size[1] * 100) if fig.size else 330 * rows + 60
+    # About 110 px between rows (room for the next row's titles), as a fraction of the height: plotly refuses a
+    # spacing above 1 / (rows - 1), which a fixed fraction passes from 8 rows on (e.g. a job file of 17 jobs).
+    vertical_spacing = min(0.16, 110 / height_px, 0.9 / (rows - 1)) if rows > 1 else 0.1
     sp = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in fig.panels],
-                       horizontal_spacing=0.09, vertical_spacing=0.16 if rows > 1 else 0.1)
+                       horizontal_spacing=0.09, vertical_spacing=vertical_spacing)
     pal = _palette(fig)
     shown: set[str] = set()
     heat_n = 0
@@ -373,7 +377,7 @@ def render_plotly(fig: Figure) -> str:
             sp.update_xaxes(type="category", categoryorder="array", categoryarray=panel.xcategories, row=r, col=c)
         if panel.kind == "cdf":
             sp.update_yaxes(range=[0, 1.02], row=r, col=c)
-    sp.update_layout(height=int(fig.size[1] * 100) if fig.size else 330 * rows + 60, margin={"l": 60, "r": 30, "t": 60, "b": 50},
+    sp.update_layout(height=height_px, margin={"l": 60, "r": 30, "t": 60, "b": 50},
                      template="plotly_white", barmode="group", legend={"font": {"size": 10}},
                      font={"size": 11})
     return pio.to_html(sp, include_plotlyjs=False, full_html=False, div_id=f"fig-{fig.id}",

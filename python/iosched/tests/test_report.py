@@ -82,6 +82,18 @@ def test_static_figure_has_no_dates(tmp_path):
         assert b"CreationDate" not in data and b"Matplotlib v" not in data and b"<dc:date>" not in data, p
 
 
+def test_a_figure_of_many_rows_renders_interactively(tmp_path):
+    """17 panels in 2 columns (a job file of one reader and sixteen writers) are 9 rows: the row spacing shrinks to
+    fit plotly's limit of 1 / (rows - 1) (a fixed 0.16 raised its ValueError after the runs had finished); so does it
+    for 40 rows, and one row keeps its margin."""
+    from iosched.report.figures import Figure, Panel, Trace, render_plotly
+
+    for n in (1, 2, 17, 80):
+        panels = [Panel(title=f"job {i}", traces=[Trace(name="bfq", x=[1, 2], y=[1.0, 2.0])]) for i in range(n)]
+        html = render_plotly(Figure(id=f"many-{n}", ref="", title="many", panels=panels, cols=2))
+        assert f"job {n - 1}" in html
+
+
 def _results(tmp_path):
     out = tmp_path / "r"
     toy.make_results(out)
