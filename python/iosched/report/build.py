@@ -151,6 +151,9 @@ def paper_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     return sec
 
 
+CDF_RUNS_PER_PANEL = 12
+
+
 def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     """A user experiment (`iosched run`): a table of every run and job, and latency CDFs per job."""
     from ..results import percentile
@@ -196,11 +199,19 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
                         Trace(label, xs, ys, marks=[(p99, f"P99 {fmt(p99)} µs")]))
     sec.tables = [Table(file_name(f"{name}-runs"), "", "Every run and job", cols, table_rows)]
     if per_job:
-        panels = [Panel(f"{k}: completion latency", "cdf", traces[:12], xlabel="latency (µs)", ylabel="CDF",
-                        xlog=True) for k, traces in per_job.items()]
+        # At most CDF_RUNS_PER_PANEL curves stay readable in one panel; a job with more runs gets more panels, so no
+        # run is left out of the figure.
+        panels = []
+        for k, traces in per_job.items():
+            for i in range(0, len(traces), CDF_RUNS_PER_PANEL):
+                chunk = traces[i:i + CDF_RUNS_PER_PANEL]
+                part = f" (runs {i + 1}-{i + len(chunk)} of {len(traces)})" if len(traces) > CDF_RUNS_PER_PANEL else ""
+                panels.append(Panel(f"{k}: completion latency{part}", "cdf", chunk, xlabel="latency (µs)",
+                                    ylabel="CDF", xlog=True))
         # The figure's id names its files (figures/<id>.png) and its place in the page: made safe from the name.
         sec.figures = [Figure(file_name(f"{name}-latency-cdf"), "", "Completion latency CDFs, P99 marked", panels,
-                              caption="Up to 12 runs per panel.", cols=min(2, len(panels)))]
+                              caption=f"At most {CDF_RUNS_PER_PANEL} runs per panel; a job with more runs has more "
+                              "panels.", cols=min(2, len(panels)))]
     return sec
 
 

@@ -132,3 +132,23 @@ def test_cgroup_weights_reach_the_scheduler_from_a_fio_job_file(tmp_path):
     assert ratio == pytest.approx(3.0, rel=0.05)
     series = pq.read_table(out / "timeseries.parquet").to_pylist()
     assert {"cgroup1_budget_sectors", "cgroup2_budget_sectors", "wr_scale"} <= {s["metric"] for s in series}
+
+
+def test_a_sweep_of_more_than_twelve_runs_keeps_every_run_in_the_latency_figure(tmp_path):
+    """16 runs (four schedulers x four depths): each job's CDFs are split over panels of at most 12 runs, 12 + 4,
+    where the report used to draw the first 12 and drop the rest (every bfq run, by the sweep's order)."""
+    from iosched.report.build import CDF_RUNS_PER_PANEL, build
+
+    spec = write(tmp_path, 'name = "many"\nduration = "20ms"\nramp = "0ms"\n'
+                           '[[job]]\nname = "r"\nrw = "randread"\niodepth = 1\n'
+                           '[sweep]\n"scheduler.name" = ["none", "mq-deadline", "kyber", "bfq"]\n'
+                           '"job.r.iodepth" = [1, 2, 4, 8]\n')
+    out = tmp_path / "out"
+    run(["run", str(spec), "--out", str(out), "--no-report"])
+    (sec,) = [s for s in build(out, static=False).sections if s.kind == "spec"]
+    (fig,) = sec.figures
+    assert [p.title for p in fig.panels] == ["r read: completion latency (runs 1-12 of 16)",
+                                             "r read: completion latency (runs 13-16 of 16)"]
+    assert [len(p.traces) for p in fig.panels] == [CDF_RUNS_PER_PANEL, 4]
+    labels = [t.name for p in fig.panels for t in p.traces]
+    assert len(set(labels)) == 16 and sum("bfq" in x for x in labels) == 4
