@@ -131,12 +131,15 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float]) -> dict[s
              "stddev": float(d["clat_stddev_ns"]), "N": ios}
     pcts = {f"{p:f}": percentile(d, p) for p in pct_list}
     zero = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
+    # As fio writes json+: a direction without I/O has only the five statistics (fio's own
+    # fio_jsonplus_clat2csv fails on an empty "bins").
+    clat = dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]}) if ios else dict(stats)
     return {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
         "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
         "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
-        "clat_ns": dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]}),
-        "lat_ns": dict(stats, percentile=dict(pcts)),
+        "clat_ns": clat,
+        "lat_ns": dict(stats, percentile=dict(pcts)) if ios else dict(stats),
         "bw_min": 0, "bw_max": 0, "bw_agg": 0.0, "bw_mean": 0.0, "bw_dev": 0.0, "bw_samples": 0,
         "iops_min": 0, "iops_max": 0, "iops_mean": 0.0, "iops_stddev": 0.0, "iops_samples": 0,
     }

@@ -109,3 +109,31 @@ def test_rows_columns(tmp_path):
             assert f"{d}_{m}" in cols
     assert {"usr_cpu", "sys_cpu", "core_busy", "lock_share", "sim_events", "window_ns", "numjobs"} <= cols
     assert "wall_s" not in cols
+
+
+def test_fio_own_clat2csv_reads_a_job_with_one_direction(tmp_path):
+    """fio's `fio_jsonplus_clat2csv` (Debian's fio package, which ./scripts/setup installs) converts our fio.json of
+    a read-only job: as in fio's own json+, the unused directions carry only min/max/mean/stddev/N; with an empty
+    "bins" the tool failed (IndexError)."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    tool = shutil.which("fio_jsonplus_clat2csv")
+    if tool is None:
+        if os.environ.get("IOSCHED_REQUIRE_KERNEL"):
+            pytest.fail("fio_jsonplus_clat2csv is missing (Debian's fio package)")
+        pytest.skip("fio_jsonplus_clat2csv is not installed (Debian's fio package)")
+    r = runs(tmp_path)[0]
+    doc = fio_json(r, fake_result(r))
+    write_ = doc["jobs"][0]["write"]
+    assert write_["clat_ns"] == {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
+    assert "percentile" not in write_["lat_ns"]
+    src = tmp_path / "fio.json"
+    src.write_text(json.dumps(doc))
+    res = subprocess.run([tool, str(src), str(tmp_path / "clat")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    rows = (tmp_path / "clat_job0").read_text().splitlines()
+    assert rows[0].startswith("nsec, read_slat_ns_count") and rows[1].startswith("80000, , , , 997, 997, 0.997")
