@@ -60,7 +60,7 @@ paths not simulated are listed in each experiment's section and not counted.</p>
 <div class="figure">
 <h3>{{ fd.figure.title }}</h3>
 {{ divs[fd.figure.id] }}
-<p class="caption">{{ fd.figure.caption }}</p>
+<p class="caption">{{ fd.figure.caption|code }}</p>
 {% if static %}<p class="downloads">{% for ext in ("png", "svg", "pdf") %}<a href="figures/{{ fd.figure.id }}.{{ ext }}">{{ ext|upper }}</a>{% endfor %}</p>{% endif %}
 </div>
 </section>
@@ -69,9 +69,9 @@ paths not simulated are listed in each experiment's section and not counted.</p>
 {% for s in sections %}
 <section id="{{ s.name }}">
 <h2>{{ s.name }}: {{ s.title }}</h2>
-<p class="meta">{% if s.seed %}Seed {{ s.seed }}, {{ s.refs|join(", ") }}. {% endif %}{{ s.description }}</p>
+<p class="meta">{% if s.seed %}Seed {{ s.seed }}, {{ s.refs|join(", ") }}. {% endif %}{{ s.description|code }}</p>
 {% if s.error %}<p class="error">{{ s.error }}</p>{% endif %}
-{% if s.notes %}<ul class="meta">{% for n in s.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}
+{% if s.notes %}<ul class="meta">{% for n in s.notes %}<li>{{ n|code }}</li>{% endfor %}</ul>{% endif %}
 
 {% if s.checks %}
 <h3>Paper vs iosched</h3>
@@ -107,14 +107,14 @@ paths not simulated are listed in each experiment's section and not counted.</p>
 {% for row in t.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}
 </table>
-{% if t.caption %}<p class="meta">{{ t.caption }}</p>{% endif %}
+{% if t.caption %}<p class="meta">{{ t.caption|code }}</p>{% endif %}
 {% endfor %}
 
 {% for f in s.figures %}
 <div class="figure">
 <h3>{% if f.ref %}{{ f.ref }}: {% endif %}{{ f.title }}</h3>
 {{ divs[f.id] }}
-{% if f.caption %}<p class="caption">{{ f.caption }}</p>{% endif %}
+{% if f.caption %}<p class="caption">{{ f.caption|code }}</p>{% endif %}
 {% if static %}<p class="downloads">{% for ext in ("png", "svg", "pdf") %}<a href="figures/{{ f.id }}.{{ ext }}">{{ ext|upper }}</a>{% endfor %}</p>{% endif %}
 </div>
 {% endfor %}
@@ -158,6 +158,17 @@ def _devices_text(devs: list[str]) -> str:
     return ", ".join(f"{devs.count(n)}x {n}" for n in names)
 
 
+def inline_code(text: object):
+    """Escaped text whose `backticked` spans (commands, file names, as the docs write them) become <code>; text with
+    an unpaired backtick is shown as it is."""
+    from markupsafe import Markup, escape
+
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:
+        return escape(str(text))
+    return Markup("").join(escape(p) if i % 2 == 0 else Markup("<code>%s</code>") % p for i, p in enumerate(parts))
+
+
 def render_html(report, *, static: bool = True) -> str:
     import jinja2
     import plotly.offline
@@ -165,6 +176,7 @@ def render_html(report, *, static: bool = True) -> str:
     from .figures import render_plotly
 
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["code"] = inline_code
     tpl = env.from_string(TEMPLATE)
     from markupsafe import Markup
 

@@ -152,3 +152,14 @@ def test_a_sweep_of_more_than_twelve_runs_keeps_every_run_in_the_latency_figure(
     assert [len(p.traces) for p in fig.panels] == [CDF_RUNS_PER_PANEL, 4]
     labels = [t.name for p in fig.panels for t in p.traces]
     assert len(set(labels)) == 16 and sum("bfq" in x for x in labels) == 4
+
+
+def test_the_report_shows_the_command_as_code(tmp_path):
+    """The spec section names the command in backticks, as the docs do: the page shows it as <code>, escaped, with no
+    literal backtick left."""
+    spec = write(tmp_path, 'name = "cmd"\nduration = "20ms"\nramp = "0ms"\n[[job]]\nname = "r"\nrw = "randread"\n')
+    out = tmp_path / "out"
+    run(["run", str(spec), "--out", str(out)])
+    page = (out / "report.html").read_text()
+    assert f'<p class="meta"><code>iosched run {spec}</code></p>' in page
+    assert "`iosched run" not in page
