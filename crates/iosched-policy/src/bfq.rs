@@ -45,8 +45,8 @@
 //! * **Weight raising** (low_latency): a sync queue with the default weight (40) that becomes busy with nothing in
 //!   the driver more than 2 s after its last budget timeout or, later, after it last became idle (an expiry with
 //!   nothing queued or the completion of its last request, as the kernel overloads `budget_timeout`;
-//!   `bfq_bfqq_idle_for_long_time`; a queue never in service or idle counts as idle for long) and is not in a large burst
-//!   (≥ 8 queues created within 180 ms of each other, with no busy queue at the start) is raised ×30 for
+//!   `bfq_bfqq_idle_for_long_time`; a queue never in service or idle counts as idle for long) and is not in a
+//!   large burst (≥ 8 queues created within 180 ms of each other, with no busy queue at the start) is raised ×30 for
 //!   clamp(2.5 s × 33000/peak rate, 3 s, 25 s) or until it received 120000 sectors; a queue that becomes busy
 //!   again after `soft_rt_next_start` (its past rate below 7000 sectors/s, and not sooner than slice_idle + 4 ms
 //!   after going idle) is raised ×3000 for 300 ms (then back to interactive raising if that period is still
