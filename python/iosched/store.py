@@ -201,7 +201,9 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
     """Write one finished simulated run's folder: built under a temporary name, then renamed into place."""
     tmp = new_run_dir(out, rid)
     try:
-        (tmp / "fio.json").write_bytes(json_bytes(fio_json(run, result)))
+        # In fio's own order (percentiles 1, 5, 10, ...: tools that list them read them in file order), not sorted
+        # as text; fio_json builds every object in a fixed order, so the bytes stay reproducible.
+        (tmp / "fio.json").write_bytes((json.dumps(fio_json(run, result), indent=2) + "\n").encode())
         place_run_dir(out, rid, tmp, run_spec(run, rid), result, job_rows(run, rid, result),
                       result.get("timeseries", []))
     except BaseException:

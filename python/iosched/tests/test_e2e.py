@@ -57,6 +57,8 @@ def test_run_writes_results(tmp_path):
     rid = lapp["run_id"]
     doc = json.loads((out / "runs" / rid / "fio.json").read_text())
     assert [j["jobname"] for j in doc["jobs"]] == ["lapp", "bg", "bg"]
+    keys = list(doc["jobs"][0]["read"]["clat_ns"]["percentile"])
+    assert keys == sorted(keys, key=float) and keys[:3] == ["1.000000", "5.000000", "10.000000"]  # fio's order
     r = doc["jobs"][0]["read"]
     assert r["iops"] > 0 and r["clat_ns"]["percentile"]["99.000000"] > 0 and r["clat_ns"]["bins"]
     assert sum(r["clat_ns"]["bins"].values()) == r["total_ios"]
