@@ -32,8 +32,9 @@ OPTIONS = {
 # Options of a trace replay other than read_iolog itself.
 REPLAY_OPTIONS = ("read_iolog_format", "replay_time_scale", "replay_no_stall", "replay_lun", "replay_blkparse_action")
 ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
-# Accepted and without effect in the simulator (documented as such).
-IGNORED = {"description", "thread", "norandommap", "randrepeat"}
+# Accepted and without effect in the simulator (documented as such). The buffer options set what the written data
+# holds, which matters only to a drive that compresses or deduplicates; no modelled drive does.
+IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers", "zero_buffers", "scramble_buffers"}
 # Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
 KNOWN_FIO = {
     "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process", "bssplit",
@@ -45,7 +46,7 @@ KNOWN_FIO = {
     "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
     "percentile_list", "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
     "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
-    "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer", "zero_buffers", "refill_buffers", "scramble_buffers",
+    "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
 }
 
