@@ -21,7 +21,7 @@ IOENGINES = ("io_uring", "libaio", "psync")
 # Options iosched models (canonical name → kind).  Aliases are mapped first.
 OPTIONS = {
     "name": "str", "rw": "rw", "iodepth_batch_submit": "batch", "rwmixread": "pct", "rwmixwrite": "pct", "bs": "bs", "iodepth": "depth",
-    "numjobs": "pos", "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
+    "numjobs": "pos", "percentile_list": "str", "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
     "rate_iops": "nonneg", "rate": "size", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
@@ -44,7 +44,7 @@ KNOWN_FIO = {
     "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
-    "percentile_list", "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
+    "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
     "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
     "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
@@ -85,6 +85,7 @@ class ResolvedJob:
     options: dict[str, str]                 # fio "job options"
     notes: list[str] = field(default_factory=list)
     trace: replay_mod.TraceSummary | None = None    # what a trace replay issues (None: not a replay, or unchecked)
+    percentiles: tuple[float, ...] | None = None    # percentile_list: fio.json's completion-latency percentiles
 
 
 # ---------------------------------------------------------------- job file parser
@@ -445,7 +446,26 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     if trace_config is not None:
         config["trace"] = trace_config
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,
-                       trace=summary)
+                       trace=summary, percentiles=_percentile_list(raw, opts))
+
+
+PERCENTILES_MAX = 20    # fio's FIO_IO_U_LIST_MAX_LEN
+
+
+def _percentile_list(raw: RawJob, opts: dict[str, Any]) -> tuple[float, ...] | None:
+    """percentile_list=99:99.9:99.99: the percentiles fio.json lists, in ascending order as fio sorts them."""
+    if "percentile_list" not in opts:
+        return None
+    key, v = opts["percentile_list"]
+    sv = _str(raw, key, v)
+    try:
+        values = [float(x) for x in sv.split(":")]
+    except ValueError:
+        values = []
+    if not values or len(values) > PERCENTILES_MAX or not all(0 < p <= 100 for p in values):
+        raise _err(raw, key, f"expected 1-{PERCENTILES_MAX} percentiles in (0, 100] separated by ':' (e.g. "
+                             f"99:99.9), got {show(sv)}")
+    return tuple(sorted(values))
 
 
 def _trace(raw: RawJob, opts: dict[str, tuple[str, Any]],

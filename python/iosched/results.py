@@ -193,7 +193,8 @@ def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
     """The run in fio's json+ shape (group_reporting: one entry per job; otherwise one per process)."""
     jobs = []
     for rj, jr in zip(run.jobs, result["jobs"]):
-        pct_list = [p for p, _ in jr["read"]["percentiles"] or jr["write"]["percentiles"]] or \
+        pct_list = list(rj.percentiles or []) or [p for p, _ in jr["read"]["percentiles"] or
+                                                  jr["write"]["percentiles"]] or \
             [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99]
         ramp = rj.config["ramp_ns"]
         if rj.group_reporting or not jr["processes"]:

@@ -165,3 +165,18 @@ def test_the_report_shows_the_command_as_code(tmp_path):
     page = (out / "report.html").read_text()
     assert f'<p class="meta"><code>iosched run {spec}</code></p>' in page
     assert "`iosched run" not in page
+
+
+def test_percentile_list_reaches_fio_json(tmp_path):
+    """A job with percentile_list=99.9:50 gets exactly those percentiles in fio.json, ascending, as fio writes them;
+    a job without keeps fio's default list."""
+    spec = write(tmp_path, 'name = "pl"\nduration = "20ms"\nramp = "0ms"\n'
+                           '[[job]]\nname = "a"\nrw = "randread"\npercentile_list = "99.9:50"\n'
+                           '[[job]]\nname = "b"\nrw = "randread"\n')
+    out = tmp_path / "out"
+    run(["run", str(spec), "--out", str(out), "--no-report"])
+    (rid,) = [p.name for p in (out / "runs").iterdir()]
+    a, b = json.loads((out / "runs" / rid / "fio.json").read_text())["jobs"]
+    assert list(a["read"]["clat_ns"]["percentile"]) == ["50.000000", "99.900000"]
+    assert a["read"]["clat_ns"]["percentile"]["50.000000"] <= a["read"]["clat_ns"]["percentile"]["99.900000"]
+    assert list(b["read"]["clat_ns"]["percentile"])[:3] == ["1.000000", "5.000000", "10.000000"]

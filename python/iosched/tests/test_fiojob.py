@@ -138,6 +138,17 @@ def test_options_without_effect_are_accepted_and_shown():
         resolve_job(RawJob("j", {"buffer_compress_percentage": "50"}, "f", "[j]", "fio"), ctx())
 
 
+def test_percentile_list_sets_fio_json_percentiles_in_ascending_order():
+    """fio sorts percentile_list; the job's config (what the simulator runs) does not change."""
+    plain = resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx())
+    r = resolve_job(RawJob("j", {"percentile_list": "99.9:50:99.99"}, "f", "[j]", "fio"), ctx())
+    assert r.percentiles == (50.0, 99.9, 99.99) and plain.percentiles is None and r.config == plain.config
+    assert r.options["percentile_list"] == "99.9:50:99.99"
+    for bad in ("99:abc", "0:50", "101", ":".join(["50"] * 21), "nan", "99:"):
+        with pytest.raises(SpecError, match=r"f: \[j\] percentile_list: expected 1-20 percentiles in \(0, 100\]"):
+            resolve_job(RawJob("j", {"percentile_list": bad}, "f", "[j]", "fio"), ctx())
+
+
 def test_runtime_required_without_size():
     with pytest.raises(SpecError, match="runtime: required"):
         resolve_job(RawJob("j", {}, "jobs.fio", "[j]", "fio"), ctx(runtime=None))

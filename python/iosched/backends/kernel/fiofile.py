@@ -100,6 +100,8 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             # The simulator draws offsets uniformly without fio's random map (norandommap).
             o.append(("norandommap", 1))
         o.append(("randseed", run.seed))
+        if j.percentiles:
+            o.append(("percentile_list", ":".join(f"{p:g}" for p in j.percentiles)))
         if log_interval_ms:
             o += [("write_iops_log", f"logs/j{i}"), ("log_avg_msec", log_interval_ms)]
         lines.append(f"[{c['name']}]")
