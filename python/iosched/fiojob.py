@@ -21,7 +21,8 @@ IOENGINES = ("io_uring", "libaio", "psync")
 # Options iosched models (canonical name → kind).  Aliases are mapped first.
 OPTIONS = {
     "name": "str", "rw": "rw", "iodepth_batch_submit": "batch", "rwmixread": "pct", "rwmixwrite": "pct", "bs": "bs", "iodepth": "depth",
-    "numjobs": "pos", "percentile_list": "str", "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
+    "numjobs": "pos", "percentile_list": "str", "clat_percentiles": "bool", "lat_percentiles": "bool",
+    "runtime": "time_s", "ramp_time": "time_s", "startdelay": "time_s", "time_based": "bool",
     "rate_iops": "nonneg", "rate": "size", "thinktime": "time_us", "prioclass": "prioclass", "prio": "prio", "cgroup": "str",
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
@@ -44,7 +45,7 @@ KNOWN_FIO = {
     "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
-    "clat_percentiles", "lat_percentiles", "write_bw_log", "write_lat_log", "write_iops_log",
+    "write_bw_log", "write_lat_log", "write_iops_log",
     "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
     "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
@@ -86,6 +87,8 @@ class ResolvedJob:
     notes: list[str] = field(default_factory=list)
     trace: replay_mod.TraceSummary | None = None    # what a trace replay issues (None: not a replay, or unchecked)
     percentiles: tuple[float, ...] | None = None    # percentile_list: fio.json's completion-latency percentiles
+    clat_percentiles: bool = True                   # fio.json lists clat_ns percentiles and bins (fio's default)
+    lat_percentiles: bool = False                   # ... and lat_ns ones (fio's default: not)
 
 
 # ---------------------------------------------------------------- job file parser
@@ -446,7 +449,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     if trace_config is not None:
         config["trace"] = trace_config
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,
-                       trace=summary, percentiles=_percentile_list(raw, opts))
+                       trace=summary, percentiles=_percentile_list(raw, opts),
+                       clat_percentiles=_bool(raw, *opts["clat_percentiles"]) if "clat_percentiles" in opts else True,
+                       lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False)
 
 
 PERCENTILES_MAX = 20    # fio's FIO_IO_U_LIST_MAX_LEN

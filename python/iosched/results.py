@@ -124,22 +124,26 @@ def _empty_dir() -> dict[str, Any]:
             "percentiles": [], "bins": []}
 
 
-def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float]) -> dict[str, Any]:
+def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts: bool = True,
+             lat_pcts: bool = False) -> dict[str, Any]:
     ios, nbytes = d["ios"], d["bytes"]
     bw = _per_s(nbytes, window_ns)
     stats = {"min": d["clat_min_ns"], "max": d["clat_max_ns"], "mean": float(d["clat_mean_ns"]),
              "stddev": float(d["clat_stddev_ns"]), "N": ios}
     pcts = {f"{p:f}": percentile(d, p) for p in pct_list}
     zero = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
-    # As fio writes json+: a direction without I/O has only the five statistics (fio's own
-    # fio_jsonplus_clat2csv fails on an empty "bins").
-    clat = dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]}) if ios else dict(stats)
+    # As fio writes json+: percentiles and bins of clat_ns (clat_percentiles, default on) and of lat_ns
+    # (lat_percentiles, default off), and a direction without I/O has only the five statistics (fio's own
+    # fio_jsonplus_clat2csv fails on an empty "bins"). The simulator has no submission latency: lat is clat.
+    with_pcts = dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]})
+    clat = with_pcts if ios and clat_pcts else dict(stats)
+    lat = dict(with_pcts, percentile=dict(pcts), bins=dict(with_pcts["bins"])) if ios and lat_pcts else dict(stats)
     return {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
         "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
         "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
         "clat_ns": clat,
-        "lat_ns": dict(stats, percentile=dict(pcts)) if ios else dict(stats),
+        "lat_ns": lat,
         "bw_min": 0, "bw_max": 0, "bw_agg": 0.0, "bw_mean": 0.0, "bw_dev": 0.0, "bw_samples": 0,
         "iops_min": 0, "iops_max": 0, "iops_mean": 0.0, "iops_stddev": 0.0, "iops_samples": 0,
     }
@@ -168,14 +172,16 @@ def latency_buckets(dirs: list[dict[str, Any]]) -> tuple[dict, dict, dict]:
 
 
 def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window_ns: int, ramp_ns: int,
-             usr_ns: int, sys_ns: int, ctx: int, nproc: int, pct_list: list[float]) -> dict[str, Any]:
+             usr_ns: int, sys_ns: int, ctx: int, nproc: int, pct_list: list[float], clat_pcts: bool = True,
+             lat_pcts: bool = False) -> dict[str, Any]:
     lat_ns, lat_us, lat_ms = latency_buckets([read, write])
     cpu_den = window_ns * nproc
     depth = {k: 0.0 for k in ("1", "2", "4", "8", "16", "32", ">=64")}
     return {
         "jobname": name, "groupid": 0, "job_start": 0, "error": 0, "eta": 0,
         "elapsed": int(round((ramp_ns + window_ns) / 1e9)), "job options": options,
-        "read": _fio_dir(read, window_ns, pct_list), "write": _fio_dir(write, window_ns, pct_list),
+        "read": _fio_dir(read, window_ns, pct_list, clat_pcts, lat_pcts),
+        "write": _fio_dir(write, window_ns, pct_list, clat_pcts, lat_pcts),
         "trim": _fio_dir(_empty_dir(), window_ns, pct_list),
         "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
         "job_runtime": window_ns // 1_000_000,
@@ -200,11 +206,12 @@ def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
         if rj.group_reporting or not jr["processes"]:
             jobs.append(_fio_job(jr["name"], rj.options, jr["read"], jr["write"], jr["window_ns"], ramp,
                                  jr["usr_ns"], jr["sys_ns"], jr["context_switches"],
-                                 max(1, len(jr["processes"])), pct_list))
+                                 max(1, len(jr["processes"])), pct_list, rj.clat_percentiles, rj.lat_percentiles))
         else:
             for pr in jr["processes"]:
                 jobs.append(_fio_job(jr["name"], rj.options, pr["read"], pr["write"], jr["window_ns"], ramp,
-                                     pr["usr_ns"], pr["sys_ns"], pr["context_switches"], 1, pct_list))
+                                     pr["usr_ns"], pr["sys_ns"], pr["context_switches"], 1, pct_list,
+                                     rj.clat_percentiles, rj.lat_percentiles))
     return {"fio version": f"iosched-{__version__}", "timestamp": 0, "timestamp_ms": 0, "time": "",
             "global options": {}, "jobs": jobs, "disk_util": []}
 

@@ -210,6 +210,7 @@ filename = "/dev/nvme0n1:/dev/nvme1n1"
 size = "256M"
 offset = "1M"
 percentile_list = "99.99:50"
+lat_percentiles = true
 [[job]]
 name = "after"
 rw = "write"
@@ -256,6 +257,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert (bg["thinktime"], bg["rate_iops"], bg["cgroup"], bg["group_reporting"]) == ("5us", "1000", "iosched-1/bg", "1")
     assert "cgroup_weight" not in bg           # written by iosched: fio's only works with CFQ
     assert bg["percentile_list"] == "50:99.99" and "percentile_list" not in lapp   # fio's json then lists these
+    assert bg["lat_percentiles"] == "1" and "lat_percentiles" not in lapp and "clat_percentiles" not in bg
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert notes == []

@@ -102,6 +102,10 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         o.append(("randseed", run.seed))
         if j.percentiles:
             o.append(("percentile_list", ":".join(f"{p:g}" for p in j.percentiles)))
+        if not j.clat_percentiles:
+            o.append(("clat_percentiles", 0))
+        if j.lat_percentiles:
+            o.append(("lat_percentiles", 1))
         if log_interval_ms:
             o += [("write_iops_log", f"logs/j{i}"), ("log_avg_msec", log_interval_ms)]
         lines.append(f"[{c['name']}]")
