@@ -34,14 +34,16 @@ OPTIONS = {
 REPLAY_OPTIONS = ("read_iolog_format", "replay_time_scale", "replay_no_stall", "replay_lun", "replay_blkparse_action")
 ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
 # Accepted and without effect in the simulator (documented as such). The buffer options set what the written data
-# holds, which matters only to a drive that compresses or deduplicates; no modelled drive does.
-IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers", "zero_buffers", "scramble_buffers"}
+# holds, which matters only to a drive that compresses or deduplicates; no modelled drive does. new_group: every job
+# is its own reporting group already (group_reporting sums a job's clones, never several jobs).
+IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers", "zero_buffers", "scramble_buffers",
+           "new_group"}
 # Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
 KNOWN_FIO = {
     "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process", "bssplit",
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
-    "new_group", "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
+    "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
     "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "fixedbufs", "registerfiles", "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",

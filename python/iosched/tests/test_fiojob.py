@@ -130,10 +130,10 @@ def test_options_without_effect_are_accepted_and_shown():
     that neither compresses nor deduplicates: the job reads as without them, and fio.json's job options keep them.
     Compression does change it, so buffer_compress_percentage stays an error (the negative control)."""
     plain = resolve_job(RawJob("j", {"rw": "randwrite"}, "f", "[j]", "fio"), ctx())
-    opts = {"rw": "randwrite", "refill_buffers": None, "zero_buffers": "1", "scramble_buffers": "0"}
+    opts = {"rw": "randwrite", "refill_buffers": None, "zero_buffers": "1", "scramble_buffers": "0", "new_group": None}
     with_them = resolve_job(RawJob("j", opts, "f", "[j]", "fio"), ctx())
-    assert with_them.config == plain.config
-    assert {"refill_buffers", "zero_buffers", "scramble_buffers"} <= set(with_them.options)
+    assert with_them.config == plain.config and with_them.group_reporting == plain.group_reporting
+    assert {"refill_buffers", "zero_buffers", "scramble_buffers", "new_group"} <= set(with_them.options)
     with pytest.raises(SpecError, match="buffer_compress_percentage: fio option not supported by iosched"):
         resolve_job(RawJob("j", {"buffer_compress_percentage": "50"}, "f", "[j]", "fio"), ctx())
 
