@@ -135,15 +135,17 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
     # As fio writes json+: percentiles and bins of clat_ns (clat_percentiles, default on) and of lat_ns
     # (lat_percentiles, default off), and a direction without I/O has only the five statistics (fio's own
     # fio_jsonplus_clat2csv fails on an empty "bins"). The simulator has no submission latency: lat is clat.
-    with_pcts = dict(stats, percentile=pcts, bins={str(ns): c for ns, c in d["bins"]})
-    clat = with_pcts if ios and clat_pcts else dict(stats)
-    lat = dict(with_pcts, percentile=dict(pcts), bins=dict(with_pcts["bins"])) if ios and lat_pcts else dict(stats)
+    def latency(listed: bool) -> dict[str, Any]:
+        if not (ios and listed):
+            return dict(stats)
+        return dict(stats, percentile=dict(pcts), bins={str(ns): c for ns, c in d["bins"]})
+
     return {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
         "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
         "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
-        "clat_ns": clat,
-        "lat_ns": lat,
+        "clat_ns": latency(clat_pcts),
+        "lat_ns": latency(lat_pcts),
         "bw_min": 0, "bw_max": 0, "bw_agg": 0.0, "bw_mean": 0.0, "bw_dev": 0.0, "bw_samples": 0,
         "iops_min": 0, "iops_max": 0, "iops_mean": 0.0, "iops_stddev": 0.0, "iops_samples": 0,
     }

@@ -205,7 +205,8 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
         for k, traces in per_job.items():
             for i in range(0, len(traces), CDF_RUNS_PER_PANEL):
                 chunk = traces[i:i + CDF_RUNS_PER_PANEL]
-                part = f" (runs {i + 1}-{i + len(chunk)} of {len(traces)})" if len(traces) > CDF_RUNS_PER_PANEL else ""
+                split = len(traces) > CDF_RUNS_PER_PANEL
+                part = f" (runs {i + 1}-{i + len(chunk)} of {len(traces)})" if split else ""
                 panels.append(Panel(f"{k}: completion latency{part}", "cdf", chunk, xlabel="latency (µs)",
                                     ylabel="CDF", xlog=True))
         # The figure's id names its files (figures/<id>.png) and its place in the page: made safe from the name.

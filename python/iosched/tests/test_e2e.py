@@ -167,16 +167,20 @@ def test_the_report_shows_the_command_as_code(tmp_path):
     assert "`iosched run" not in page
 
 
-def test_percentile_list_reaches_fio_json(tmp_path):
-    """A job with percentile_list=99.9:50 gets exactly those percentiles in fio.json, ascending, as fio writes them;
-    a job without keeps fio's default list."""
-    spec = write(tmp_path, 'name = "pl"\nduration = "20ms"\nramp = "0ms"\n'
-                           '[[job]]\nname = "a"\nrw = "randread"\npercentile_list = "99.9:50"\n'
-                           '[[job]]\nname = "b"\nrw = "randread"\n')
+def fio_jobs_of_one_run(tmp_path, jobs_toml: str) -> list[dict]:
+    """Simulate 20 ms of these [[job]] tables (one run, no report); the jobs of its fio.json."""
+    spec = write(tmp_path, 'name = "fio-json"\nduration = "20ms"\nramp = "0ms"\n' + jobs_toml)
     out = tmp_path / "out"
     run(["run", str(spec), "--out", str(out), "--no-report"])
     (rid,) = [p.name for p in (out / "runs").iterdir()]
-    a, b = json.loads((out / "runs" / rid / "fio.json").read_text())["jobs"]
+    return json.loads((out / "runs" / rid / "fio.json").read_text())["jobs"]
+
+
+def test_percentile_list_reaches_fio_json(tmp_path):
+    """A job with percentile_list=99.9:50 gets exactly those percentiles in fio.json, ascending, as fio writes them;
+    a job without keeps fio's default list."""
+    a, b = fio_jobs_of_one_run(tmp_path, '[[job]]\nname = "a"\nrw = "randread"\npercentile_list = "99.9:50"\n'
+                                         '[[job]]\nname = "b"\nrw = "randread"\n')
     assert list(a["read"]["clat_ns"]["percentile"]) == ["50.000000", "99.900000"]
     assert a["read"]["clat_ns"]["percentile"]["50.000000"] <= a["read"]["clat_ns"]["percentile"]["99.900000"]
     assert list(b["read"]["clat_ns"]["percentile"])[:3] == ["1.000000", "5.000000", "10.000000"]
@@ -186,15 +190,12 @@ def test_clat_and_lat_percentiles_choose_what_fio_json_lists(tmp_path):
     """As fio 3.33 writes json+ (checked against `fio --output-format=json+`): by default clat_ns has percentiles and
     bins and lat_ns neither; lat_percentiles=1 adds them to lat_ns (the simulator has no submission latency: the
     same values); clat_percentiles=0 leaves clat_ns with its five statistics."""
-    spec = write(tmp_path, 'name = "lp"\nduration = "20ms"\nramp = "0ms"\n'
-                           '[[job]]\nname = "d"\nrw = "randread"\n'
-                           '[[job]]\nname = "l"\nrw = "randread"\nlat_percentiles = 1\n'
-                           '[[job]]\nname = "n"\nrw = "randread"\nclat_percentiles = 0\n')
-    out = tmp_path / "out"
-    run(["run", str(spec), "--out", str(out), "--no-report"])
-    (rid,) = [p.name for p in (out / "runs").iterdir()]
-    d, lp, n = (j["read"] for j in json.loads((out / "runs" / rid / "fio.json").read_text())["jobs"])
+    jobs = fio_jobs_of_one_run(tmp_path, '[[job]]\nname = "d"\nrw = "randread"\n'
+                                         '[[job]]\nname = "l"\nrw = "randread"\nlat_percentiles = 1\n'
+                                         '[[job]]\nname = "n"\nrw = "randread"\nclat_percentiles = 0\n')
+    d, lp, n = (j["read"] for j in jobs)
     five = {"min", "max", "mean", "stddev", "N"}
     assert set(d["clat_ns"]) == five | {"percentile", "bins"} and set(d["lat_ns"]) == five
-    assert set(lp["lat_ns"]) == five | {"percentile", "bins"} and lp["lat_ns"]["percentile"] == lp["clat_ns"]["percentile"]
+    assert set(lp["lat_ns"]) == five | {"percentile", "bins"}
+    assert lp["lat_ns"]["percentile"] == lp["clat_ns"]["percentile"]
     assert set(n["clat_ns"]) == five and set(n["lat_ns"]) == five and n["total_ios"] > 0
