@@ -67,6 +67,9 @@ pub struct DeviceResult {
     pub erases: u64,
     /// Time the front-end stalled because the write buffer was full.
     pub buffer_full_stall_ns: u64,
+    /// Time a front-end core held a read that found the read buffer full (`read_buffer_bytes`).
+    #[serde(default)]
+    pub read_buffer_full_stall_ns: u64,
     /// Programs, copies and erases suspended for a read.
     #[serde(default)]
     pub suspensions: u64,

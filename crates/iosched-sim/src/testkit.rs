@@ -37,6 +37,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         block_program_units: 16,
         write_buffer_bytes: 1 << 20,
         waiting_write_slots: 0,
+        read_buffer_bytes: None,
         buffer_fill_bytes_per_s: None,
         overprovision_bytes: 1 << 26,
         gc_free_units_low: 4,

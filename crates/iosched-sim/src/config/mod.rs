@@ -281,6 +281,11 @@ pub struct DeviceConfig {
     /// (oldest first); one more stalls its core, and every command behind it waits. 0: the first such write stalls.
     #[serde(default)]
     pub waiting_write_slots: u32,
+    /// Read data the controller holds in flight: a read command leaving the front end takes its bytes of this
+    /// buffer until its data has crossed to the host; one that finds too little room holds its front-end core,
+    /// and every command behind it waits. None: no limit.
+    #[serde(default)]
+    pub read_buffer_bytes: Option<u64>,
     /// Raw flash bytes beyond the user capacity.
     pub overprovision_bytes: u64,
     /// Garbage collection starts when free space falls below this many program units per flash unit.

@@ -233,6 +233,9 @@ impl DeviceConfig {
                 at("scattered_piece_bytes must be a power of two >= 512 (leave it out for sequentially written data)")
             },
         )?;
+        check(self.read_buffer_bytes != Some(0), || {
+            at("read_buffer_bytes must be > 0 (leave it out for no limit on read data in flight)")
+        })?;
         check(self.gc_step_copies != Some(0), || {
             at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
         })?;

@@ -64,6 +64,8 @@ pub(super) struct Unit {
 pub(super) struct ReadTracking {
     pub(super) pages_left: u32,
     pub(super) done_at_ns: u64,
+    /// Bytes of the read buffer it holds until its completion is posted (`read_buffer_bytes`).
+    pub(super) buffer_bytes: u32,
 }
 
 impl Unit {
@@ -105,6 +107,11 @@ impl Device {
         self.reads[request] = ReadTracking {
             pages_left: (last_piece - first_piece + 1) as u32,
             done_at_ns: 0,
+            buffer_bytes: if self.config.read_buffer_bytes.is_some() {
+                command.bytes
+            } else {
+                0
+            },
         };
         // Commands of one mapping unit get the flash's fast partial-page read; longer ones normal page reads.
         let page_read = command.bytes > FAST_READ_MAX_BYTES;

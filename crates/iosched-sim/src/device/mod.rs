@@ -11,6 +11,9 @@
 //!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
 //!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
+//! - A read buffer (`read_buffer_bytes`, optional): a read leaving the front end holds its bytes of it until its
+//!   completion is posted; a read that finds no room holds its front-end core, so reads beyond it wait in arrival
+//!   order whatever their size (`controller.rs`).
 //! - A write buffer absorbs writes: a write completes once its data is in the buffer. Its data goes in piece by
 //!   piece as space frees (a controller fetches a write's data pages into free buffer slots), so a full buffer always
 //!   holds a program unit to drain and no write is too large for it. The buffer drains to flash in program units on
@@ -83,6 +86,8 @@ pub struct Device {
     /// The buffer's fill server (`buffer_fill_bytes_per_s`): when the data booked on it so far is in.
     buffer_fill_free_at_ns: u64,
     reads: Vec<ReadTracking>,
+    /// Read data in flight in the controller (`read_buffer_bytes`).
+    read_buffer_used_bytes: u64,
     buffer_used_bytes: u64,
     /// Buffered bytes not yet assigned to a program.
     buffer_pending_bytes: u64,
@@ -205,6 +210,7 @@ impl Device {
             link_to_device_free_at_ns: 0,
             buffer_fill_free_at_ns: 0,
             reads: Vec::new(),
+            read_buffer_used_bytes: 0,
             buffer_used_bytes: 0,
             buffer_pending_bytes: 0,
             gc_low_units,

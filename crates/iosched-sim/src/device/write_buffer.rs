@@ -153,6 +153,12 @@ impl Device {
             let Some(since) = self.front_end[core].stalled_since_ns else {
                 continue;
             };
+            if self.front_end[core]
+                .command
+                .is_some_and(|command| !command.write)
+            {
+                continue; // a read waiting for the read buffer
+            }
             let slot = std::mem::replace(&mut self.front_end[core], FrontEndCore::IDLE);
             match self.place_write(slot, events) {
                 Some(slot) => self.front_end[core] = slot,

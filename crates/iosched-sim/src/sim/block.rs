@@ -605,6 +605,7 @@ impl Simulation<'_> {
             slot.process,
         );
         self.devices[device as usize].command_completed();
+        self.devices[device as usize].completion_posted(request, &mut self.events);
         let queue = &mut self.queues[device as usize];
         queue.release_tags(&rq, dispatch_hctx);
         let after = queue.elevator.completed(&rq, dispatch_ns, now);
