@@ -130,13 +130,14 @@ def test_calibration_inputs_construction_and_spdk_are_classified_exactly():
     roles = {p.key: s.classify(p)[0] for p in plotted}
     calib = sorted((k.figure, k.series, k.at, k.quantity) for k, r in roles.items() if r == CALIBRATION)
     assert calib == [("fig-1a", "bs=4k", "qd=1", "read_lat_mean"), ("fig-1a", "bs=4k", "qd=64", "read_lat_mean"),
-                     ("fig-1a", "bs=8k", "qd=1", "read_lat_mean"), ("fig-1b", "1p", "qd=1", "read_lat_mean"), ("fig-1b", "4p", "qd=64", "read_lat_mean"),
+                     ("fig-1a", "bs=64k", "qd=16", "read_lat_mean"), ("fig-1a", "bs=8k", "qd=1", "read_lat_mean"),
+                     ("fig-1b", "1p", "qd=1", "read_lat_mean"), ("fig-1b", "4p", "qd=64", "read_lat_mean"),
                      ("fig-2", "none", "1", "read_clat_p99"), ("fig-3", "none", "1", "read_clat_p99")]
     construction = sorted(k.figure for k, r in roles.items() if r == CONSTRUCTION)
     assert construction == ["fig-6a", "fig-6b", "fig-6c"]
     spdk = [k for k, r in roles.items() if r == NOT_SIMULATED]
     assert len(spdk) == 85 and all("spdk" in k.series.lower() for k in spdk)
-    assert sum(r == FINDING for r in roles.values()) == 1080 - 7 - 3 - 85
+    assert sum(r == FINDING for r in roles.values()) == 1080 - 8 - 3 - 85
 
 
 def fake_result(run):
