@@ -304,7 +304,7 @@ mod tests {
         // 63.48 us; then its own 40 us array read, 4096 B at 1 GB/s and at 4 GB/s, 2 us.
         assert_eq!(with_buffer[1], (first + 40_000 + 4_096 + 1_024 + 2_000, 1));
         // Negative control, no read buffer: request 1 reaches the unit at 2 us and is read right after request 0
-        // (41-81 us), then crosses the channel, the link and the pipeline, 22.6 us before the time above.
+        // (41-81 us), then crosses the channel, the link and the pipeline, 22.48 us before the time above.
         let unlimited = completions_with_read_buffer(None, &commands);
         assert_eq!(unlimited[0], (first, 0));
         assert_eq!(
