@@ -138,6 +138,25 @@ def test_options_without_effect_are_accepted_and_shown():
         resolve_job(RawJob("j", {"buffer_compress_percentage": "50"}, "f", "[j]", "fio"), ctx())
 
 
+def test_io_uring_file_and_buffer_registration_are_accepted_with_io_uring_only():
+    """The ICPE'24 artifact ran every job with ioengine=io_uring, registerfiles=1, fixedbufs=1: its job files run
+    as without them (the host's io_uring costs were fitted to those runs), fio.json shows them and the kernel
+    backend passes them on. With another engine fio knows neither (the negative control), and polled I/O (hipri)
+    is not modelled, so it stays an error."""
+    plain = resolve_job(RawJob("j", {"rw": "randread"}, "f", "[j]", "fio"), ctx())
+    opts = {"rw": "randread", "ioengine": "io_uring", "registerfiles": "1", "fixedbufs": None}
+    with_them = resolve_job(RawJob("j", opts, "f", "[j]", "fio"), ctx())
+    assert with_them.config == plain.config and with_them.io_uring_options == ("registerfiles", "fixedbufs")
+    assert plain.io_uring_options == () and {"registerfiles", "fixedbufs"} <= set(with_them.options)
+    off = resolve_job(RawJob("j", {"fixedbufs": "0"}, "f", "[j]", "fio"), ctx())
+    assert off.io_uring_options == () and off.config == resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx()).config
+    with pytest.raises(SpecError, match=r"^f: \[j\] fixedbufs: an option of fio's io_uring engine, not of "
+                                        r"ioengine=libaio$"):
+        resolve_job(RawJob("j", {"ioengine": "libaio", "fixedbufs": "1"}, "f", "[j]", "fio"), ctx())
+    with pytest.raises(SpecError, match="hipri: fio option not supported by iosched"):
+        resolve_job(RawJob("j", {"hipri": None}, "f", "[j]", "fio"), ctx())
+
+
 def test_percentile_list_sets_fio_json_percentiles_in_ascending_order():
     """fio sorts percentile_list; the job's config (what the simulator runs) does not change."""
     plain = resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx())

@@ -194,6 +194,8 @@ iodepth = 1
 prioclass = 1
 prio = 2
 cpus_allowed = "0"
+registerfiles = true
+fixedbufs = true
 [[job]]
 name = "bg"
 rw = "randrw"
@@ -249,7 +251,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
                     "iodepth_batch_submit": "1", "numjobs": "1", "direct": "1", "offset": "0",
                     "size": str(1 << 30), "time_based": "1", "runtime": "1500ms", "ramp_time": "250ms",
                     "prioclass": "1", "prio": "2", "cpus_allowed": "0", "new_group": "1", "norandommap": "1",
-                    "randseed": "7",
+                    "randseed": "7", "registerfiles": "1", "fixedbufs": "1",
                     "write_iops_log": "logs/j0", "log_avg_msec": "100"}
     # Several devices: fio's filesize gives each file the region (size would be split among them).
     assert bg["filename"] == "/dev/loop5:/dev/loop6" and bg["filesize"] == str(256 << 20) and "size" not in bg
@@ -258,6 +260,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert "cgroup_weight" not in bg           # written by iosched: fio's only works with CFQ
     assert bg["percentile_list"] == "50:99.99" and "percentile_list" not in lapp   # fio's json then lists these
     assert bg["lat_percentiles"] == "1" and "lat_percentiles" not in lapp and "clat_percentiles" not in bg
+    assert "registerfiles" not in bg and "fixedbufs" not in after       # only where the job sets them
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert notes == []

@@ -106,6 +106,7 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             o.append(("clat_percentiles", 0))
         if j.lat_percentiles:
             o.append(("lat_percentiles", 1))
+        o += [(name, 1) for name in j.io_uring_options]
         if log_interval_ms:
             o += [("write_iops_log", f"logs/j{i}"), ("log_avg_msec", log_interval_ms)]
         lines.append(f"[{c['name']}]")
