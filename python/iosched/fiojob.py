@@ -29,7 +29,7 @@ OPTIONS = {
     "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
-    "registerfiles": "bool", "fixedbufs": "bool",
+    "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed",
 }
 # io_uring's engine options that only spare the kernel per-I/O work (a file table lookup, mapping the buffers): the
 # xeon-silver-4210r-10c preset's io_uring costs were fitted to seed 000's runs, which set both (icpe24-artifact
@@ -54,7 +54,7 @@ KNOWN_FIO = {
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
     "write_bw_log", "write_lat_log", "write_iops_log",
-    "log_avg_msec", "exitall", "random_distribution", "randseed", "kb_base", "unit_base", "gtod_reduce",
+    "log_avg_msec", "exitall", "random_distribution", "kb_base", "unit_base", "gtod_reduce",
     "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
 }
@@ -463,6 +463,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         "offset_bytes": offset, "size_bytes": size, "devices": idx, "offset_increment_bytes": increment,
         "buffered": buffered, "invalidate": invalidate, "stonewall": stonewall,
     }
+    if "randseed" in opts:
+        # fio's randseed: this job's offsets and mix from this seed instead of the run's (fio takes 64 bits).
+        config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)
     if trace_config is not None:
         config["trace"] = trace_config
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,

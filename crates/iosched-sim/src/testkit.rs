@@ -117,6 +117,7 @@ pub fn job(name: &str, rw: Rw, iodepth: u32, numjobs: u32) -> JobConfig {
         buffered: false,
         invalidate: true,
         stonewall: false,
+        randseed: None,
         trace: None,
     }
 }

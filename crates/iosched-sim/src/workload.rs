@@ -259,6 +259,7 @@ mod tests {
             buffered: false,
             invalidate: true,
             stonewall: false,
+            randseed: None,
             trace: None,
         }
     }

@@ -157,6 +157,18 @@ def test_io_uring_file_and_buffer_registration_are_accepted_with_io_uring_only()
         resolve_job(RawJob("j", {"hipri": None}, "f", "[j]", "fio"), ctx())
 
 
+def test_randseed_seeds_the_jobs_offsets():
+    """randseed goes to the simulator as the job's own seed (fio takes 64 bits); without it the job has none and
+    draws from the run's seed. Out of range or not a number: one line naming the option."""
+    assert "randseed" not in resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx()).config
+    assert resolve_job(RawJob("j", {"randseed": "1234"}, "f", "[j]", "fio"), ctx()).config["randseed"] == 1234
+    top = resolve_job(RawJob("j", {"randseed": str(2**64 - 1)}, "f", "[j]", "fio"), ctx())
+    assert top.config["randseed"] == 2**64 - 1 and top.options["randseed"] == str(2**64 - 1)
+    for bad in (str(2**64), "-1", "x", None):
+        with pytest.raises(SpecError, match=r"^f: \[j\] randseed: expected an integer in 0\.\.18446744073709551615"):
+            resolve_job(RawJob("j", {"randseed": bad}, "f", "[j]", "fio"), ctx())
+
+
 def test_percentile_list_sets_fio_json_percentiles_in_ascending_order():
     """fio sorts percentile_list; the job's config (what the simulator runs) does not change."""
     plain = resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx())

@@ -213,6 +213,7 @@ size = "256M"
 offset = "1M"
 percentile_list = "99.99:50"
 lat_percentiles = true
+randseed = 42
 [[job]]
 name = "after"
 rw = "write"
@@ -261,6 +262,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert bg["percentile_list"] == "50:99.99" and "percentile_list" not in lapp   # fio's json then lists these
     assert bg["lat_percentiles"] == "1" and "lat_percentiles" not in lapp and "clat_percentiles" not in bg
     assert "registerfiles" not in bg and "fixedbufs" not in after       # only where the job sets them
+    assert (bg["randseed"], after["randseed"]) == ("42", "7")           # the job's own, else the run's
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert notes == []

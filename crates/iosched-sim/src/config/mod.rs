@@ -400,6 +400,10 @@ pub struct JobConfig {
     /// fio's stonewall: the job starts only once every earlier job has finished.
     #[serde(default)]
     pub stonewall: bool,
+    /// fio's randseed: seeds this job's random offsets and read/write mix in place of the run's seed (each clone
+    /// still draws its own stream, as fio's default randrepeat gives each its own seed). None: the run's seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub randseed: Option<u64>,
     /// Replay this block trace instead of generating I/O (fio's `read_iolog`). `rw`, `rwmixread` and `bs` are then
     /// not used: each record gives its direction, offset and size. `time_based` replays the trace again from the
     /// start until the runtime ends; without it the job ends at the trace's end (or its runtime).

@@ -321,7 +321,7 @@ impl<'j> JobLayout<'j> {
             }
             _ => None,
         };
-        let rng = process_rng(config.seed, self.index, clone);
+        let rng = process_rng(job.randseed.unwrap_or(config.seed), self.index, clone);
         let generator = Generator::new(job, rng, self.region_bytes).at_offset(offset);
         let params = self.params(config, clone, allowed_cores, trace.is_some());
         let source = IoSource {

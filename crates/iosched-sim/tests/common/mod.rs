@@ -77,6 +77,7 @@ pub fn job(
         buffered: false,
         invalidate: true,
         stonewall: false,
+        randseed: None,
         trace: None,
     }
 }

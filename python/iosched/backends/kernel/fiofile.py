@@ -99,7 +99,7 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         if c["rw"].startswith("rand") or c["rw"] == "randrw":
             # The simulator draws offsets uniformly without fio's random map (norandommap).
             o.append(("norandommap", 1))
-        o.append(("randseed", run.seed))
+        o.append(("randseed", c.get("randseed", run.seed)))
         if j.percentiles:
             o.append(("percentile_list", ":".join(f"{p:g}" for p in j.percentiles)))
         if not j.clat_percentiles:
