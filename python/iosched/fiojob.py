@@ -85,6 +85,8 @@ class JobContext:
     default_ramp_ns: int
     default_time_based: bool
     page_cache: bool = False        # the host preset has a page cache: buffered jobs (direct=0) can run
+    # Device names the run does not have, and the device each runs on (device_aliases); empty: such a name is an error.
+    device_aliases: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,6 +201,40 @@ def _strval(v: Any) -> str:
     if v is False:
         return "0"
     return str(v)
+
+
+def _filenames(value: str) -> list[str]:
+    """fio's colon-separated filename list (a backslash escapes a colon in a name)."""
+    return [part.replace("\\:", ":") for part in re.split(r"(?<!\\):", value)]
+
+
+def device_aliases(raws: list[RawJob], devices: list[DeviceInfo]) -> dict[str, int]:
+    """A job file names the devices of the machine it was written for (filename=/dev/loop0). Names the run does not
+    have map to its devices in order of first use, skipping the devices some job names itself, so the same file
+    runs in the simulator and on other devices (each job notes where its I/O goes). More such names than devices
+    left is an error naming the first that has none."""
+    by_name = {d.name: i for i, d in enumerate(devices)}
+    named: set[int] = set()
+    unknown: dict[str, tuple[RawJob, str, str]] = {}
+    for raw in raws:
+        for key, v in raw.options.items():
+            if ALIASES.get(key, key) != "filename" or not isinstance(v, str):
+                continue
+            for part in _filenames(v):
+                if part in by_name:
+                    named.add(by_name[part])
+                else:
+                    unknown.setdefault(part, (raw, key, v))
+    free = [i for i in range(len(devices)) if i not in named]
+    aliases: dict[str, int] = {}
+    for part, (raw, key, v) in unknown.items():
+        if not free:
+            have = ", ".join(by_name)
+            raise _err(raw, f"{key}={v}", f"no such device {part}, and every device of the run ({have}) is taken: "
+                                          "names it does not have map to its devices in order, one each (give more "
+                                          "devices: --devices N, or devices in the spec)")
+        aliases[part] = free.pop(0)
+    return aliases
 
 
 def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
@@ -364,13 +400,18 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         key, v = opts["filename"]
         fn = _str(raw, key, v)
         idx = []
-        for part in re.split(r"(?<!\\):", fn):
-            part = part.replace("\\:", ":")
-            if part not in by_name:
+        for part in _filenames(fn):
+            if part in by_name:
+                i = by_name[part]
+            elif part in ctx.device_aliases:
+                i = ctx.device_aliases[part]
+                notes.append(f"{raw.file}: {raw.label}: filename {part} runs on {ctx.devices[i].name} (a name the "
+                             "run's devices do not have: such names map to them in order)")
+            else:
                 what = "no such device" if part == fn else f"no such device {part}"
                 raise _err(raw, f"{key}={fn}", f"{what} (have {', '.join(by_name)})")
-            if by_name[part] not in idx:
-                idx.append(by_name[part])
+            if i not in idx:
+                idx.append(i)
     else:
         idx = [0]
     devs = [ctx.devices[i] for i in idx]

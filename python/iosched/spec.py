@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import kernel_version, limits, native
 from . import presets as presets_mod
 from .errors import SpecError, show
-from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, parse_jobfile, resolve_job
+from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, device_aliases, parse_jobfile, resolve_job
 from .safepath import check_name, is_file
 from .units import parse_time
 
@@ -505,9 +505,11 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     infos = [DeviceInfo(d["name"], d["capacity_bytes"], d["logical_block_bytes"]) for d in devices]
     rjobs: list[ResolvedJob] = []
     notes: list[str] = []
+    aliases = device_aliases(jobs, infos)
     for j in jobs:
         ctx = JobContext(devices=infos, cores=host["cores"], default_runtime_ns=duration, default_ramp_ns=ramp,
-                         default_time_based=(j.origin == "toml"), page_cache="page_cache" in host or real is not None)
+                         default_time_based=(j.origin == "toml"), page_cache="page_cache" in host or real is not None,
+                         device_aliases=aliases)
         rj = resolve_job(j, ctx)
         rjobs.append(rj)
         notes.extend(rj.notes)

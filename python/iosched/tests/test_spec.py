@@ -1,3 +1,4 @@
+import json
 import shutil
 import textwrap
 
@@ -6,6 +7,7 @@ from click.testing import CliRunner
 
 from iosched.cli import main
 from iosched.errors import SpecError
+from iosched.fiojob import DeviceInfo, RawJob, device_aliases
 from iosched.spec import Overrides, device_names, expand_runs, load_experiment
 
 BASE = """\
@@ -207,14 +209,43 @@ def test_cli_spec_errors(tmp_path, mutate, needles):
     assert not out.exists()
 
 
+def test_a_job_file_written_for_other_devices_runs_on_the_runs_devices(tmp_path):
+    """filename=/dev/loop0 and /dev/loop1 in a job file: with two devices each job runs on one of them, in order, and
+    a note says where; fio.json keeps the job's own filename. (With one device the second name has none: the error
+    in test_cli_jobfile_errors is the negative control.)"""
+    jf = write(tmp_path, "[lapp]\nrw=randread\nfilename=/dev/loop0\nruntime=20ms\n"
+                         "[bg]\nrw=randwrite\nfilename=/dev/loop1\nruntime=20ms\n", "jobs.fio")
+    res = run_cli(["run", str(jf), "--devices", "2", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert f"note: {jf}: [lapp]: filename /dev/loop0 runs on /dev/nvme0n1" in res.output
+    assert f"note: {jf}: [bg]: filename /dev/loop1 runs on /dev/nvme1n1" in res.output
+    (doc,) = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*/fio.json")]
+    assert [j["job options"]["filename"] for j in doc["jobs"]] == ["/dev/loop0", "/dev/loop1"]
+
+
+def test_device_names_the_run_does_not_have_skip_the_devices_jobs_name():
+    """An unknown name takes the first device no job names itself; the same name always the same device."""
+    devices = [DeviceInfo(f"/dev/nvme{i}n1", 1 << 30, 512) for i in range(3)]
+    raws = [RawJob("a", {"filename": "/dev/loop0:/dev/nvme0n1"}, "f", "[a]", "fio"),
+            RawJob("b", {"filename": "/dev/sdb"}, "f", "[b]", "fio"),
+            RawJob("c", {"filename": "/dev/loop0"}, "f", "[c]", "fio")]
+    assert device_aliases(raws, devices) == {"/dev/loop0": 1, "/dev/sdb": 2}
+    assert device_aliases(raws[2:], devices) == {"/dev/loop0": 0}
+    with pytest.raises(SpecError, match=r"^f: \[b\] filename=/dev/sdb: no such device /dev/sdb, and every device"):
+        device_aliases(raws, devices[:2])
+
+
 def test_cli_jobfile_errors(tmp_path):
     out = tmp_path / "out"
     jf = write(tmp_path, "[bg]\nrw=randwrite\nwait_for=x\nruntime=1\n", "jobs.fio")
     assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
                           f"error: {jf}: [bg] wait_for: fio option not supported by iosched")
-    jf = write(tmp_path, "[lapp]\nrw=randread\nfilename=/dev/nvme3n1\nruntime=1\n", "jobs.fio")
+    # Two device names the run does not have, one device: the second has none to map to.
+    jf = write(tmp_path, "[lapp]\nrw=randread\nfilename=/dev/loop0\nruntime=1\n"
+                         "[bg]\nrw=randwrite\nfilename=/dev/loop1\nruntime=1\n", "jobs.fio")
     assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]),
-                          "[lapp] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)")
+                          "[bg] filename=/dev/loop1: no such device /dev/loop1, and every device of the run "
+                          "(/dev/nvme0n1) is taken")
     jf = write(tmp_path, "[lapp]\nrw=randread\n", "jobs.fio")
     assert_one_line_error(run_cli(["run", str(jf), "--out", str(out)]), "[lapp] runtime: required")
     jf = write(tmp_path, "[lapp]\nrw=randread\nruntime=1\n", "jobs.fio")
