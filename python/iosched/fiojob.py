@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ OPTIONS = {
     "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
-    "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed",
+    "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
 }
 # io_uring's engine options that only spare the kernel per-I/O work (a file table lookup, mapping the buffers): the
 # xeon-silver-4210r-10c preset's io_uring costs were fitted to seed 000's runs, which set both (icpe24-artifact
@@ -54,7 +55,7 @@ KNOWN_FIO = {
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
     "write_bw_log", "write_lat_log", "write_iops_log",
-    "log_avg_msec", "exitall", "random_distribution", "kb_base", "unit_base", "gtod_reduce",
+    "log_avg_msec", "exitall", "kb_base", "unit_base", "gtod_reduce",
     "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
 }
@@ -504,6 +505,13 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         "offset_bytes": offset, "size_bytes": size, "devices": idx, "offset_increment_bytes": increment,
         "buffered": buffered, "invalidate": invalidate, "stonewall": stonewall,
     }
+    if "random_distribution" in opts:
+        distribution = _random_distribution(raw, *opts["random_distribution"])
+        if distribution is not None:
+            if not rw.startswith("rand"):
+                notes.append(f"{raw.file}: {raw.label}: random_distribution has no effect on a sequential job "
+                             "(as in fio)")
+            config["random_distribution"] = distribution
     if "randseed" in opts:
         # fio's randseed: this job's offsets and mix from this seed instead of the run's (fio takes 64 bits).
         config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)
@@ -514,6 +522,56 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                        clat_percentiles=_bool(raw, *opts["clat_percentiles"]) if "clat_percentiles" in opts else True,
                        lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
                        io_uring_options=tuple(io_uring_options))
+
+
+# fio's random_distribution: the value each kind takes without one (fio's defaults), and the kind's parameter name
+# in the simulator's RandomDistribution (config.rs).
+DISTRIBUTION_DEFAULTS = {"zipf": 1.1, "pareto": 0.2, "normal": 0.0}
+DISTRIBUTION_PARAMETER = {"zipf": "theta", "pareto": "h", "normal": "dev_percent"}
+
+
+def _random_distribution(raw: RawJob, key: str, v: Any) -> dict[str, Any] | None:
+    """random_distribution=random | zipf[:theta[:center]] | pareto[:h[:center]] | normal[:dev[:center]], with fio's
+    defaults (zipf 1.1, pareto 0.2, normal 0; center: drawn for zipf and pareto, 0.5 for normal) and ranges.
+    None: uniform."""
+    text = _str(raw, key, v).strip()
+    usage = "random, zipf[:theta[:center]], pareto[:h[:center]] or normal[:dev[:center]]"
+    if "," in text:
+        raise _err(raw, key, f"{show(text)}: separate read/write distributions are not supported by iosched")
+    kind, *values = text.split(":")
+    if kind in ("zoned", "zoned_abs"):
+        raise _err(raw, key, f"{show(text)}: zoned distributions are not supported by iosched (expected {usage})")
+    if kind not in ("random", *DISTRIBUTION_DEFAULTS) or len(values) > (0 if kind == "random" else 2):
+        raise _err(raw, key, f"expected {usage}, got {show(text)}")
+    if kind == "random":
+        return None
+    numbers = []
+    for x in values:
+        try:
+            number = float(x)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise _err(raw, key, f"expected {usage} with numbers, got {show(text)}")
+        numbers.append(number)
+    value = numbers[0] if numbers else DISTRIBUTION_DEFAULTS[kind]
+    center = numbers[1] if len(numbers) > 1 else (0.5 if kind == "normal" else None)
+    if kind == "zipf" and (value < 0 or value == 1):
+        raise _err(raw, key, f"{show(text)}: zipf's theta must be >= 0 and not 1")
+    if kind == "pareto" and not 0 < value < 1:
+        raise _err(raw, key, f"{show(text)}: pareto's h must be between 0 and 1 (exclusive)")
+    if kind == "normal" and not 0 <= value < 100:
+        raise _err(raw, key, f"{show(text)}: normal's deviation must be >= 0 and < 100 (percent of the region)")
+    if center is not None and not 0 <= center <= 1:
+        raise _err(raw, key, f"{show(text)}: the center must be within 0..1")
+    return {"kind": kind, DISTRIBUTION_PARAMETER[kind]: value, "center": center}
+
+
+def random_distribution_option(distribution: dict[str, Any]) -> str:
+    """fio's random_distribution value for a resolved distribution (the kernel backend's job file)."""
+    kind = distribution["kind"]
+    text = f"{kind}:{distribution[DISTRIBUTION_PARAMETER[kind]]:g}"
+    return text if distribution["center"] is None else f"{text}:{distribution['center']:g}"
 
 
 PERCENTILES_MAX = 20    # fio's FIO_IO_U_LIST_MAX_LEN

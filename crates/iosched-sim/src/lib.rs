@@ -5,6 +5,7 @@
 pub mod blk;
 pub mod config;
 pub mod device;
+pub mod distribution;
 pub mod engine;
 pub mod host;
 pub mod metrics;

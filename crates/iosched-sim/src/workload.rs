@@ -1,6 +1,7 @@
 //! fio-like job generation: what each process issues next (direction, device, offset, size).
 //!
-//! Random offsets are drawn uniformly with replacement (fio's `norandommap`); sequential jobs walk their region
+//! Random offsets are drawn with replacement (fio's `norandommap`), uniformly or from the job's
+//! `random_distribution` (`distribution.rs`); sequential jobs walk their region
 //! and wrap at its end. With several devices (fio's colon-separated filename), I/Os go to them round-robin
 //! (fio's default `file_service_type=roundrobin`).
 //!
@@ -20,6 +21,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
 use crate::config::{JobConfig, Rw, TraceConfig};
+use crate::distribution::BlockSampler;
 use crate::trace::{TraceReader, TraceRecord};
 
 pub struct IoPlan {
@@ -32,6 +34,8 @@ pub struct IoPlan {
 
 pub struct Generator {
     rng: Pcg64,
+    /// fio's random_distribution where the job sets one; else random blocks are drawn uniformly.
+    sampler: Option<BlockSampler>,
     rw: Rw,
     rwmixread: u32,
     block_bytes: u64,
@@ -49,15 +53,21 @@ pub fn process_rng(seed: u64, job: u32, clone: u32) -> Pcg64 {
 }
 
 impl Generator {
-    pub fn new(job: &JobConfig, rng: Pcg64, region_bytes: u64) -> Self {
+    pub fn new(job: &JobConfig, mut rng: Pcg64, region_bytes: u64) -> Self {
         let block_bytes = job.bs_bytes.max(1);
+        let region_blocks = (region_bytes / block_bytes).max(1);
+        let sampler = job
+            .random_distribution
+            .as_ref()
+            .map(|d| BlockSampler::new(d, region_blocks, &mut rng));
         Self {
             rng,
+            sampler,
             rw: job.rw,
             rwmixread: job.rwmixread,
             block_bytes,
             region_offset_bytes: job.offset_bytes,
-            region_blocks: (region_bytes / block_bytes).max(1),
+            region_blocks,
             next_sequential_block: vec![0; job.devices.len().max(1)],
             next_device: 0,
             device_count: job.devices.len().max(1),
@@ -83,9 +93,10 @@ impl Generator {
         let device_slot = self.next_device;
         self.next_device = (self.next_device + 1) % self.device_count;
         let block = match self.rw {
-            Rw::Randread | Rw::Randwrite | Rw::Randrw => {
-                self.rng.random_range(0..self.region_blocks)
-            }
+            Rw::Randread | Rw::Randwrite | Rw::Randrw => match &self.sampler {
+                Some(sampler) => sampler.next_block(&mut self.rng),
+                None => self.rng.random_range(0..self.region_blocks),
+            },
             Rw::Read | Rw::Write | Rw::Readwrite => {
                 let cursor = &mut self.next_sequential_block[device_slot];
                 let block = *cursor;
@@ -260,6 +271,7 @@ mod tests {
             invalidate: true,
             stonewall: false,
             randseed: None,
+            random_distribution: None,
             trace: None,
         }
     }

@@ -1,9 +1,10 @@
+import re
 import textwrap
 
 import pytest
 
 from iosched.errors import SpecError
-from iosched.fiojob import DeviceInfo, JobContext, RawJob, parse_jobfile, resolve_job
+from iosched.fiojob import DeviceInfo, JobContext, RawJob, parse_jobfile, random_distribution_option, resolve_job
 
 CAP = 1000204886016
 
@@ -155,6 +156,32 @@ def test_io_uring_file_and_buffer_registration_are_accepted_with_io_uring_only()
         resolve_job(RawJob("j", {"ioengine": "libaio", "fixedbufs": "1"}, "f", "[j]", "fio"), ctx())
     with pytest.raises(SpecError, match="hipri: fio option not supported by iosched"):
         resolve_job(RawJob("j", {"hipri": None}, "f", "[j]", "fio"), ctx())
+
+
+def test_random_distribution_takes_fios_forms_defaults_and_ranges():
+    """zipf/pareto/normal with fio's defaults (zipf 1.1, pareto 0.2, normal 0; center drawn, normal's 0.5) and the
+    ranges fio 3.33 checks (each refused case is refused by `fio --parse-only` too, but negative theta, which fio
+    takes and iosched refuses as meaningless); random is uniform: no distribution in the config."""
+    def dist(text):
+        return resolve_job(RawJob("j", {"rw": "randread", "random_distribution": text}, "f", "[j]", "fio"),
+                           ctx()).config.get("random_distribution")
+    assert dist("random") is None
+    assert dist("zipf") == {"kind": "zipf", "theta": 1.1, "center": None}
+    assert dist("zipf:1.2:0.25") == {"kind": "zipf", "theta": 1.2, "center": 0.25}
+    assert dist("pareto") == {"kind": "pareto", "h": 0.2, "center": None}
+    assert dist("normal:10") == {"kind": "normal", "dev_percent": 10.0, "center": 0.5}
+    assert random_distribution_option(dist("zipf:1.2:0.25")) == "zipf:1.2:0.25"
+    assert random_distribution_option(dist("pareto")) == "pareto:0.2"
+    for bad, why in [("zipf:1", "zipf's theta must be >= 0 and not 1"), ("zipf:-1", "zipf's theta"),
+                     ("pareto:1.5", "pareto's h must be between 0 and 1"), ("normal:100", "normal's deviation"),
+                     ("zipf:1.2:1.5", "the center must be within 0..1"), ("zipf:abc", "with numbers"),
+                     ("zipf:nan", "with numbers"), ("foo", "expected random, zipf"), ("random:1", "expected random"),
+                     ("zoned:60/10:40/90", "zoned distributions are not supported"),
+                     ("zipf:1.2,pareto:0.2", "separate read/write distributions")]:
+        with pytest.raises(SpecError, match=r"^f: \[j\] random_distribution: .*" + re.escape(why)):
+            dist(bad)
+    seq = resolve_job(RawJob("j", {"rw": "read", "random_distribution": "zipf"}, "f", "[j]", "fio"), ctx())
+    assert any("no effect on a sequential job" in n for n in seq.notes)
 
 
 def test_randseed_seeds_the_jobs_offsets():

@@ -214,6 +214,7 @@ offset = "1M"
 percentile_list = "99.99:50"
 lat_percentiles = true
 randseed = 42
+random_distribution = "zipf:1.2:0.25"
 [[job]]
 name = "after"
 rw = "write"
@@ -263,6 +264,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert bg["lat_percentiles"] == "1" and "lat_percentiles" not in lapp and "clat_percentiles" not in bg
     assert "registerfiles" not in bg and "fixedbufs" not in after       # only where the job sets them
     assert (bg["randseed"], after["randseed"]) == ("42", "7")           # the job's own, else the run's
+    assert bg["random_distribution"] == "zipf:1.2:0.25" and "random_distribution" not in lapp
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert notes == []

@@ -400,6 +400,9 @@ pub struct JobConfig {
     /// fio's stonewall: the job starts only once every earlier job has finished.
     #[serde(default)]
     pub stonewall: bool,
+    /// fio's random_distribution: which blocks of the region random I/O addresses. None: every block alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub random_distribution: Option<RandomDistribution>,
     /// fio's randseed: seeds this job's random offsets and read/write mix in place of the run's seed (each clone
     /// still draws its own stream, as fio's default randrepeat gives each its own seed). None: the run's seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -409,6 +412,32 @@ pub struct JobConfig {
     /// start until the runtime ends; without it the job ends at the trace's end (or its runtime).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceConfig>,
+}
+
+/// fio's random_distribution (`distribution.rs` draws from it). Each skewed kind ranks the region's blocks by
+/// popularity and scatters the ranks over the region by a hash, as fio does, so the hot blocks are spread out;
+/// `center` (0..1) rotates where the scattered ranks start (None: a place drawn from the job's seed).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum RandomDistribution {
+    /// Rank r is drawn with probability proportional to r^-theta (theta > 0, not 1).
+    Zipf {
+        theta: f64,
+        #[serde(default)]
+        center: Option<f64>,
+    },
+    /// The fraction h (0 < h < 1) of the hottest blocks takes 1 - h of the I/O (h = 0.2: 80/20).
+    Pareto {
+        h: f64,
+        #[serde(default)]
+        center: Option<f64>,
+    },
+    /// Ranks from a normal distribution whose standard deviation is `dev_percent` of the region.
+    Normal {
+        dev_percent: f64,
+        #[serde(default)]
+        center: Option<f64>,
+    },
 }
 
 /// The public block-trace formats the replay reads (see `trace.rs`).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from ...errors import SpecError
+from ...fiojob import random_distribution_option
 from ...spec import ResolvedRun
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+")
@@ -99,6 +100,8 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         if c["rw"].startswith("rand") or c["rw"] == "randrw":
             # The simulator draws offsets uniformly without fio's random map (norandommap).
             o.append(("norandommap", 1))
+        if c.get("random_distribution"):
+            o.append(("random_distribution", random_distribution_option(c["random_distribution"])))
         o.append(("randseed", c.get("randseed", run.seed)))
         if j.percentiles:
             o.append(("percentile_list", ":".join(f"{p:g}" for p in j.percentiles)))
