@@ -98,7 +98,7 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         if c["stonewall"]:
             o.append(("stonewall", 1))
         if c["rw"].startswith("rand") or c["rw"] == "randrw":
-            # The simulator draws offsets uniformly without fio's random map (norandommap).
+            # The simulator draws random offsets without fio's random map (norandommap).
             o.append(("norandommap", 1))
         if c.get("random_distribution"):
             o.append(("random_distribution", random_distribution_option(c["random_distribution"])))
