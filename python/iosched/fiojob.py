@@ -31,6 +31,7 @@ OPTIONS = {
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
     "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
+    "loops": "pos",
 }
 # io_uring's engine options that only spare the kernel per-I/O work (a file table lookup, mapping the buffers): the
 # xeon-silver-4210r-10c preset's io_uring costs were fitted to seed 000's runs, which set both (icpe24-artifact
@@ -50,7 +51,7 @@ KNOWN_FIO = {
     "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process", "bssplit",
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
-    "loops", "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
+    "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
     "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
@@ -512,6 +513,17 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                 notes.append(f"{raw.file}: {raw.label}: random_distribution has no effect on a sequential job "
                              "(as in fio)")
             config["random_distribution"] = distribution
+    if "loops" in opts:
+        key, v = opts["loops"]
+        loops = _int(raw, key, v, 1, 2**32 - 1)
+        if replaying:
+            raise _err(raw, key, "not supported with read_iolog by iosched (time_based replays the trace again until "
+                                 "the runtime)")
+        if time_based and loops > 1:
+            notes.append(f"{raw.file}: {raw.label}: loops has no effect on a time_based job: its runtime ends it "
+                         "(as in fio)")
+        elif loops > 1:
+            config["loops"] = loops
     if "randseed" in opts:
         # fio's randseed: this job's offsets and mix from this seed instead of the run's (fio takes 64 bits).
         config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)

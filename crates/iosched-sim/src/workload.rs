@@ -271,6 +271,7 @@ mod tests {
             invalidate: true,
             stonewall: false,
             randseed: None,
+            loops: None,
             random_distribution: None,
             trace: None,
         }

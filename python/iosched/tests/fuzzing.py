@@ -109,7 +109,7 @@ JOB_OPTIONS = ["rw", "bs", "iodepth", "iodepth_batch_submit", "numjobs", "runtim
                "cpus_allowed", "cpus_allowed_policy", "size", "offset", "filename", "group_reporting", "direct",
                "buffered", "ioengine", "offset_increment", "stonewall", "invalidate", "read_iolog",
                "read_iolog_format", "replay_time_scale", "replay_no_stall", "replay_lun", "replay_blkparse_action",
-               "randseed", "registerfiles", "fixedbufs", "random_distribution",
+               "randseed", "registerfiles", "fixedbufs", "random_distribution", "loops",
                "rwmixread", "rwmixwrite", "description", "thread", "verify", "include", "blocksize", "readwrite",
                "iodepth_batch", "unknown_option", "name"]
 SPEC_KEYS = ["name", "duration", "ramp", "repeat", "seed", "sample_interval", "jobfile", "host", "devices",

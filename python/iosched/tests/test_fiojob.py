@@ -184,6 +184,20 @@ def test_random_distribution_takes_fios_forms_defaults_and_ranges():
     assert any("no effect on a sequential job" in n for n in seq.notes)
 
 
+def test_loops_repeat_a_sized_job_and_leave_a_time_based_one_alone():
+    """loops=3 on a job bounded by its size: the simulator transfers the size three times (its own test counts the
+    I/Os); a time_based job ends at its runtime, so there loops only gets a note, as fio ignores it; 0 is an error,
+    and so is a replay (whose repeats time_based gives)."""
+    sized = resolve_job(RawJob("j", {"size": "8k", "loops": "3", "time_based": "0"}, "f", "[j]", "fio"), ctx())
+    assert sized.config["loops"] == 3 and sized.options["loops"] == "3"
+    once = resolve_job(RawJob("j", {"size": "8k", "loops": "1", "time_based": "0"}, "f", "[j]", "fio"), ctx())
+    assert "loops" not in once.config
+    timed = resolve_job(RawJob("j", {"loops": "3", "time_based": "1"}, "f", "[j]", "fio"), ctx())
+    assert "loops" not in timed.config and any("loops has no effect on a time_based job" in n for n in timed.notes)
+    with pytest.raises(SpecError, match=r"^f: \[j\] loops: expected an integer in 1\.\.4294967295, got 0"):
+        resolve_job(RawJob("j", {"loops": "0"}, "f", "[j]", "fio"), ctx())
+
+
 def test_randseed_seeds_the_jobs_offsets():
     """randseed goes to the simulator as the job's own seed (fio takes 64 bits); without it the job has none and
     draws from the run's seed. Out of range or not a number: one line naming the option."""

@@ -400,6 +400,10 @@ pub struct JobConfig {
     /// fio's stonewall: the job starts only once every earlier job has finished.
     #[serde(default)]
     pub stonewall: bool,
+    /// fio's loops: without `time_based`, a process transfers its `size_bytes` this many times (a sequential job
+    /// walks its region again from the start). None: once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loops: Option<u32>,
     /// fio's random_distribution: which blocks of the region random I/O addresses. None: every block alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub random_distribution: Option<RandomDistribution>,

@@ -371,6 +371,7 @@ impl<'j> JobLayout<'j> {
                 u64::MAX // the trace, not size, says how much a replay transfers
             } else {
                 self.region_bytes
+                    .saturating_mul(job.loops.unwrap_or(1).max(1) as u64)
             },
             time_based: job.time_based,
             // 0: unlimited.

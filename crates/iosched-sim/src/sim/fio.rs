@@ -515,6 +515,20 @@ mod tests {
     }
 
     #[test]
+    fn loops_repeat_a_sized_process_over_its_region() {
+        // size 8 KiB of 4 KiB reads, loops = 3: 3 x 2 reads, the sequential walk going round its region again.
+        let mut sized = job("a", Rw::Read, 1, 1);
+        sized.time_based = false;
+        sized.size_bytes = 8192;
+        sized.loops = Some(3);
+        let c = config("none", vec![sized]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.start_and_run_until(|sim| sim.active_processes == 0);
+        let p = &sim.processes[0].state;
+        assert_eq!((p.issued, p.bytes_issued), (6, 3 * 8192));
+    }
+
+    #[test]
     fn latency_counts_only_inside_the_measurement_window_which_starts_at_the_first_completion_after_the_ramp(
     ) {
         // 1 ms of ramp, 5 ms of runtime: nominally measured over [1, 6] ms.

@@ -78,6 +78,7 @@ pub fn job(
         invalidate: true,
         stonewall: false,
         randseed: None,
+        loops: None,
         random_distribution: None,
         trace: None,
     }

@@ -100,6 +100,8 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         if c["rw"].startswith("rand") or c["rw"] == "randrw":
             # The simulator draws random offsets without fio's random map (norandommap).
             o.append(("norandommap", 1))
+        if c.get("loops"):
+            o.append(("loops", c["loops"]))
         if c.get("random_distribution"):
             o.append(("random_distribution", random_distribution_option(c["random_distribution"])))
         o.append(("randseed", c.get("randseed", run.seed)))
