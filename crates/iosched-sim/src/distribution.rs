@@ -16,6 +16,7 @@ use rand::RngExt;
 use rand_pcg::Pcg64;
 
 use crate::config::RandomDistribution;
+use crate::mix;
 
 /// Terms of H(N, theta) summed one by one before the Euler-Maclaurin tail.
 const EXACT_TERMS: u64 = 1_000;
@@ -126,16 +127,8 @@ impl BlockSampler {
 
     /// The block of the next I/O: its rank scattered over the region and rotated to the center.
     pub fn next_block(&self, rng: &mut Pcg64) -> u64 {
-        (scatter(self.next_rank(rng)) % self.blocks + self.rotation) % self.blocks
+        (mix(self.next_rank(rng)) % self.blocks + self.rotation) % self.blocks
     }
-}
-
-/// A fixed 64-bit mix (splitmix64's finaliser): spreads neighbouring ranks over the region.
-fn scatter(rank: u64) -> u64 {
-    let mut x = rank.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// H(n, theta) = sum over r = 1..n of r^-theta: the first `EXACT_TERMS` summed, the rest by Euler-Maclaurin
@@ -229,7 +222,7 @@ mod tests {
                 center: Some(center),
             };
             let sampler = BlockSampler::new(&zipf, 1_000_000, &mut rng);
-            (scatter(0) % 1_000_000, sampler.rotation)
+            (mix(0) % 1_000_000, sampler.rotation)
         };
         // Rank 0 (the hottest) lands where the hash puts it plus the rotation: center 0.5 is 500,000 blocks on.
         let (hashed, rotation) = at(0.5);

@@ -22,6 +22,16 @@ pub use config::SimConfig;
 pub use iosched_policy::SCHEDULERS;
 pub use result::SimResult;
 
+/// splitmix64's finaliser: a fixed, well-mixed 64-bit hash (the device's stand-in for the FTL's mapping of page
+/// addresses; the scatter of fio's popularity ranks over a job's region).
+#[inline]
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 /// Run one simulation. `progress` is called with the fraction of simulated time done; returning false aborts.
 pub fn simulate(
     config: &SimConfig,

@@ -44,6 +44,8 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
 use crate::config::{Condition, DeviceConfig};
+// The hash of a page address that stands in for the FTL's mapping.
+use crate::mix;
 use crate::result::DeviceResult;
 
 mod controller;
@@ -104,15 +106,6 @@ pub struct Device {
     /// Commands submitted and not yet completed to the host (what a device-wide in-flight bound limits).
     outstanding_commands: u32,
     pub stats: DeviceResult,
-}
-
-/// splitmix64: a fixed, well-mixed hash of a page address (the stand-in for the FTL's mapping).
-#[inline]
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 /// Book `duration_ns` on a FIFO server (a channel, a link direction) free from `*free_at_ns`, for work ready at
