@@ -542,6 +542,15 @@ DISTRIBUTION_DEFAULTS = {"zipf": 1.1, "pareto": 0.2, "normal": 0.0}
 DISTRIBUTION_PARAMETER = {"zipf": "theta", "pareto": "h", "normal": "dev_percent"}
 
 
+def _colon_numbers(text: str) -> list[float] | None:
+    """fio's colon-separated numbers (percentile_list, a distribution's values); None if one is not a finite number."""
+    try:
+        numbers = [float(x) for x in text.split(":")]
+    except ValueError:
+        return None
+    return numbers if all(math.isfinite(x) for x in numbers) else None
+
+
 def _random_distribution(raw: RawJob, key: str, v: Any) -> dict[str, Any] | None:
     """random_distribution=random | zipf[:theta[:center]] | pareto[:h[:center]] | normal[:dev[:center]], with fio's
     defaults (zipf 1.1, pareto 0.2, normal 0; center: drawn for zipf and pareto, 0.5 for normal) and ranges.
@@ -557,15 +566,9 @@ def _random_distribution(raw: RawJob, key: str, v: Any) -> dict[str, Any] | None
         raise _err(raw, key, f"expected {usage}, got {show(text)}")
     if kind == "random":
         return None
-    numbers = []
-    for x in values:
-        try:
-            number = float(x)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            raise _err(raw, key, f"expected {usage} with numbers, got {show(text)}")
-        numbers.append(number)
+    numbers = _colon_numbers(":".join(values)) if values else []
+    if numbers is None:
+        raise _err(raw, key, f"expected {usage} with numbers, got {show(text)}")
     value = numbers[0] if numbers else DISTRIBUTION_DEFAULTS[kind]
     center = numbers[1] if len(numbers) > 1 else (0.5 if kind == "normal" else None)
     if kind == "zipf" and (value < 0 or value == 1):
@@ -595,10 +598,7 @@ def _percentile_list(raw: RawJob, opts: dict[str, Any]) -> tuple[float, ...] | N
         return None
     key, v = opts["percentile_list"]
     sv = _str(raw, key, v)
-    try:
-        values = [float(x) for x in sv.split(":")]
-    except ValueError:
-        values = []
+    values = _colon_numbers(sv) or []
     if not values or len(values) > PERCENTILES_MAX or not all(0 < p <= 100 for p in values):
         raise _err(raw, key, f"expected 1-{PERCENTILES_MAX} percentiles in (0, 100] separated by ':' (e.g. "
                              f"99:99.9), got {show(sv)}")
