@@ -122,9 +122,12 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE", help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg.")
 @_jobs_option
 @_cluster_option
-@click.option("--no-report", is_flag=True, help="Do not write OUT/report.html and OUT/figures/.")
+@click.option("--no-report", is_flag=True, help="Do not write OUT/report.html.")
+@click.option("--static", is_flag=True,
+              help="Also write the report's figures as PNG, SVG and PDF to OUT/figures/ (seconds per figure; "
+                   "`iosched report OUT` writes them later).")
 def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-        precondition, lab_dir, vm_opts, jobs, cluster, no_report):
+        precondition, lab_dir, vm_opts, jobs, cluster, no_report, static):
     """Run every sweep point × repetition of an experiment (simulated, or on real devices with --backend kernel)
     and write results to OUT.
 
@@ -141,14 +144,14 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
                 raise SpecError(flag, None, "not with --backend vm (the lab boots one guest for the runs)")
         from .cli_vm import run_vm_command
         return run_vm_command(spec, device, devices, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                              no_report)
+                              no_report, static)
     if backend == "kernel":
         for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
             if given:
                 raise SpecError(flag, None, "only with --backend sim (the kernel backend measures one run at a "
                                             "time on the devices given)")
         return _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive,
-                           filesystem, precondition, no_report)
+                           filesystem, precondition, no_report, static)
     for flag, given in (("--destructive", destructive), ("--filesystem", filesystem),
                         ("--precondition", precondition)):
         if given:
@@ -163,7 +166,8 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=list(sets),
                    duration=duration, seed=seed)
-    run_simulated(spec, ov, Path(out), jobs=jobs, cluster=cluster, report=not no_report, echo=click.echo)
+    run_simulated(spec, ov, Path(out), jobs=jobs, cluster=cluster, report=not no_report, static=static,
+                  echo=click.echo)
 
 
 @main.command()
@@ -279,7 +283,7 @@ def query(dir, sql, fmt):
 
 
 def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-                precondition, no_report):
+                precondition, no_report, static=False):
     from .backends.kernel.runner import Options
     from .run import run_on_kernel
     from .spec import Overrides
@@ -295,7 +299,7 @@ def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, ou
     options = Options(devices=list(device), out=Path(out), destructive=destructive, filesystem=filesystem,
                       precondition=precondition)
     with _kernel_errors(_interrupted_run):
-        run_on_kernel(spec, ov, options, report=not no_report, echo=click.echo)
+        run_on_kernel(spec, ov, options, report=not no_report, static=static, echo=click.echo)
 
 
 from .cli_vm import vm as _vm_group  # noqa: E402  (the `iosched vm` commands live in cli_vm.py)

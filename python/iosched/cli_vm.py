@@ -206,7 +206,7 @@ def host_preset(results, out, cores):
 
 
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                   no_report) -> None:
+                   no_report, static=False) -> None:
     """`iosched run SPEC --backend vm ...`."""
     from .backends.kernel.state import Interrupted
     from .backends.vm import VmError
@@ -231,7 +231,7 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
                    f"{out}/runs/<id>/ or use another --out to measure them again)")
     if not no_report:
         from .report.build import build
-        build(Path(out))
+        build(Path(out), static=static)
     for w in outcome.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"wrote {len(outcome.done)} run(s) to {out}/results.parquet in {time.monotonic() - t0:.0f} s"

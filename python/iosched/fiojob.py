@@ -239,6 +239,21 @@ def device_aliases(raws: list[RawJob], devices: list[DeviceInfo]) -> dict[str, i
     return aliases
 
 
+def alias_notes(raws: list[RawJob], devices: list[DeviceInfo], aliases: dict[str, int]) -> list[str]:
+    """One note per name in `aliases` (device_aliases), naming the first job that uses it: a job file with many
+    jobs over many devices says where each name runs once, not once per job."""
+    notes: list[str] = []
+    for raw in raws:
+        for key, v in raw.options.items():
+            if ALIASES.get(key, key) != "filename" or not isinstance(v, str):
+                continue
+            for part in _filenames(v):
+                if part in aliases and not any(f" filename {part} runs on " in n for n in notes):
+                    notes.append(f"{raw.file}: {raw.label}: filename {part} runs on {devices[aliases[part]].name} "
+                                 "(a name the run's devices do not have: such names map to them in order)")
+    return notes
+
+
 def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     """Interpret a job's options into a JobConfig dict; every problem is a SpecError naming file, job and option."""
     opts: dict[str, Any] = {}
@@ -406,9 +421,7 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
             if part in by_name:
                 i = by_name[part]
             elif part in ctx.device_aliases:
-                i = ctx.device_aliases[part]
-                notes.append(f"{raw.file}: {raw.label}: filename {part} runs on {ctx.devices[i].name} (a name the "
-                             "run's devices do not have: such names map to them in order)")
+                i = ctx.device_aliases[part]  # noted once per run (alias_notes), not per job
             else:
                 what = "no such device" if part == fn else f"no such device {part}"
                 raise _err(raw, f"{key}={fn}", f"{what} (have {', '.join(by_name)})")

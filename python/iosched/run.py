@@ -18,7 +18,7 @@ Echo = Callable[..., None]
 
 
 def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int | None, cluster: str | None,
-                  report: bool, echo: Echo) -> None:
+                  report: bool, echo: Echo, static: bool = False) -> None:
     """Simulate every run of the experiment not yet in ``out`` (a single run in this process), print each run's
     summary, and record the experiment (also when interrupted); raises native.NotBuilt before touching ``out``
     when the simulator is not built."""
@@ -47,10 +47,11 @@ def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int 
                 if t.rid in outcome.skipped:
                     show(t, store.load_result(out, t.rid), None)
         echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped")
-    _finish(out, len(outcome.done), report, echo)
+    _finish(out, len(outcome.done), report, echo, static)
 
 
-def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, report: bool, echo: Echo) -> None:
+def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, report: bool, echo: Echo,
+                  static: bool = False) -> None:
     """Measure every run of the experiment not yet in ``options.out`` with the kernel's schedulers on the devices
     given; raises KernelError or state.Interrupted from the kernel backend."""
     exp = load_experiment(spec_file, overrides)
@@ -59,10 +60,10 @@ def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, rep
     if outcome.skipped:
         echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped (delete "
              f"{out}/runs/<id>/ or use another --out to measure them again)")
-    _finish(out, len(outcome.done), report, echo)
+    _finish(out, len(outcome.done), report, echo, static)
 
 
-def _finish(out: Path, done: int, report: bool, echo: Echo) -> None:
+def _finish(out: Path, done: int, report: bool, echo: Echo, static: bool) -> None:
     if report:
-        build(out)
+        build(out, static=static)
     echo(f"wrote {done} run(s) to {out}/results.parquet" + (f"; report: {out}/report.html" if report else ""))

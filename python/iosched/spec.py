@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import kernel_version, limits, native
 from . import presets as presets_mod
 from .errors import SpecError, show
-from .fiojob import DeviceInfo, JobContext, RawJob, ResolvedJob, device_aliases, parse_jobfile, resolve_job
+from .fiojob import (DeviceInfo, JobContext, RawJob, ResolvedJob, alias_notes, device_aliases, parse_jobfile,
+                     resolve_job)
 from .safepath import check_name, is_file
 from .units import parse_time
 
@@ -504,8 +505,8 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
                                                  f"{show(spec.sample_interval)}")
     infos = [DeviceInfo(d["name"], d["capacity_bytes"], d["logical_block_bytes"]) for d in devices]
     rjobs: list[ResolvedJob] = []
-    notes: list[str] = []
     aliases = device_aliases(jobs, infos)
+    notes: list[str] = alias_notes(jobs, infos, aliases)
     for j in jobs:
         ctx = JobContext(devices=infos, cores=host["cores"], default_runtime_ns=duration, default_ramp_ns=ramp,
                          default_time_based=(j.origin == "toml"), page_cache="page_cache" in host or real is not None,

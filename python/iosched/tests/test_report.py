@@ -74,6 +74,20 @@ def test_same_results_same_bytes_in_fresh_processes(toy_dir, tmp_path):
         assert digests[0][name] == digests[1][name], name
 
 
+def test_run_writes_static_figures_only_when_asked(tmp_path):
+    """`iosched run` writes report.html; the PNG/SVG/PDF copies of its figures (seconds each) only with --static."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('duration = "5ms"\n[[job]]\nname = "r"\nrw = "randread"\n')
+    for flags, figures in (([], False), (["--static"], True)):
+        out = tmp_path / f"out{len(flags)}"
+        res = CliRunner().invoke(main, ["run", str(spec), "--out", str(out), *flags])
+        assert res.exit_code == 0, res.output
+        html = (out / "report.html").read_text()
+        assert (out / "figures").is_dir() == figures and ('href="figures/' in html) == figures
+        if figures:
+            assert {p.suffix for p in (out / "figures").iterdir()} == {".png", ".svg", ".pdf"}
+
+
 def test_static_figure_has_no_dates(tmp_path):
     fig = toy.TOY.figures(_results(tmp_path))[1]
     paths = render_static(fig, tmp_path / "f")

@@ -221,6 +221,14 @@ def test_a_job_file_written_for_other_devices_runs_on_the_runs_devices(tmp_path)
     assert f"note: {jf}: [bg]: filename /dev/loop1 runs on /dev/nvme1n1" in res.output
     (doc,) = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*/fio.json")]
     assert [j["job options"]["filename"] for j in doc["jobs"]] == ["/dev/loop0", "/dev/loop1"]
+    # Each name is noted once per run, not once per job that uses it.
+    jf = write(tmp_path, "".join(f"[j{i}]\nrw=randread\nfilename=/dev/loop0:/dev/loop1\nruntime=20ms\n"
+                                 for i in range(3)), "many.fio")
+    res = run_cli(["run", str(jf), "--devices", "2", "--out", str(tmp_path / "out2")])
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.output.splitlines() if " runs on " in line] == [
+        f"note: {jf}: [j0]: filename /dev/loop{i} runs on /dev/nvme{i}n1 (a name the run's devices do not have: "
+        "such names map to them in order)" for i in (0, 1)]
 
 
 def test_device_names_the_run_does_not_have_skip_the_devices_jobs_name():
