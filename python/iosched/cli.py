@@ -483,16 +483,23 @@ def trace(file, fmt, lun, action):
 
 
 @main.command()
-@click.option("--quick", is_flag=True, help="0.2 s simulated instead of 1 s.")
+@click.option("--quick", is_flag=True, help="0.2 s simulated instead of 1 s, and no callgrind.")
+@click.option("--callgrind/--no-callgrind", default=None,
+              help="Count instructions per I/O with valgrind's callgrind (default: when installed, not with --quick).")
+@click.option("--no-cli", is_flag=True, help="Skip timing the CLI (start-up and a whole `iosched run`).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def bench(quick, as_json):
-    """Measure simulator speed on two built-in scenarios (10 processes × QD128 4 KiB randread; 1 and 8 SSDs)."""
-    from .bench import run_bench
+@click.option("--markdown", is_flag=True, help="Also print the scenarios as a Markdown table.")
+def bench(quick, callgrind, no_cli, as_json, markdown):
+    """Measure simulator speed: 10 processes × QD128 4 KiB randread under none, mq-deadline, kyber and bfq on 1 and
+    8 SSDs (I/Os per wall second, events and instructions per I/O), and the CLI's start-up and run cost."""
+    from .bench import markdown_table, run_bench
 
     _need_native()
-    out = run_bench(quick=quick, echo=None if as_json else click.echo)
+    out = run_bench(quick=quick, echo=None if as_json else click.echo, callgrind=callgrind, cli=not no_cli)
     if as_json:
         click.echo(json.dumps(out, indent=2))
+    if markdown:
+        click.echo(markdown_table(out))
 
 
 @main.command()

@@ -1,6 +1,7 @@
 """End to end through the native simulator (skipped only if it is not built and IOSCHED_REQUIRE_NATIVE is unset)."""
 
 import json
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -104,11 +105,29 @@ def test_fio_jobfile_direct(tmp_path):
 
 def test_bench_quick_json():
     import iosched.bench as b
-    res = CliRunner().invoke(main, ["bench", "--quick", "--json"])
+    res = CliRunner().invoke(main, ["bench", "--quick", "--json", "--no-cli"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert [o["scenario"] for o in out] == ["A", "B"] and all(o["ios"] > 0 for o in out)
+    rows = out["scenarios"]
+    assert [(o["scheduler"], o["ssds"]) for o in rows] == [(s, n) for s in b.SCHEDULERS for n in b.SSDS]
+    assert all(o["ios"] > 0 and o["events_per_io"] > 1 and o["instructions_per_io"] is None for o in rows)
+    assert out["cli"] is None
     assert b.scenario("B", 8, 1).jobs[0].config["devices"] == list(range(8))
+    assert "| none | 8 |" in b.markdown_table(out)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind (callgrind) is not installed")
+def test_bench_counts_instructions_per_io_with_callgrind():
+    """Two run lengths under callgrind, the difference per I/O: a few thousand instructions (the whole event loop
+    per I/O; nowhere near the millions a count including Python's start-up would give)."""
+    import iosched.bench as b
+    assert 500 < b.instructions_per_io(1, "none") < 50_000
+
+
+def test_bench_times_the_cli():
+    import iosched.bench as b
+    costs = b.cli_costs(5_000_000)
+    assert 0 < costs["startup_s"] < costs["run_wall_s"] and costs["run_duration_s"] == 0.005
 
 
 def test_simulator_rejection_is_one_line(tmp_path):
