@@ -18,6 +18,10 @@ from .units import Percent, parse_cpu_list, parse_size, parse_time
 RW_VALUES = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite",
              "randrw": "randrw", "readwrite": "readwrite", "rw": "readwrite"}
 IOENGINES = ("io_uring", "libaio", "psync")
+# fio's other synchronous engines: the same path through the kernel as psync (one I/O per system call, the process
+# waits for it); only the call differs (read/write after lseek, readv/writev, preadv/pwritev, preadv2/pwritev2),
+# and the simulator runs them as psync. The kernel and VM backends run the engine given.
+SYNC_ENGINES = ("sync", "vsync", "pvsync", "pvsync2")
 
 # Options iosched models (canonical name → kind).  Aliases are mapped first.
 OPTIONS = {
@@ -102,6 +106,7 @@ class ResolvedJob:
     clat_percentiles: bool = True                   # fio.json lists clat_ns percentiles and bins (fio's default)
     lat_percentiles: bool = False                   # ... and lat_ns ones (fio's default: not)
     io_uring_options: tuple[str, ...] = ()          # IO_URING_OPTIONS set to 1, for the kernel backend's fio
+    fio_engine: str | None = None                   # the engine fio runs where the simulator runs another (sync)
 
 
 # ---------------------------------------------------------------- job file parser
@@ -304,11 +309,16 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     batch = _int(raw, *opts["iodepth_batch_submit"], 0) if "iodepth_batch_submit" in opts else 1
     numjobs = _int(raw, *opts["numjobs"], 1, 4096) if "numjobs" in opts else 1
     engine = "io_uring"
+    fio_engine = None
     if "ioengine" in opts:
         key, v = opts["ioengine"]
         engine = _str(raw, key, v)
-        if engine not in IOENGINES:
-            raise _err(raw, key, f"expected one of {', '.join(IOENGINES)}, got {show(engine)}")
+        if engine in SYNC_ENGINES:
+            notes.append(f"{raw.file}: {raw.label}: ioengine={engine} is simulated as psync (the same synchronous "
+                         "path; its own system call is not told apart); the kernel and VM backends run it")
+            fio_engine, engine = engine, "psync"
+        elif engine not in IOENGINES:
+            raise _err(raw, key, f"expected one of {', '.join(IOENGINES + SYNC_ENGINES)}, got {show(engine)}")
     io_uring_options = []
     for name in IO_URING_OPTIONS:
         if name in opts:
@@ -318,7 +328,8 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                     raise _err(raw, key, f"an option of fio's io_uring engine, not of ioengine={engine}")
                 io_uring_options.append(name)
     if engine == "psync" and iodepth > 1:
-        notes.append(f"{raw.file}: {raw.label}: ioengine=psync is synchronous: iodepth={iodepth} behaves as 1")
+        notes.append(f"{raw.file}: {raw.label}: ioengine={fio_engine or engine} is synchronous: iodepth={iodepth} "
+                     "behaves as 1")
         iodepth = 1
     batch = min(max(batch, 1), iodepth)  # fio: 0 means 1; never more than iodepth
     buffered = ("direct" in opts and not _bool(raw, *opts["direct"])) or \
@@ -546,7 +557,7 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                        trace=summary, percentiles=_percentile_list(raw, opts),
                        clat_percentiles=_bool(raw, *opts["clat_percentiles"]) if "clat_percentiles" in opts else True,
                        lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
-                       io_uring_options=tuple(io_uring_options))
+                       io_uring_options=tuple(io_uring_options), fio_engine=fio_engine)
 
 
 # fio's random_distribution: the value each kind takes without one (fio's defaults), and the kind's parameter name

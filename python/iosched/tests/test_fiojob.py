@@ -114,7 +114,7 @@ def test_filename_colon_list():
     ({"bs": "4k,8k"}, "separate read/write block sizes"),
     ({"cpus_allowed": "12"}, 'jobs.fio: [j] cpus_allowed "12": host has 10 cores (0-9)'),
     ({"prio": "9"}, "jobs.fio: [j] prio: expected an integer in 0..7, got 9"),
-    ({"ioengine": "sync"}, "jobs.fio: [j] ioengine: expected one of io_uring, libaio, psync"),
+    ({"ioengine": "posixaio"}, "jobs.fio: [j] ioengine: expected one of io_uring, libaio, psync"),
     ({"cgroup_weight": "0"}, "cgroup_weight: expected an integer in 1..1000, got 0"),
     ({"size": "2t"}, "exceeds the device capacity"),
     ({"time_based": "maybe"}, "time_based: expected 0 or 1"),
@@ -156,6 +156,23 @@ def test_io_uring_file_and_buffer_registration_are_accepted_with_io_uring_only()
         resolve_job(RawJob("j", {"ioengine": "libaio", "fixedbufs": "1"}, "f", "[j]", "fio"), ctx())
     with pytest.raises(SpecError, match="hipri: fio option not supported by iosched"):
         resolve_job(RawJob("j", {"hipri": None}, "f", "[j]", "fio"), ctx())
+
+
+def test_fios_other_synchronous_engines_are_simulated_as_psync():
+    """sync, vsync, pvsync and pvsync2 take the same synchronous path through the kernel as psync: the simulated
+    job is psync's, with a note, and fio (kernel and VM backends) runs the engine given. An engine fio does not
+    have is still refused (the negative control)."""
+    psync = resolve_job(RawJob("j", {"rw": "randread", "ioengine": "psync"}, "f", "[j]", "fio"), ctx())
+    for engine in ("sync", "vsync", "pvsync", "pvsync2"):
+        rj = resolve_job(RawJob("j", {"rw": "randread", "ioengine": engine, "iodepth": "4"}, "f", "[j]", "fio"),
+                         ctx())
+        assert rj.config == psync.config and rj.fio_engine == engine and rj.options["ioengine"] == engine
+        assert any(f"ioengine={engine} is simulated as psync" in n for n in rj.notes)
+        assert any(f"ioengine={engine} is synchronous: iodepth=4 behaves as 1" in n for n in rj.notes)
+    assert psync.fio_engine is None
+    with pytest.raises(SpecError, match=r"ioengine: expected one of io_uring, libaio, psync, sync, vsync, pvsync, "
+                                        r"pvsync2, got \"posixaio\""):
+        resolve_job(RawJob("j", {"ioengine": "posixaio"}, "f", "[j]", "fio"), ctx())
 
 
 def test_random_distribution_takes_fios_forms_defaults_and_ranges():

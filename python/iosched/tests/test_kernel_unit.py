@@ -225,6 +225,10 @@ startdelay = "10ms"
 time_based = false
 size = "128M"
 loops = 2
+[[job]]
+name = "sync"
+rw = "randread"
+ioengine = "pvsync2"
 """
 
 
@@ -248,7 +252,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     (run,) = _runs(tmp_path)
     text, notes = fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "iosched-1/bg"}, log_interval_ms=100)
     jobs = _options(text)
-    assert list(jobs) == ["lapp", "bg", "after"]
+    assert list(jobs) == ["lapp", "bg", "after", "sync"]
     lapp, bg, after = jobs["lapp"], jobs["bg"], jobs["after"]
     assert lapp == {"filename": "/dev/loop5", "rw": "randread", "bs": "4096", "ioengine": "io_uring", "iodepth": "1",
                     "iodepth_batch_submit": "1", "numjobs": "1", "direct": "1", "offset": "0",
@@ -269,6 +273,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert after["loops"] == "2" and "loops" not in bg
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
+    assert jobs["sync"]["ioengine"] == "pvsync2"        # fio runs the job's engine; the simulator runs psync
     assert notes == []
     assert fiofile.writes(run)
 

@@ -58,7 +58,7 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         o.append(("rw", c["rw"]))
         if c["rw"] in ("randrw", "readwrite"):
             o.append(("rwmixread", c["rwmixread"]))
-        o += [("bs", c["bs_bytes"]), ("ioengine", c["ioengine"]), ("iodepth", c["iodepth"]),
+        o += [("bs", c["bs_bytes"]), ("ioengine", j.fio_engine or c["ioengine"]), ("iodepth", c["iodepth"]),
               ("iodepth_batch_submit", c["iodepth_batch_submit"]), ("numjobs", c["numjobs"]),
               ("direct", 0 if c["buffered"] else 1)]
         if c["buffered"]:
