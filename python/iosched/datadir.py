@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 
-def data_dir(env: str, name: str, pattern: str) -> Path:
+def data_dir(env: str | None, name: str, pattern: str) -> Path:
     """$env if set, else the copy shipped in the package (``iosched/<name>``, if it holds files matching
     ``pattern``), else the checkout's ``<name>/`` (an editable install), else the package path."""
-    override = os.environ.get(env)
+    override = os.environ.get(env) if env else None
     if override:
         return Path(override)
     here = Path(__file__).resolve().parent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,22 @@ PAGE_CACHE_FIELDS = ("capacity_bytes", "copy_bytes_per_s", "dirty_background_rat
 
 
 def presets_dir() -> Path:
-    """Where presets live: $IOSCHED_PRESETS, else the copy shipped in the package, else the checkout's presets/."""
-    return data_dir("IOSCHED_PRESETS", "presets", "*/*.toml")
+    """The first folder presets are looked up in: $IOSCHED_PRESETS's first, else the shipped presets."""
+    return preset_roots()[0]
+
+
+def preset_roots() -> list[Path]:
+    """Where presets are looked up, in order: the folders in $IOSCHED_PRESETS (separated by the OS's path
+    separator, as PATH is), then the copy shipped in the package (or the checkout's presets/). A name is the first
+    folder's that has it, so a folder of one's own adds presets and can shadow a shipped one."""
+    own = [Path(p) for p in os.environ.get("IOSCHED_PRESETS", "").split(os.pathsep) if p]
+    shipped = data_dir(None, "presets", "*/*.toml")
+    return own + ([shipped] if shipped not in own else [])
+
+
+def is_preset_path(name: object) -> bool:
+    """A preset given as a file (anywhere a name is accepted): it ends in .toml or has a folder in it."""
+    return isinstance(name, str) and (name.endswith(".toml") or "/" in name)
 
 
 @dataclass
@@ -233,53 +248,104 @@ def load_preset_file(path: Path, kind: str | None = None) -> Preset:
 
 
 def preset_names(kind: str, root: Path | None = None) -> list[str]:
-    d = (root or presets_dir()) / _DIRS[kind]
-    return sorted(p.stem for p in d.glob("*.toml")) if d.is_dir() else []
+    """The names of ``kind`` in ``root``, or in every folder presets are looked up in."""
+    names: set[str] = set()
+    for r in [root] if root is not None else preset_roots():
+        d = r / _DIRS[kind]
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.toml"))
+    return sorted(names)
+
+
+def _find(kind: str, name: str, roots: list[Path]) -> Path | None:
+    for r in roots:
+        path = r / _DIRS[kind] / f"{name}.toml"
+        try:
+            if path.is_file():
+                return path
+        except (OSError, ValueError):      # a name the file system cannot hold
+            return None
+    return None
 
 
 def list_presets(root: Path | None = None) -> list[Preset]:
-    root = root or presets_dir()
+    """Every preset in ``root``, or every one that a name finds (the first folder's where several have it)."""
+    roots = [root] if root is not None else preset_roots()
     out = []
     for kind in KINDS:
         for name in preset_names(kind, root):
-            out.append(load_preset_file(root / _DIRS[kind] / f"{name}.toml", kind))
+            out.append(load_preset_file(_find(kind, name, roots), kind))
     return out
 
 
 _cache: dict[tuple[str, str, str], Preset] = {}
 
 
-def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None) -> Preset:
-    """The preset ``name`` of ``kind``; an unknown name is a SpecError at (file, key)."""
+def load_preset(kind: str, name: object, *, file: str | None = None, key: str | None = None,
+                base: Path | None = None) -> Preset:
+    """The preset ``name`` of ``kind``: a name looked up in the preset folders (preset_roots), or a preset file
+    (is_preset_path; relative to ``base``, e.g. the spec's folder, else to the working directory); an unknown name
+    or a file that is not a ``kind`` preset is a SpecError at (file, key)."""
     if kind == "device" and nullblk.is_nullb(name):     # the null_blk family: made from its parameters
         return Preset(**nullblk.preset_fields(name, file=file, key=key))
-    root = presets_dir()
-    if (not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "\0" in name
+    if is_preset_path(name):
+        path = Path(name) if base is None else base / name
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):
+            found = False
+        if not found:
+            raise SpecError(file, key, f"no such preset file {show(name)}"
+                                       + (f" (relative to {base})" if base is not None and not Path(name).is_absolute()
+                                          else ""))
+        return load_preset_file(path, kind)
+    roots = preset_roots()
+    if (not isinstance(name, str) or not name or name.startswith(".") or "\0" in name
             or len(name.encode("utf-8", "surrogatepass")) > 200):
-        raise SpecError(file, key, f"expected a {kind} preset name, got {show(name)}")
-    path = root / _DIRS[kind] / f"{name}.toml"
-    try:
-        found = path.is_file()
-    except (OSError, ValueError):      # a name the file system cannot hold
-        found = False
-    if not found:
-        have = preset_names(kind, root)
-        raise SpecError(file, key, f'unknown {kind} preset {show(name)} (have: {", ".join(have) or f"none in {root}"})')
-    ck = (str(root), kind, name)
+        raise SpecError(file, key, f"expected a {kind} preset name or file, got {show(name)}")
+    path = _find(kind, name, roots)
+    if path is None:
+        have = preset_names(kind)
+        where = ", ".join(str(r) for r in roots)
+        raise SpecError(file, key, f'unknown {kind} preset {show(name)} (have: {", ".join(have) or f"none in {where}"})')
+    ck = (str(path), kind, name)
     if ck not in _cache:
         _cache[ck] = load_preset_file(path, kind)
     return _cache[ck]
 
 
 def find_preset(name: str) -> Preset:
-    """A preset of either kind by name (for ``iosched presets NAME``)."""
-    root = presets_dir()
+    """A preset of either kind by name or file (for ``iosched presets NAME``)."""
+    if is_preset_path(name):
+        for kind in KINDS:
+            try:
+                return load_preset(kind, name)
+            except SpecError as e:
+                if e.key != "kind":
+                    raise
+        raise SpecError(name, "kind", 'expected "device" or "host"')
     for kind in KINDS:
-        try:
-            found = "/" not in name and (root / _DIRS[kind] / f"{name}.toml").is_file()
-        except (OSError, ValueError):
-            found = False
-        if found:
+        if _find(kind, name, preset_roots()) is not None:
             return load_preset(kind, name)
-    have = [p for k in KINDS for p in preset_names(k, root)]
+    have = [p for k in KINDS for p in preset_names(k)]
     raise SpecError(None, None, f'unknown preset {show(name)} (have: {", ".join(have) or "none"})')
+
+
+def apply_overrides(kind: str, params: dict[str, Any], overrides: dict[str, Any], *, file: str | None,
+                    key: str) -> dict[str, Any]:
+    """``params`` with the spec's per-key overrides (``set = { command_ns = 1400 }``), each checked as a preset's
+    own value would be; an unknown key or a bad value is a SpecError at ``key``.KEY."""
+    fields, optional = (DEVICE_FIELDS, DEVICE_OPTIONAL) if kind == "device" else (HOST_FIELDS, HOST_OPTIONAL)
+    if not isinstance(overrides, dict):
+        raise SpecError(file, key, f"expected a table of {kind} parameters, got {show(overrides)}")
+    out = dict(params)
+    for k, v in overrides.items():
+        if k not in fields or (kind == "device" and k == "interface"):
+            allowed = [f for f in fields if not (kind == "device" and f == "interface")]
+            raise SpecError(file, f"{key}.{k}", f"unknown {kind} parameter (expected one of: {', '.join(allowed)})")
+        out[k] = v
+    try:
+        _check_types(file or "", kind, {k: out[k] for k in overrides} if kind == "device" else out)
+    except SpecError as e:
+        raise SpecError(file, f"{key}.{(e.key or '').removeprefix('params.')}", e.message) from None
+    return out

@@ -53,6 +53,8 @@ class _Strict(BaseModel):
 
 class HostSpec(_Strict):
     preset: str = DEFAULT_HOST
+    # Per-parameter overrides of the preset ({ context_switch_ns = 2000 }), checked as the preset's own values.
+    set: dict[str, Any] | None = None
     cores: int | None = Field(default=None, ge=1)
     # The Linux version to model, "MAJOR.MINOR[.PATCH]"; None: the preset's.
     kernel: str | None = None
@@ -60,6 +62,8 @@ class HostSpec(_Strict):
 
 class DeviceSpec(_Strict):
     preset: str = DEFAULT_DEVICE
+    # Per-parameter overrides of the preset ({ command_ns = 1400 }), checked as the preset's own values.
+    set: dict[str, Any] | None = None
     count: int = Field(default=1, ge=1, le=64)
     condition: Literal["fresh", "preconditioned"] | None = None
     trimmed_fraction: float | None = Field(default=None, ge=0.0, le=1.0)
@@ -273,6 +277,16 @@ def _parse_set(item: str) -> tuple[str, int]:
         raise SpecError("--set", f"{k}={v}", "expected an integer value") from None
 
 
+def _overrides_label(overrides: dict[str, Any]) -> str:
+    """How a run records a preset with per-key overrides: "NAME (set command_ns=1400)"."""
+    return " (set " + ", ".join(f"{k}={v}" for k, v in overrides.items()) + ")"
+
+
+def _cli_preset(name: str) -> str:
+    """A preset file given on the command line is relative to the working directory, not to the spec."""
+    return str(Path(name).resolve()) if presets_mod.is_preset_path(name) else name
+
+
 def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
 
@@ -280,7 +294,7 @@ def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
         sweep.pop(axis, None)
 
     if o.host is not None:
-        data["host"] = {"preset": o.host}
+        data["host"] = {"preset": _cli_preset(o.host)}
         drop("host.cores")
     if o.device is not None or o.devices is not None:
         devs = data.get("devices")
@@ -288,7 +302,8 @@ def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
             devs = [{}]
         first = dict(devs[0]) if isinstance(devs[0], dict) else {}
         if o.device is not None:
-            first["preset"] = o.device
+            first["preset"] = _cli_preset(o.device)
+            first.pop("set", None)        # the spec's overrides were of its own preset
         if o.devices is not None:
             first["count"] = o.devices
             drop("devices.count")
@@ -418,29 +433,38 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             repetition: int, real: RealSystem | None = None) -> ResolvedRun:
     file = exp.file
     spec = validate_spec(file, data)
-    host_p = presets_mod.load_preset("host", spec.host.preset, file=file, key="host.preset")
+    base = Path(file).parent          # preset files named in a spec are relative to its folder
+    host_p = presets_mod.load_preset("host", spec.host.preset, file=file, key="host.preset", base=base)
     host = copy.deepcopy(host_p.params)
+    host_name = host_p.name
+    if spec.host.set:
+        host = presets_mod.apply_overrides("host", host, copy.deepcopy(spec.host.set), file=file, key="host.set")
+        host_name += _overrides_label(spec.host.set)
     host.setdefault("scheduler_costs", {})
     if spec.host.cores is not None:
-        if spec.host.cores > host_p.params["cores"]:
-            raise SpecError(file, "host.cores", f"expected at most {host_p.params['cores']} "
-                            f"(the {host_p.name} preset's cores), got {spec.host.cores}")
+        if spec.host.cores > host["cores"]:
+            raise SpecError(file, "host.cores", f"expected at most {host['cores']} "
+                            f"(the {host_name} preset's cores), got {spec.host.cores}")
         host["cores"] = spec.host.cores
     if spec.host.kernel is not None:
         host["kernel"] = kernel_version.check(spec.host.kernel, file=file, key="host.kernel")
     devices: list[dict[str, Any]] = []
     device_presets: list[str] = []
     for i, d in enumerate(spec.devices):
-        dp = presets_mod.load_preset("device", d.preset, file=file, key=f"devices[{i}].preset")
+        dp = presets_mod.load_preset("device", d.preset, file=file, key=f"devices[{i}].preset", base=base)
+        params, dp_name = dp.params, dp.name
+        if d.set:
+            params = presets_mod.apply_overrides("device", params, d.set, file=file, key=f"devices[{i}].set")
+            dp_name += _overrides_label(d.set)
         for _ in range(d.count):
-            cfg = copy.deepcopy(dp.params)
+            cfg = copy.deepcopy(params)
             if d.condition is not None:
                 cfg["condition"] = d.condition
             if d.trimmed_fraction is not None:
                 cfg["trimmed_fraction"] = float(d.trimmed_fraction)
             cfg["trimmed_fraction"] = float(cfg["trimmed_fraction"])
             devices.append(cfg)
-            device_presets.append(dp.name)
+            device_presets.append(dp_name)
     for cfg, name in zip(devices, device_names([d["interface"] for d in devices])):
         cfg["name"] = name
     if real is not None:
@@ -518,7 +542,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
     _check_run_limits(file, rjobs, len(devices), sched.name, sample, spec.sample_interval)
     return ResolvedRun(
         experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
-        seed=spec.seed + repetition, host_preset=host_p.name, device_presets=device_presets, scheduler=sched.name,
+        seed=spec.seed + repetition, host_preset=host_name, device_presets=device_presets, scheduler=sched.name,
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
         jobs=rjobs, sample_interval_ns=sample, notes=notes, block_layer=sched.block_layer,
         ramp_end=spec.ramp_end)

@@ -113,7 +113,7 @@ def test_the_issues_path_escape_writes_nothing_outside_out(tmp_path):
     one_line_error(res, 'name: expected an experiment name without / or \\ (it names files in the output folder)')
     # A file whose name is not safe as is (the name comes from it): the figures get a safe name inside OUT.
     odd = write(tmp_path, 'duration = "5ms"\n' + JOB, "my spec (v2).toml")
-    res = run_cli(["run", odd, "--out", deep / "out"])
+    res = run_cli(["run", odd, "--out", deep / "out", "--static"])
     assert res.exit_code == 0, res.output
     outside = [p for p in tmp_path.rglob("*") if "latency-cdf" in p.name and deep / "out" not in p.parents]
     assert outside == []
@@ -126,7 +126,7 @@ def test_a_link_out_of_out_is_refused_not_followed(tmp_path):
     elsewhere.mkdir()
     out.mkdir()
     (out / "figures").symlink_to(elsewhere)
-    res = run_cli(["run", write(tmp_path, 'name = "x"\nduration = "5ms"\n' + JOB), "--out", out])
+    res = run_cli(["run", write(tmp_path, 'name = "x"\nduration = "5ms"\n' + JOB), "--out", out, "--static"])
     assert res.exit_code == 2 and "outside" in res.output.splitlines()[-1], res.output
     assert list(elsewhere.iterdir()) == []
 
@@ -146,6 +146,7 @@ ALLOWED_WRITERS = {
     "backends/kernel/runner.py": "fio.log, opened in the run's folder (store.new_run_dir)",
     "report/figures.py": "savefig into a memory buffer; the bytes go through store.write_file",
     "reproduce.py": "--out itself",
+    "bench.py": "the spec of the CLI's timed run, in its own temporary folder (tempfile.TemporaryDirectory)",
     "devcal/presetfiles.py": "a temporary presets tree (tempfile.mkdtemp) for the presets a command is given",
     "report/build.py": "checks.parquet into a memory buffer; the bytes go through store.write_file",
     "backends/vm/collect.py": "a run's files from the guest, each path from safepath.inside(the run's folder)",

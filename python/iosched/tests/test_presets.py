@@ -1,3 +1,4 @@
+import os
 import shutil
 
 import pytest
@@ -145,3 +146,81 @@ def test_scheduler_dispatch_is_inline_or_kblockd(tmp_path):
     with pytest.raises(SpecError) as e:
         presets.load_preset_file(f, "host")
     assert str(e.value) == f'{f}: params.scheduler_dispatch: expected "inline" or "kblockd", got \'sync\''
+
+
+def _own_device(folder, name="my-ssd", command_ns=999):
+    """A device preset of one's own: the fixture's 980 PRO under another name and command_ns."""
+    text = (DATA / "presets" / "devices" / "samsung-980pro-1tb.toml").read_text()
+    path = folder / f"{name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = next(line for line in text.splitlines() if line.startswith("command_ns = "))
+    path.write_text(text.replace('name = "samsung-980pro-1tb"', f'name = "{name}"')
+                    .replace(old, f"command_ns = {command_ns}"))
+    return path
+
+
+SPEC = 'duration = "5ms"\n{devices}\n[[job]]\nname = "r"\nrw = "randread"\n'
+
+
+def _device(tmp_path, devices, name="s.toml", **overrides):
+    from iosched.spec import Overrides, expand_runs, load_experiment
+    spec = tmp_path / name
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(SPEC.format(devices=devices))
+    (run,) = expand_runs(load_experiment(str(spec), Overrides(**overrides)))
+    return run
+
+
+def test_a_preset_file_is_taken_wherever_a_name_is(tmp_path, monkeypatch):
+    """A spec's preset file is relative to the spec's folder, --device's to the working directory; the file must
+    be a preset of the kind asked for, named after itself (the negative controls)."""
+    _own_device(tmp_path / "spec" / "presets")
+    run = _device(tmp_path, 'devices = [{ preset = "presets/my-ssd.toml" }]', name="spec/s.toml")
+    assert run.devices[0]["command_ns"] == 999 and run.device_presets == ["my-ssd"]
+    monkeypatch.chdir(tmp_path)
+    _own_device(tmp_path / "mine", command_ns=1234)
+    run = _device(tmp_path, "", name="spec/t.toml", device="mine/my-ssd.toml")
+    assert run.devices[0]["command_ns"] == 1234
+    with pytest.raises(SpecError, match=r"devices\[0\].preset: no such preset file \"nope.toml\" \(relative to "):
+        _device(tmp_path, 'devices = [{ preset = "nope.toml" }]')
+    host = DATA / "presets" / "hosts" / "xeon-silver-4210r-10c.toml"
+    with pytest.raises(SpecError, match=r'kind: expected "device" for a file in devices/, got .host.'):
+        _device(tmp_path, f'devices = [{{ preset = "{host}" }}]')
+
+
+def test_iosched_presets_adds_folders_before_the_shipped_ones(tmp_path, monkeypatch):
+    """IOSCHED_PRESETS=A:B: a name is A's, else B's, else a shipped preset's; one's own folder adds presets
+    without hiding the others."""
+    mine = tmp_path / "mine"
+    _own_device(mine / "devices")
+    monkeypatch.setenv("IOSCHED_PRESETS", f"{mine}{os.pathsep}{DATA / 'presets'}")
+    presets._cache.clear()
+    assert presets.load_preset("device", "my-ssd").params["command_ns"] == 999
+    assert presets.load_preset("host", "xeon-silver-4210r-10c").provenance["io_uring.submit_ns"] == "fixture"
+    names = {(p.kind, p.name) for p in presets.list_presets()}
+    shipped = {(p.kind, p.name) for p in presets.list_presets(REPO / "presets")}
+    assert ("device", "my-ssd") in names and shipped <= names
+    assert presets.preset_roots()[:2] == [mine, DATA / "presets"]
+    with pytest.raises(SpecError, match='unknown device preset "nope" .have: .*my-ssd'):
+        presets.load_preset("device", "nope")
+
+
+def test_a_spec_overrides_single_preset_parameters(tmp_path):
+    """devices = [{ preset = ..., set = { command_ns = 1400 } }] and [host] set = {...}: the run's config has
+    the values and its record names them; each value is checked as in a preset, and an unknown key, the
+    interface or a bad value is one line naming it (the negative controls)."""
+    plain = _device(tmp_path, "")
+    run = _device(tmp_path, 'devices = [{ preset = "samsung-980pro-1tb", set = { command_ns = 1400 } }]\n'
+                            '[host]\nset = { context_switch_ns = 2500 }')
+    assert plain.devices[0]["command_ns"] != 1400 and run.devices[0]["command_ns"] == 1400
+    assert run.host["context_switch_ns"] == 2500 and plain.host["context_switch_ns"] != 2500
+    assert run.device_presets == ["samsung-980pro-1tb (set command_ns=1400)"]
+    assert run.host_preset == "xeon-silver-4210r-10c (set context_switch_ns=2500)"
+    for table, why in [("{ bogus = 1 }", r"devices\[0\].set.bogus: unknown device parameter"),
+                       ('{ interface = "sata" }', r"devices\[0\].set.interface: unknown device parameter"),
+                       ("{ command_ns = -5 }", r"devices\[0\].set.command_ns: expected an integer >= 0, got -5"),
+                       ("{ trimmed_fraction = 2.0 }", r"devices\[0\].set.trimmed_fraction: expected a number in")]:
+        with pytest.raises(SpecError, match=why):
+            _device(tmp_path, f'devices = [{{ preset = "samsung-980pro-1tb", set = {table} }}]')
+    with pytest.raises(SpecError, match=r"host.set.cores: expected an integer >= 1, got 0"):
+        _device(tmp_path, "[host]\nset = { cores = 0 }")
