@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from .version import __version__
 
-__all__ = ["__version__", "load"]
+__all__ = ["__version__", "load", "run", "Results"]
+
+
+def __getattr__(name: str):
+    # iosched.run and iosched.Results without importing the spec machinery on `import iosched`.
+    if name in ("run", "Results"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'iosched' has no attribute {name!r}")
 
 
 def load(dir, table: str = "results"):

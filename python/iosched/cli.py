@@ -132,7 +132,7 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     and write results to OUT.
 
     Runs already in OUT (same run id) are skipped, so re-running an interrupted sweep resumes it."""
-    from .run import run_simulated
+    from .running import run_simulated
     from .spec import Overrides
 
     if backend != "vm" and (lab_dir or vm_opts):
@@ -285,7 +285,7 @@ def query(dir, sql, fmt):
 def _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
                 precondition, no_report, static=False):
     from .backends.kernel.runner import Options
-    from .run import run_on_kernel
+    from .running import run_on_kernel
     from .spec import Overrides
 
     if not device:

@@ -348,12 +348,16 @@ def connect(out: Path):
     con = duckdb.connect()
     has_runs = bool(finished_runs(out))
     for view, name in (("results", "results.parquet"), ("timeseries", "timeseries.parquet")):
+        source = f"_{view}_stored" if view == "results" else view
         if has_runs:
             glob = _run_glob(out, name).replace("'", "''")
-            con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{glob}')")
+            con.execute(f"CREATE VIEW {source} AS SELECT * FROM read_parquet('{glob}')")
         elif (out / name).exists():
-            con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{str(out / name)}')")
+            con.execute(f"CREATE VIEW {source} AS SELECT * FROM read_parquet('{str(out / name)}')")
     import pandas as pd
+
+    if con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = '_results_stored'").fetchone()[0]:
+        _results_with_sweep_columns(con, pd)
 
     man = pd.DataFrame(_manifest_runs(out), columns=["experiment", "run_id", "series", "point", "repetition", "mode"])
     con.register("_manifest", man)
@@ -362,6 +366,36 @@ def connect(out: Path):
     if checks.exists():
         con.execute(f"CREATE VIEW checks AS SELECT * FROM read_parquet('{str(checks)}')")
     return con
+
+
+def _results_with_sweep_columns(con, pd) -> None:
+    """The ``results`` view: the stored rows, then one column per swept variable (in name order), named as its
+    sweep axis (``job.bg.iodepth``, ``scheduler.name``), holding the run's value of it (NULL for a run that did not
+    sweep it); the rows keep their stored order."""
+    points = con.execute("SELECT DISTINCT run_id, sweep_point FROM _results_stored").fetchall()
+    parsed = {rid: json.loads(sp) if sp else {} for rid, sp in points}
+    keys = sorted({k for p in parsed.values() for k in p})
+    stored = [c for (c,) in con.execute("SELECT column_name FROM (DESCRIBE _results_stored)").fetchall()]
+    keys = [k for k in keys if k not in stored]
+    if not keys:
+        con.execute("CREATE VIEW results AS SELECT * FROM _results_stored")
+        return
+    def cell(values: list[Any]) -> list[Any]:
+        # One type per column (a number, a string, a flag); anything else (a table, mixed kinds) as its JSON text.
+        kinds = {type(v) for v in values if v is not None}
+        if len(kinds) <= 1 and kinds <= {int, float, str, bool} or kinds == {int, float}:
+            return values
+        return [None if v is None else json.dumps(v, sort_keys=True) for v in values]
+
+    rids = list(parsed)
+    columns = {"run_id": rids, **{k: cell([parsed[r].get(k) for r in rids]) for k in keys}}
+    sweep = pd.DataFrame(columns)
+    sweep = sweep.rename(columns={"run_id": "_sweep_run_id"})
+    con.register("_sweep", sweep)
+    cols = ", ".join('s."' + k.replace('"', '""') + '"' for k in keys)
+    con.execute("CREATE VIEW results AS SELECT r.* EXCLUDE (_row), " + cols + " FROM "
+                "(SELECT *, row_number() OVER () AS _row FROM _results_stored) r "
+                "LEFT JOIN _sweep s ON r.run_id = s._sweep_run_id ORDER BY r._row")
 
 
 def query(out: Path, sql: str):

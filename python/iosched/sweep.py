@@ -200,12 +200,18 @@ def _stop(executor: Executor, futures: list[Future]) -> None:
 class _Progress:
     """Runs done and ETA: a rich bar on a terminal, one line per finished run otherwise."""
 
-    def __init__(self, total_runs: int, title: str, enabled: bool | None, echo: Callable[[str], None]):
+    def __init__(self, total_runs: int, title: str, enabled: bool | str | None, echo: Callable[[str], None]):
         self.total, self.done = total_runs, 0
         self.t0 = time.monotonic()
         self.echo = echo
-        tty = sys.stderr.isatty() if enabled is None else enabled
         self.bar = None
+        self.tqdm = None
+        if enabled == "tqdm":         # iosched.run in a notebook: tqdm.auto draws a widget there, text elsewhere
+            from tqdm.auto import tqdm
+
+            self.tqdm = tqdm(total=total_runs, desc=title, unit="run")
+            return
+        tty = sys.stderr.isatty() if enabled is None else bool(enabled)
         if tty and total_runs:
             from rich.console import Console
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
@@ -229,6 +235,9 @@ class _Progress:
 
     def advance(self, task: Task, wall_s: float) -> None:
         self.done += 1
+        if self.tqdm is not None:
+            self.tqdm.update(1)
+            return
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done)
             return
@@ -243,6 +252,9 @@ class _Progress:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+        if self.tqdm is not None:
+            self.tqdm.close()
+            self.tqdm = None
 
 
 def _fmt_s(s: float) -> str:
@@ -253,7 +265,7 @@ def _fmt_s(s: float) -> str:
 # ---------------------------------------------------------------- the sweep
 
 def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: str | None = None,
-            progress: bool | None = None, title: str = "runs", echo: Callable[[str], None] | None = None,
+            progress: bool | str | None = None, title: str = "runs", echo: Callable[[str], None] | None = None,
             on_result: Callable[[Task, dict[str, Any], float], None] | None = None) -> Outcome:
     """Simulate every task whose run is not yet in ``out`` and write each as soon as it finishes.
 

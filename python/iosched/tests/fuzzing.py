@@ -571,7 +571,7 @@ def serve() -> None:
     import iosched.cli  # noqa: F401
     import iosched.report.build  # noqa: F401
     import iosched.report.html  # noqa: F401
-    import iosched.run  # noqa: F401
+    import iosched.running  # noqa: F401
     import iosched.store  # noqa: F401
     import matplotlib
 

@@ -9,7 +9,7 @@ from typing import Callable
 from . import native, store
 from .backends.kernel.runner import Options, run_kernel
 from .report.build import build
-from .spec import Overrides, expand_runs, load_experiment
+from .spec import Experiment, Overrides, expand_runs, load_experiment
 from .summary import format_summary
 from .sweep import execute, tasks_for
 
@@ -18,11 +18,13 @@ Echo = Callable[..., None]
 
 
 def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int | None, cluster: str | None,
-                  report: bool, echo: Echo, static: bool = False) -> None:
+                  report: bool, echo: Echo, static: bool = False, experiment: Experiment | None = None,
+                  progress: bool | str | None = None, summaries: bool = True) -> list[str]:
     """Simulate every run of the experiment not yet in ``out`` (a single run in this process), print each run's
-    summary, and record the experiment (also when interrupted); raises native.NotBuilt before touching ``out``
-    when the simulator is not built."""
-    exp = load_experiment(spec_file, overrides)
+    summary (``summaries``), and record the experiment (also when interrupted); raises native.NotBuilt before
+    touching ``out`` when the simulator is not built. ``experiment``: already loaded (iosched.run's dict specs).
+    Returns the experiment's run ids."""
+    exp = experiment or load_experiment(spec_file, overrides)
     runs = expand_runs(exp)           # everything validated before OUT is touched
     if not native.available():
         raise native.NotBuilt()
@@ -31,13 +33,15 @@ def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int 
     tasks = tasks_for(runs)
 
     def show(task, result, wall):
-        echo(format_summary(task.run, task.rid, result, wall))
-        echo("")
+        if summaries:
+            echo(format_summary(task.run, task.rid, result, wall))
+            echo("")
 
     single = len(tasks) == 1 and not cluster
     try:
         outcome = execute(out, tasks, jobs=1 if single else jobs, cluster=cluster, on_result=show,
-                          title=exp.data.get("name", "runs"))
+                          title=exp.data.get("name", "runs"), progress=progress,
+                          echo=None if progress is not False else (lambda _line: None))
     finally:
         if out.exists():
             store.record_spec(out, tasks[0].run.experiment, spec_file, exp.data, [(t.rid, t.run) for t in tasks])
@@ -48,6 +52,7 @@ def run_simulated(spec_file: str, overrides: Overrides, out: Path, *, jobs: int 
                     show(t, store.load_result(out, t.rid), None)
         echo(f"{len(outcome.skipped)} run(s) already in {out} (same run id): skipped")
     _finish(out, len(outcome.done), report, echo, static)
+    return list(dict.fromkeys(t.rid for t in tasks))
 
 
 def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, report: bool, echo: Echo,

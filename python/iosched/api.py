@@ -1,0 +1,111 @@
+"""`iosched.run()`: an experiment from Python (a notebook), the same runs and results folder as `iosched run`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError
+
+
+@dataclass
+class Results:
+    """A finished experiment: its results folder, its run ids and its tables (pandas, with each swept variable as a
+    column of its own, named as the sweep axis: ``scheduler.name``, ``job.bg.iodepth``)."""
+    dir: Path
+    experiment: str
+    run_ids: list[str]
+
+    @property
+    def df(self):
+        """One row per run and job (the columns of docs/results-folder.md, then the swept variables)."""
+        return self.table("results")
+
+    @property
+    def timeseries(self):
+        return self.table("timeseries")
+
+    def table(self, name: str = "results"):
+        from .store import load
+
+        df = load(self.dir, name)
+        if "run_id" in df.columns:
+            df = df[df["run_id"].isin(self.run_ids)].reset_index(drop=True)
+        return df
+
+    @property
+    def report(self) -> Path | None:
+        path = self.dir / "report.html"
+        return path if path.is_file() else None
+
+    def __repr__(self) -> str:
+        return f"Results({self.experiment!r}: {len(self.run_ids)} run(s) in {str(self.dir)!r})"
+
+
+def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | None = None, backend: str = "sim",
+        scheduler: str | None = None, sets: dict[str, int] | None = None, duration: str | None = None,
+        seed: int | None = None, host: str | None = None, device: str | list[str] | None = None,
+        devices: int | None = None, jobs: int | None = 1, report: bool = True, progress: bool = True) -> Results:
+    """Run an experiment and return its Results.
+
+    ``spec``: a spec file (TOML) or fio job file, or a dict shaped as a TOML spec (``{"duration": "1s", "job":
+    [{"name": "r", "rw": "randread"}], "sweep": {...}}``; a ``jobfile`` in it is relative to the working
+    directory). ``out``: the results folder (default: a new temporary folder, kept). The keyword arguments are the
+    command line's (``--scheduler``, ``--set`` as a dict, ``--duration``, ``--seed``, ``--host``, ``--device``,
+    ``--devices``, ``--jobs``). ``backend``: "sim" (default) or "kernel" (``device``: the block device(s); needs
+    root and fio). ``progress``: a tqdm bar (a widget in a notebook). Bad input raises SpecError, as the command
+    line reports it."""
+    from .spec import Overrides, experiment_from_data, load_experiment
+
+    if backend not in ("sim", "kernel"):
+        raise SpecError(None, "backend", f'expected "sim" or "kernel" (the VM lab: iosched run --backend vm), '
+                                         f"got {backend!r}")
+    sets_list = [f"{k}={v}" for k, v in (sets or {}).items()]
+    out_path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="iosched-run-"))
+    if isinstance(spec, dict):
+        label = str(Path.cwd() / f"{spec.get('name', 'experiment')}.toml")
+        make = lambda ov: experiment_from_data(label, spec, "toml", ov)    # noqa: E731
+    else:
+        label = str(spec)
+        make = lambda ov: load_experiment(label, ov)    # noqa: E731
+    if backend == "kernel":
+        from .backends.kernel.runner import Options
+        from .running import run_on_kernel
+
+        if not device:
+            raise SpecError(None, "device", "the kernel backend needs the block device(s) to run on")
+        ov = Overrides(devices=devices, scheduler=scheduler, sets=sets_list, duration=duration, seed=seed)
+        if isinstance(spec, dict):
+            raise SpecError(None, "spec", "the kernel backend takes a spec file (write the dict to a .toml)")
+        options = Options(devices=[device] if isinstance(device, str) else list(device), out=out_path)
+        run_on_kernel(label, ov, options, report=report, echo=_quiet)
+        exp = make(ov)
+        from .store import read_manifest
+
+        entry = read_manifest(out_path)["experiments"][exp.data["name"]]
+        return Results(out_path, exp.data["name"], [r["id"] for r in entry["runs"]])
+    from .running import run_simulated
+
+    if isinstance(device, list):
+        raise SpecError(None, "device", "the simulator takes one device preset here (several: devices in the spec)")
+    ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=sets_list,
+                   duration=duration, seed=seed)
+    exp = make(ov)
+    rids = run_simulated(label, ov, out_path, jobs=jobs, cluster=None, report=report, echo=_quiet, experiment=exp,
+                         progress="tqdm" if progress else False, summaries=False)
+    return Results(out_path, exp.data["name"], rids)
+
+
+class IoschedNote(UserWarning):
+    """A note the command line prints (e.g. "ioengine=sync is simulated as psync"), as a Python warning."""
+
+
+def _quiet(line: str = "", *_args, **_kwargs) -> None:
+    """Summaries go nowhere in Python (Results holds the numbers); notes become warnings."""
+    if line.startswith("note: "):
+        import warnings
+
+        warnings.warn(line[len("note: "):], IoschedNote, stacklevel=2)
