@@ -414,6 +414,21 @@ def compare(dir_a, dir_b, fmt, backend_a, backend_b):
 
 
 @main.command()
+@click.argument("dir", type=click.Path(file_okay=False))
+@click.option("--bench-fio", "bench_fio", required=True, type=click.Path(file_okay=False), metavar="OUT",
+              help="Write DIR's runs into OUT in bench-fio's layout (OUT/<experiment>/<variant>/<bs>/ with "
+                   "<rw>-<iodepth>-<numjobs>.json and fio's logs), which fio-plot reads.")
+def export(dir, bench_fio):
+    """Export a results folder for other tools (fio-plot)."""
+    from .export import export_bench_fio
+
+    written = export_bench_fio(Path(dir), Path(bench_fio))
+    folders = sorted({str(p.parent) for p in written})
+    click.echo(f"wrote {len(written)} run(s) in bench-fio's layout: " + ", ".join(folders[:6])
+               + (" ..." if len(folders) > 6 else ""))
+
+
+@main.command()
 @click.argument("name", required=False)
 def presets(name):
     """List presets, or show every parameter of preset NAME with its value and provenance."""

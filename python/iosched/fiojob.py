@@ -35,8 +35,11 @@ OPTIONS = {
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
     "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
-    "loops": "pos",
+    "loops": "pos", "write_bw_log": "log", "write_iops_log": "log", "write_lat_log": "log", "log_avg_msec": "pos",
 }
+# fio's log options: the log kind each writes (its files: PREFIX_bw.N.log; lat writes PREFIX_lat and PREFIX_clat).
+LOG_OPTIONS = {"write_bw_log": "bw", "write_iops_log": "iops", "write_lat_log": "lat"}
+LOG_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # io_uring's engine options that only spare the kernel per-I/O work (a file table lookup, mapping the buffers): the
 # xeon-silver-4210r-10c preset's io_uring costs were fitted to seed 000's runs, which set both (icpe24-artifact
 # README), and no preset's costs tell the two apart, so the simulator runs the same with or without them; the kernel
@@ -59,8 +62,7 @@ KNOWN_FIO = {
     "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
     "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
     "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
-    "write_bw_log", "write_lat_log", "write_iops_log",
-    "log_avg_msec", "exitall", "kb_base", "unit_base", "gtod_reduce",
+    "exitall", "kb_base", "unit_base", "gtod_reduce",
     "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
     "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
 }
@@ -106,6 +108,8 @@ class ResolvedJob:
     clat_percentiles: bool = True                   # fio.json lists clat_ns percentiles and bins (fio's default)
     lat_percentiles: bool = False                   # ... and lat_ns ones (fio's default: not)
     io_uring_options: tuple[str, ...] = ()          # IO_URING_OPTIONS set to 1, for the kernel backend's fio
+    logs: dict[str, str] = field(default_factory=dict)   # fio's logs asked for: kind (bw, iops, lat) -> prefix
+    log_avg_ms: int | None = None                   # log_avg_msec: the logs' (and statistics') window
     fio_engine: str | None = None                   # the engine fio runs where the simulator runs another (sync)
 
 
@@ -553,11 +557,45 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)
     if trace_config is not None:
         config["trace"] = trace_config
+    logs, log_avg_ms = _logs(raw, opts, numjobs, notes)
+    if log_avg_ms is not None:
+        config["stats_window_ns"] = log_avg_ms * 1_000_000
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,
                        trace=summary, percentiles=_percentile_list(raw, opts),
                        clat_percentiles=_bool(raw, *opts["clat_percentiles"]) if "clat_percentiles" in opts else True,
                        lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
-                       io_uring_options=tuple(io_uring_options), fio_engine=fio_engine)
+                       io_uring_options=tuple(io_uring_options), fio_engine=fio_engine, logs=logs,
+                       log_avg_ms=log_avg_ms)
+
+
+def _logs(raw: RawJob, opts: dict[str, Any], numjobs: int, notes: list[str]) -> tuple[dict[str, str], int | None]:
+    """fio's write_bw_log / write_iops_log / write_lat_log (a file name prefix; bare: the job's name) with
+    log_avg_msec. The simulator has each job's rates per sample interval, not each I/O, so it writes fio's averaged
+    logs only: log_avg_msec is needed, and the run samples at it."""
+    logs = {}
+    for option, kind in LOG_OPTIONS.items():
+        if option not in opts:
+            continue
+        key, v = opts[option]
+        if v is False:
+            continue
+        prefix = raw.name if v is None or v is True or v == "" else v
+        if not isinstance(prefix, str) or not LOG_PREFIX_RE.match(prefix):
+            raise _err(raw, key, f"expected a log file name prefix of letters, digits and ._- (the logs go into the "
+                                 f"run's folder, logs/), got {show(prefix)}")
+        logs[kind] = prefix
+    log_avg_ms = None
+    if "log_avg_msec" in opts:
+        key, v = opts["log_avg_msec"]
+        log_avg_ms = _int(raw, key, v, 1, 3_600_000)
+    if logs and log_avg_ms is None:
+        option = next(o for o, k in LOG_OPTIONS.items() if k in logs)
+        raise _err(raw, option, "the simulator logs averages over log_avg_msec windows, not every I/O: add "
+                                "log_avg_msec (e.g. 100)")
+    if logs and numjobs > 1:
+        notes.append(f"{raw.file}: {raw.label}: numjobs={numjobs}: each log holds the job's {numjobs} processes "
+                     "together in the file of the first (the simulator samples a job, not each process)")
+    return logs, log_avg_ms
 
 
 # fio's random_distribution: the value each kind takes without one (fio's defaults), and the kind's parameter name

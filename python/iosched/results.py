@@ -146,8 +146,26 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
         "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
         "clat_ns": latency(clat_pcts),
         "lat_ns": latency(lat_pcts),
-        "bw_min": 0, "bw_max": 0, "bw_agg": 0.0, "bw_mean": 0.0, "bw_dev": 0.0, "bw_samples": 0,
-        "iops_min": 0, "iops_max": 0, "iops_mean": 0.0, "iops_stddev": 0.0, "iops_samples": 0,
+        **_window_stats(d, bw),
+    }
+
+
+def _window_stats(d: dict[str, Any], bw_bytes_per_s: float) -> dict[str, Any]:
+    """fio's bw_* (KiB/s) and iops_* statistics from the simulator's one sample per statistics window (fio's
+    iops_avg_time and bw_avg_time, 500 ms; log_avg_msec for a job that logs): integers for min and max as fio
+    prints them, and bw_agg as fio computes it for one job, the mean's share of the job's bandwidth (a run shorter
+    than one window has no samples: zeros, as fio writes)."""
+    iops = d.get("iops_samples") or {}
+    bw = d.get("bw_kib_samples") or {}
+    bw_kib = bw_bytes_per_s / 1024
+    return {
+        "bw_min": int(round(bw.get("min", 0))), "bw_max": int(round(bw.get("max", 0))),
+        "bw_agg": 100.0 * bw.get("mean", 0.0) / bw_kib if bw_kib > 0 and bw.get("samples") else 0.0,
+        "bw_mean": float(bw.get("mean", 0.0)), "bw_dev": float(bw.get("stddev", 0.0)),
+        "bw_samples": int(bw.get("samples", 0)),
+        "iops_min": int(round(iops.get("min", 0))), "iops_max": int(round(iops.get("max", 0))),
+        "iops_mean": float(iops.get("mean", 0.0)), "iops_stddev": float(iops.get("stddev", 0.0)),
+        "iops_samples": int(iops.get("samples", 0)),
     }
 
 
@@ -216,6 +234,52 @@ def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
                                      rj.clat_percentiles, rj.lat_percentiles))
     return {"fio version": f"iosched-{__version__}", "timestamp": 0, "timestamp_ms": 0, "time": "",
             "global options": {}, "jobs": jobs, "disk_util": []}
+
+
+LOG_FILES = {"bw": ("bw",), "iops": ("iops",), "lat": ("lat", "clat")}
+
+
+def fio_logs(run: ResolvedRun, result: dict[str, Any]) -> dict[str, str]:
+    """fio's averaged logs (write_bw_log, write_iops_log, write_lat_log with log_avg_msec) from the run's samples:
+    file name (logs/PREFIX_KIND.N.log, N the job's first process's number among all, from 1) -> text, one line
+    "time_ms, value, direction, 0, 0" per sample and direction the job does, as fio 3.33 writes them (bw in KiB/s,
+    IOPS, mean latency in ns; lat is clat, the simulator having no submission latency, and no slat log)."""
+    return log_files([(rj.config, rj.logs) for rj in run.jobs], result)
+
+
+def log_files(jobs: list[tuple[dict[str, Any], dict[str, str]]], result: dict[str, Any]) -> dict[str, str]:
+    """fio_logs for (job config, {kind: prefix}) pairs, in the run's job order (iosched export writes bench-fio's
+    logs this way from a stored run)."""
+    files: dict[str, str] = {}
+    first = 1
+    for c, logs in jobs:
+        number, first = first, first + c["numjobs"]
+        if not logs:
+            continue
+        start, end = c["start_ns"], c["start_ns"] + c["ramp_ns"] + c["runtime_ns"]
+        by_t: dict[int, dict[str, float]] = {}
+        for sample in result.get("timeseries", []):
+            if sample["source"] == "job" and sample["subject"] == c["name"] and start < sample["t_ns"] <= end:
+                by_t.setdefault(sample["t_ns"], {})[sample["metric"]] = sample["value"]
+        directions = [(d, i) for i, d in enumerate(("read", "write"))
+                      if "trace" in c or _does(c["rw"], write=(i == 1))]
+        for kind, prefix in logs.items():
+            lines = []
+            for t in sorted(by_t):
+                for d, i in directions:
+                    metric = {"bw": f"{d}_bw_bytes", "iops": f"{d}_iops", "lat": f"{d}_clat_mean_ns"}[kind]
+                    v = by_t[t].get(metric)
+                    if v is None:
+                        continue     # no completion in the window: fio writes no latency entry
+                    value = v / 1024 if kind == "bw" else v
+                    lines.append(f"{round((t - start) / 1e6)}, {int(round(value))}, {i}, 0, 0\n")
+            for name in LOG_FILES[kind]:
+                files[f"logs/{prefix}_{name}.{number}.log"] = "".join(lines)
+    return files
+
+
+def _does(rw: str, *, write: bool) -> bool:
+    return rw in ("randrw", "readwrite") or (rw in ("write", "randwrite")) == write
 
 
 def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:

@@ -539,6 +539,9 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         rjobs.append(rj)
         notes.extend(rj.notes)
     _check_cgroup_weights(jobs, rjobs)
+    sample = _log_sample_interval(file, jobs, rjobs, sample, spec.sample_interval)
+    if spec.sample_interval is None and not any(rj.logs for rj in rjobs):
+        sample = _default_sample_interval(rjobs, len(devices), sched.name, sample, notes, file)
     _check_run_limits(file, rjobs, len(devices), sched.name, sample, spec.sample_interval)
     return ResolvedRun(
         experiment=spec.name or Path(file).stem, spec_file=file, sweep_point=dict(point), repetition=repetition,
@@ -546,6 +549,47 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
         jobs=rjobs, sample_interval_ns=sample, notes=notes, block_layer=sched.block_layer,
         ramp_end=spec.ramp_end)
+
+
+def _default_sample_interval(rjobs: list[ResolvedJob], n_devices: int, scheduler: str, sample_ns: int,
+                             notes: list[str], file: str) -> int:
+    """The default interval, or, for a run that would record more time-series values than the limit at it (a long
+    run, a trace replay whose length is bounded only by the limit on simulated time), the shortest multiple of it
+    that stays within the limit, with a note; an interval the spec sets is never changed (the limit then refuses)."""
+    configs = [j.config for j in rjobs]
+    cap = limits.limit("samples").value()
+    values = timeseries_values(configs, n_devices, scheduler, sample_ns)
+    if values <= cap:
+        return sample_ns
+    factor = -(-values // cap)
+    while timeseries_values(configs, n_devices, scheduler, sample_ns * factor) > cap:
+        factor += 1
+    longer = sample_ns * factor
+    notes.append(f"{file}: sample_interval: {longer // 1_000_000} ms instead of the default "
+                 f"{sample_ns // 1_000_000} ms: the run may last {limits.format_value(simulated_ns(configs), 'ns')} "
+                 f"simulated, and the default would record up to {values:,} time-series values (the limit is "
+                 f"{cap:,}; set sample_interval to choose)")
+    return longer
+
+
+def _log_sample_interval(file: str, raws: list[RawJob], rjobs: list[ResolvedJob], sample_ns: int,
+                         sample_given: Any) -> int:
+    """A run whose jobs write fio's logs samples at their log_avg_msec (the logs are the run's samples), which
+    every such job must share; a sample_interval the spec sets must be it."""
+    logging = [(raw, rj) for raw, rj in zip(raws, rjobs) if rj.logs]
+    if not logging:
+        return sample_ns
+    windows = {rj.log_avg_ms for _, rj in logging}
+    if len(windows) > 1:
+        raw = logging[-1][0]
+        raise SpecError(raw.file, f"{raw.label} log_avg_msec", "every job that writes logs needs the same "
+                                  f"log_avg_msec (the run samples at it), got {', '.join(map(str, sorted(windows)))}")
+    log_ns = windows.pop() * 1_000_000
+    if sample_given is not None and sample_ns != log_ns:
+        raise SpecError(file, "sample_interval", f"the jobs' logs average over log_avg_msec = {log_ns // 1_000_000}"
+                                                 f" ms, and the run samples at it: leave sample_interval out, or "
+                                                 f"make it {log_ns // 1_000_000}ms")
+    return log_ns
 
 
 def simulated_ns(configs: list[dict[str, Any]]) -> int:
@@ -560,13 +604,14 @@ def simulated_ns(configs: list[dict[str, Any]]) -> int:
 
 
 def timeseries_values(configs: list[dict[str, Any]], n_devices: int, scheduler: str, sample_ns: int) -> int:
-    """At most how many time-series values a run records: per sample, two per job and, per device, two plus the
-    scheduler's metrics (two more per cgroup: the most any scheduler adds)."""
+    """At most how many time-series values a run records: per sample, six per job (IOPS, bytes per second and
+    mean completion latency per direction) and, per device, four plus the scheduler's metrics (two more per cgroup:
+    the most any scheduler adds)."""
     metrics = native.scheduler_metrics(scheduler) if native.available() else None
     metrics = limits.SCHEDULER_METRICS_MAX if metrics is None else metrics
     cgroups = len({c["cgroup"] for c in configs})
     samples = simulated_ns(configs) // sample_ns + 1
-    return samples * (2 * len(configs) + n_devices * (2 + metrics + 2 * cgroups))
+    return samples * (6 * len(configs) + n_devices * (4 + metrics + 2 * cgroups))
 
 
 def _check_run_limits(file: str, rjobs: list[ResolvedJob], n_devices: int, scheduler: str, sample_ns: int,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import interrupt
-from .results import fio_json, job_rows, run_spec, schema, timeseries_schema
+from .results import fio_json, fio_logs, job_rows, run_spec, schema, timeseries_schema
 from .safepath import inside
 from .spec import ResolvedRun
 
@@ -204,6 +204,10 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
         # In fio's own order (percentiles 1, 5, 10, ...: tools that list them read them in file order), not sorted
         # as text; fio_json builds every object in a fixed order, so the bytes stay reproducible.
         (tmp / "fio.json").write_bytes((json.dumps(fio_json(run, result), indent=2) + "\n").encode())
+        for name, text in fio_logs(run, result).items():     # names checked when the job was resolved
+            path = inside(tmp, name)
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(text.encode())
         place_run_dir(out, rid, tmp, run_spec(run, rid), result, job_rows(run, rid, result),
                       result.get("timeseries", []))
     except BaseException:

@@ -3,7 +3,61 @@
 
 use hdrhistogram::Histogram;
 
-use crate::result::{DirectionResult, FIO_PERCENTILES};
+use crate::result::{DirectionResult, SampleSummary, FIO_PERCENTILES};
+
+/// Running statistics of samples (Welford's mean and sum of squared deviations), mergeable across processes as
+/// fio's group reporting pools its threads' samples.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleStats {
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl SampleStats {
+    pub fn add(&mut self, x: f64) {
+        self.merge(&SampleStats {
+            n: 1,
+            mean: x,
+            m2: 0.0,
+            min: x,
+            max: x,
+        });
+    }
+
+    pub fn merge(&mut self, other: &SampleStats) {
+        if other.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = other.clone();
+            return;
+        }
+        let n = self.n + other.n;
+        let delta = other.mean - self.mean;
+        self.mean += delta * other.n as f64 / n as f64;
+        self.m2 += other.m2 + delta * delta * self.n as f64 * other.n as f64 / n as f64;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.n = n;
+    }
+
+    pub fn summary(&self) -> SampleSummary {
+        SampleSummary {
+            samples: self.n,
+            min: if self.n > 0 { self.min } else { 0.0 },
+            max: if self.n > 0 { self.max } else { 0.0 },
+            mean: self.mean,
+            stddev: if self.n > 1 {
+                (self.m2 / (self.n - 1) as f64).max(0.0).sqrt()
+            } else {
+                0.0
+            },
+        }
+    }
+}
 
 /// Highest latency the histograms track (100 s); larger values are clamped into the top bucket.
 const MAX_LATENCY_NS: u64 = 100_000_000_000;
@@ -107,6 +161,7 @@ impl LatencyStats {
                     )
                 })
                 .collect(),
+            ..Default::default()
         }
     }
 }

@@ -21,6 +21,22 @@ pub struct DirectionResult {
     pub percentiles: Vec<(f64, u64)>,
     /// Histogram as (latency ns, count) for every non-empty bucket (fio json+ "bins").
     pub bins: Vec<(u64, u64)>,
+    /// IOPS over each statistics window of the measured time (fio's iops_min/max/mean/stddev/samples).
+    #[serde(default)]
+    pub iops_samples: SampleSummary,
+    /// Bandwidth in KiB/s over each statistics window (fio's bw_min/max/mean/dev/samples).
+    #[serde(default)]
+    pub bw_kib_samples: SampleSummary,
+}
+
+/// Samples of a rate, one per window, as fio summarises them (stddev with n - 1; 0 for fewer than two).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SampleSummary {
+    pub samples: u64,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub stddev: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

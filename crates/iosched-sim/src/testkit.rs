@@ -118,6 +118,7 @@ pub fn job(name: &str, rw: Rw, iodepth: u32, numjobs: u32) -> JobConfig {
         invalidate: true,
         stonewall: false,
         randseed: None,
+        stats_window_ns: None,
         loops: None,
         random_distribution: None,
         trace: None,

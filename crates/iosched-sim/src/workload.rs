@@ -271,6 +271,7 @@ mod tests {
             invalidate: true,
             stonewall: false,
             randseed: None,
+            stats_window_ns: None,
             loops: None,
             random_distribution: None,
             trace: None,

@@ -1,6 +1,8 @@
 import re
 import textwrap
 
+import re
+
 import pytest
 
 from iosched.errors import SpecError
@@ -173,6 +175,28 @@ def test_fios_other_synchronous_engines_are_simulated_as_psync():
     with pytest.raises(SpecError, match=r"ioengine: expected one of io_uring, libaio, psync, sync, vsync, pvsync, "
                                         r"pvsync2, got \"posixaio\""):
         resolve_job(RawJob("j", {"ioengine": "posixaio"}, "f", "[j]", "fio"), ctx())
+
+
+def test_fios_log_options_need_log_avg_msec_and_a_plain_prefix():
+    """write_bw_log / write_iops_log / write_lat_log name a prefix (bare: the job's name) and need log_avg_msec,
+    which also sets the job's statistics window; every refusal is one line naming the option (negative controls)."""
+    rj = resolve_job(RawJob("j", {"rw": "randread", "write_bw_log": "pfx", "write_lat_log": None,
+                                  "write_iops_log": "", "log_avg_msec": "200", "numjobs": "2"}, "f", "[j]", "fio"),
+                     ctx())
+    assert rj.logs == {"bw": "pfx", "iops": "j", "lat": "j"} and rj.log_avg_ms == 200
+    assert rj.config["stats_window_ns"] == 200_000_000
+    assert any("numjobs=2: each log holds the job's 2 processes" in n for n in rj.notes)
+    plain = resolve_job(RawJob("j", {"rw": "randread"}, "f", "[j]", "fio"), ctx())
+    assert plain.logs == {} and "stats_window_ns" not in plain.config
+    off = resolve_job(RawJob("j", {"write_bw_log": False}, "f", "[j]", "toml"), ctx())
+    assert off.logs == {}
+    for opts, why in [({"write_iops_log": "x"}, "write_iops_log: the simulator logs averages over log_avg_msec "
+                                                "windows, not every I/O: add log_avg_msec"),
+                      ({"write_bw_log": "../x", "log_avg_msec": "100"}, "write_bw_log: expected a log file name "
+                                                                        "prefix of letters"),
+                      ({"write_bw_log": "x", "log_avg_msec": "0"}, "log_avg_msec: expected an integer")]:
+        with pytest.raises(SpecError, match=re.escape(why)):
+            resolve_job(RawJob("j", opts, "f", "[j]", "fio"), ctx())
 
 
 def test_random_distribution_takes_fios_forms_defaults_and_ranges():

@@ -173,7 +173,7 @@ def test_job_results_sum_processes_and_keep_fio_cpu_time():
 def test_iops_logs_sum_processes_per_interval(tmp_path):
     (tmp_path / "j1_iops.3.log").write_text("99, 100, 0, 0, 0\n199, 120, 0, 0, 0\n")
     (tmp_path / "j1_iops.4.log").write_text("101, 50, 0, 0, 0\n200, 60, 1, 0, 0\n")
-    rows = fioresult.read_iops_logs(tmp_path, 1, "bg", 100)
+    rows = fioresult.read_iops_logs(tmp_path, "j1", "bg", 100)
     got = {(r["t_ns"], r["metric"]): r["value"] for r in rows}
     assert got == {(100_000_000, "read_iops"): 150.0, (100_000_000, "write_iops"): 0.0,
                    (200_000_000, "read_iops"): 120.0, (200_000_000, "write_iops"): 60.0}
@@ -229,6 +229,9 @@ loops = 2
 name = "sync"
 rw = "randread"
 ioengine = "pvsync2"
+write_bw_log = "syncbw"
+write_lat_log = true
+log_avg_msec = 100
 """
 
 
@@ -274,6 +277,9 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert jobs["sync"]["ioengine"] == "pvsync2"        # fio runs the job's engine; the simulator runs psync
+    # The job's own logs under logs/ (iosched's IOPS log beside them, as for every job).
+    assert (jobs["sync"]["write_bw_log"], jobs["sync"]["write_lat_log"]) == ("logs/syncbw", "logs/sync")
+    assert jobs["sync"]["write_iops_log"] == "logs/j3" and "write_bw_log" not in lapp
     assert notes == []
     assert fiofile.writes(run)
 

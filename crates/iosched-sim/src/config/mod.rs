@@ -337,6 +337,17 @@ pub enum Rw {
     Readwrite,
 }
 
+impl Rw {
+    /// Whether a job of this kind issues writes (`true`) or reads (`false`).
+    pub fn does(self, write: bool) -> bool {
+        match self {
+            Rw::Read | Rw::Randread => !write,
+            Rw::Write | Rw::Randwrite => write,
+            Rw::Randrw | Rw::Readwrite => true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoEngine {
@@ -407,6 +418,10 @@ pub struct JobConfig {
     /// fio's random_distribution: which blocks of the region random I/O addresses. None: every block alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub random_distribution: Option<RandomDistribution>,
+    /// fio's statistics window for its IOPS and bandwidth samples (iops_avg_time and bw_avg_time, 500 ms by
+    /// default; log_avg_msec where the job writes logs). None: fio's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats_window_ns: Option<u64>,
     /// fio's randseed: seeds this job's random offsets and read/write mix in place of the run's seed (each clone
     /// still draws its own stream, as fio's default randrepeat gives each its own seed). None: the run's seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -89,7 +89,6 @@ impl<'c> Simulation<'c> {
             inner_lock_uses: Vec::new(),
             end_ns,
             window_start_ns,
-            interval_ios: vec![[0, 0]; config.jobs.len()],
             timeseries: Vec::new(),
             failure: None,
             min_vruntime_ns: vec![0; cores as usize],

@@ -408,6 +408,7 @@ impl Simulation<'_> {
         bytes: u32,
     ) {
         let proc = &mut self.processes[process as usize];
+        proc.stats.interval[write as usize].add(end_ns - start_ns, bytes);
         match proc.state.ramp {
             Ramp::Pending if end_ns >= proc.state.stats_start_ns => {
                 let state = &mut proc.state;
@@ -426,7 +427,7 @@ impl Simulation<'_> {
                 &mut proc.stats.read
             };
             stats.record(end_ns - start_ns, bytes as u64);
-            self.interval_ios[proc.params.job as usize][write as usize] += 1;
+            proc.stats.window[write as usize].add(end_ns - start_ns, bytes);
         }
     }
 }
@@ -548,8 +549,10 @@ mod tests {
         sim.record_latency(0, false, 1_000_000, 1_250_000, 4096); // counted
         sim.record_latency(0, true, 6_000_000, 6_200_000, 4096); // the window's last instant: counted
         sim.record_latency(0, true, 6_100_000, 6_200_001, 4096); // after the runtime: not counted
-        assert_eq!(sim.interval_ios[0], [1, 1]);
         let stats = &sim.processes[0].stats;
+        assert_eq!([stats.window[0].ios, stats.window[1].ios], [1, 1]);
+        // The time series counts every completion, the ramp's too (as fio's logs do).
+        assert_eq!([stats.interval[0].ios, stats.interval[1].ios], [4, 2]);
         assert_eq!((stats.read.result().ios, stats.write.result().ios), (1, 1));
     }
 
@@ -565,7 +568,8 @@ mod tests {
         sim.record_latency(0, false, 5_000_000, 6_000_001, 4096); // after the runtime
         let state = &sim.processes[0].state;
         assert_eq!((state.stats_start_ns, state.end_ns), (1_000_000, 6_000_000));
-        assert_eq!(sim.interval_ios[0], [1, 0]);
+        let stats = &sim.processes[0].stats;
+        assert_eq!([stats.window[0].ios, stats.window[1].ios], [1, 0]);
     }
 
     #[test]

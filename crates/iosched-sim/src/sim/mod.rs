@@ -160,7 +160,6 @@ pub struct Simulation<'c> {
     inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
     window_start_ns: u64,
-    interval_ios: Vec<[u64; 2]>,
     timeseries: Vec<Sample>,
     /// A trace that turned out unreadable mid-run: the run ends with this error.
     failure: Option<String>,

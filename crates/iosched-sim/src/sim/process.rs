@@ -10,7 +10,7 @@ use super::buffered::Buffered;
 use super::tags::TagWait;
 use crate::config::{EngineCost, IoEngine, RampEnd};
 use crate::host::CpuAccount;
-use crate::metrics::LatencyStats;
+use crate::metrics::{LatencyStats, SampleStats};
 use crate::workload::{Generator, TraceReplay};
 
 /// The job index of the writeback flusher, which belongs to no job.
@@ -206,6 +206,30 @@ pub(super) struct ProcessStats {
     pub(super) read: LatencyStats,
     pub(super) write: LatencyStats,
     pub(super) cpu: CpuAccount,
+    /// Per direction, every completion since the last time-series sample, ramp included (fio's logs have it).
+    pub(super) interval: [Counts; 2],
+    /// Per direction, the measured completions of the statistics window in progress, which started then.
+    pub(super) window: [Counts; 2],
+    pub(super) window_start_ns: Option<u64>,
+    /// Per direction, one IOPS and one KiB/s sample per closed statistics window (fio's iops_* and bw_*).
+    pub(super) iops_samples: [SampleStats; 2],
+    pub(super) bw_kib_samples: [SampleStats; 2],
+}
+
+/// Completions counted over an interval: how many, their bytes and their summed completion latency.
+#[derive(Default, Clone, Copy, Debug, PartialEq)]
+pub(super) struct Counts {
+    pub(super) ios: u64,
+    pub(super) bytes: u64,
+    pub(super) clat_ns: u64,
+}
+
+impl Counts {
+    pub(super) fn add(&mut self, clat_ns: u64, bytes: u32) {
+        self.ios += 1;
+        self.bytes += bytes as u64;
+        self.clat_ns += clat_ns;
+    }
 }
 
 impl Process {

@@ -1,10 +1,15 @@
 //! What a run reports: time-series samples while it runs; at its end, the check that every bio, tag and slot came
 //! back, and the `SimResult` (per-job and per-process latency and CPU, cores, devices).
 
+use super::process::{Counts, Process, Ramp};
 use super::Simulation;
+use crate::config::JobConfig;
 use crate::engine::Event;
-use crate::metrics::LatencyStats;
-use crate::result::{CoreResult, JobResult, ProcessResult, Sample, SimResult};
+use crate::metrics::{LatencyStats, SampleStats};
+use crate::result::{CoreResult, DirectionResult, JobResult, ProcessResult, Sample, SimResult};
+
+/// fio's iops_avg_time and bw_avg_time default: one IOPS and one bandwidth sample per 500 ms.
+const DEFAULT_STATS_WINDOW_NS: u64 = 500_000_000;
 
 impl Simulation<'_> {
     /// At the end every process has stopped with nothing in flight: every bio issued completed once, and every
@@ -65,18 +70,39 @@ impl Simulation<'_> {
 
     pub(super) fn sample(&mut self, now: u64) {
         let seconds = self.config.sample_interval_ns as f64 / 1e9;
-        for (job, counts) in self.interval_ios.iter_mut().enumerate() {
-            let name = &self.config.jobs[job].name;
-            for (direction, metric) in [(0, "read_iops"), (1, "write_iops")] {
-                self.timeseries.push(Sample {
-                    t_ns: now,
-                    source: "job".into(),
-                    subject: name.clone(),
-                    metric: metric.into(),
-                    value: counts[direction] as f64 / seconds,
-                });
+        // Per job, its processes' completions since the last sample (ramp included, as fio logs it): IOPS,
+        // bytes per second and, where there was I/O, the mean completion latency.
+        let mut per_job = vec![[Counts::default(); 2]; self.config.jobs.len()];
+        let jobs = &self.config.jobs;
+        for proc in self.processes.iter_mut().filter(|p| p.is_job_process()) {
+            for (direction, counts) in proc.stats.interval.iter_mut().enumerate() {
+                let sum = &mut per_job[proc.params.job as usize][direction];
+                sum.ios += counts.ios;
+                sum.bytes += counts.bytes;
+                sum.clat_ns += counts.clat_ns;
+                *counts = Counts::default();
             }
-            *counts = [0, 0];
+            close_stats_window(&jobs[proc.params.job as usize], proc, now);
+        }
+        for (job, counts) in per_job.iter().enumerate() {
+            let name = &self.config.jobs[job].name;
+            for (direction, d) in [(0, "read"), (1, "write")] {
+                let c = counts[direction];
+                let mut push = |metric: String, value: f64| {
+                    self.timeseries.push(Sample {
+                        t_ns: now,
+                        source: "job".into(),
+                        subject: name.clone(),
+                        metric,
+                        value,
+                    })
+                };
+                push(format!("{d}_iops"), c.ios as f64 / seconds);
+                push(format!("{d}_bw_bytes"), c.bytes as f64 / seconds);
+                if c.ios > 0 {
+                    push(format!("{d}_clat_mean_ns"), c.clat_ns as f64 / c.ios as f64);
+                }
+            }
         }
         for (device, queue) in self.devices.iter().zip(&self.queues) {
             let subject = &device.config.name;
@@ -134,6 +160,8 @@ impl Simulation<'_> {
             })
             .collect();
         let mut merged: Vec<(LatencyStats, LatencyStats)> = vec![Default::default(); jobs.len()];
+        let mut samples: Vec<[(SampleStats, SampleStats); 2]> =
+            vec![Default::default(); jobs.len()];
         for proc in self.processes.iter().filter(|p| p.is_job_process()) {
             let job = &mut jobs[proc.params.job as usize];
             let end = proc
@@ -150,21 +178,36 @@ impl Simulation<'_> {
             job.usr_ns += usr_ns;
             job.sys_ns += sys_ns;
             job.context_switches += proc.stats.cpu.context_switches;
+            let with_samples = |mut d: DirectionResult, direction: usize| {
+                d.iops_samples = proc.stats.iops_samples[direction].summary();
+                d.bw_kib_samples = proc.stats.bw_kib_samples[direction].summary();
+                d
+            };
             job.processes.push(ProcessResult {
                 clone: proc.params.clone,
                 core_affinity: proc.params.allowed_cores.clone(),
-                read: proc.stats.read.result(),
-                write: proc.stats.write.result(),
+                read: with_samples(proc.stats.read.result(), 0),
+                write: with_samples(proc.stats.write.result(), 1),
                 usr_ns,
                 sys_ns,
                 context_switches: proc.stats.cpu.context_switches,
             });
             merged[proc.params.job as usize].0.merge(&proc.stats.read);
             merged[proc.params.job as usize].1.merge(&proc.stats.write);
+            for direction in 0..2 {
+                let pooled = &mut samples[proc.params.job as usize][direction];
+                pooled.0.merge(&proc.stats.iops_samples[direction]);
+                pooled.1.merge(&proc.stats.bw_kib_samples[direction]);
+            }
         }
-        for (job, (read, write)) in jobs.iter_mut().zip(&merged) {
+        // Group reporting pools the clones' window samples (fio's sum_stat): the statistics of one clone's rate.
+        for ((job, (read, write)), pooled) in jobs.iter_mut().zip(&merged).zip(&samples) {
             job.read = read.result();
             job.write = write.result();
+            for (d, (iops, bw)) in [&mut job.read, &mut job.write].into_iter().zip(pooled) {
+                d.iops_samples = iops.summary();
+                d.bw_kib_samples = bw.summary();
+            }
         }
         jobs
     }
@@ -208,6 +251,34 @@ impl Simulation<'_> {
     }
 }
 
+/// fio's statistics windows (iops_avg_time, bw_avg_time; log_avg_msec where the job logs): once a process
+/// has been measured for its job's window since the last one closed, the window's IOPS and KiB/s become one
+/// sample each, per direction the job does. Windows close at samples, so one shorter than the sample interval
+/// lasts a sample interval; the part of a window left when the measured time ends is dropped, as fio drops it.
+fn close_stats_window(job: &JobConfig, proc: &mut Process, now: u64) {
+    if proc.state.ramp != Ramp::Over || now <= proc.state.stats_start_ns || now > proc.state.end_ns
+    {
+        return;
+    }
+    let start = *proc
+        .stats
+        .window_start_ns
+        .get_or_insert(proc.state.stats_start_ns);
+    let elapsed_ns = now - start;
+    if elapsed_ns < job.stats_window_ns.unwrap_or(DEFAULT_STATS_WINDOW_NS) {
+        return;
+    }
+    let seconds = elapsed_ns as f64 / 1e9;
+    for direction in 0..2 {
+        let w = std::mem::take(&mut proc.stats.window[direction]);
+        if job.rw.does(direction == 1) || job.trace.is_some() {
+            proc.stats.iops_samples[direction].add(w.ios as f64 / seconds);
+            proc.stats.bw_kib_samples[direction].add(w.bytes as f64 / 1024.0 / seconds);
+        }
+    }
+    proc.stats.window_start_ns = Some(now);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +292,16 @@ mod tests {
             vec![job("a", Rw::Randread, 1, 1), job("b", Rw::Randwrite, 1, 1)],
         );
         let mut sim = Simulation::new(&c).unwrap();
-        sim.interval_ios = vec![[3, 0], [0, 5]];
+        sim.processes[0].stats.interval[0] = Counts {
+            ios: 3,
+            bytes: 3 * 4096,
+            clat_ns: 3 * 50_000,
+        };
+        sim.processes[1].stats.interval[1] = Counts {
+            ios: 5,
+            bytes: 5 * 4096,
+            clat_ns: 5 * 20_000,
+        };
         sim.sample(1_000_000);
         let value = |subject: &str, metric: &str| {
             let s = sim
@@ -230,15 +310,24 @@ mod tests {
                 .find(|s| s.subject == subject && s.metric == metric);
             s.map(|s| (s.source.as_str(), s.value))
         };
-        // Counts over the 1 ms interval, per second.
+        // Counts over the 1 ms interval, per second; the mean latency only where there was I/O.
         assert_eq!(value("a", "read_iops"), Some(("job", 3_000.0)));
         assert_eq!(value("b", "write_iops"), Some(("job", 5_000.0)));
+        assert_eq!(value("a", "read_bw_bytes"), Some(("job", 3_000.0 * 4096.0)));
+        assert_eq!(value("a", "read_clat_mean_ns"), Some(("job", 50_000.0)));
+        assert_eq!(value("b", "write_clat_mean_ns"), Some(("job", 20_000.0)));
+        assert_eq!(value("a", "write_clat_mean_ns"), None);
         assert_eq!(
             value("/dev/nvme0n1", "write_buffer_bytes"),
             Some(("device", 0.0))
         );
         assert!(sim.timeseries.iter().any(|s| s.source == "scheduler"));
-        assert_eq!(sim.interval_ios, vec![[0, 0], [0, 0]], "counts start again");
+        assert!(
+            sim.processes
+                .iter()
+                .all(|p| p.stats.interval == [Counts::default(); 2]),
+            "counts start again"
+        );
         assert_eq!(sim.events.pop(), Some((2_000_000, Event::Sample)));
     }
 
@@ -271,5 +360,50 @@ mod tests {
         let ios: u64 = job.processes.iter().map(|p| p.read.ios).sum();
         assert_eq!(job.read.ios, ios);
         assert_eq!(result.window_ns, 5_000_000);
+    }
+
+    #[test]
+    fn window_samples_are_each_windows_rates_pooled_over_the_clones_as_fio_groups_them() {
+        // Two clones of a reader, measured from 0, 2 ms statistics windows, samples every 1 ms: a window closes
+        // at 2 and 4 ms. Clone 0 completes 4 then 2 reads of 4 KiB: 4 / 2 ms = 2,000 IOPS and 16 KiB / 2 ms =
+        // 8,000 KiB/s, then 1,000 IOPS and 4,000 KiB/s. Clone 1: 6 reads twice, 3,000 IOPS each.
+        let mut reader = job("a", Rw::Randread, 1, 2);
+        reader.ramp_ns = 0;
+        reader.stats_window_ns = Some(2_000_000);
+        let c = config("none", vec![reader]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let reads = |n: u64| Counts {
+            ios: n,
+            bytes: n * 4096,
+            clat_ns: n * 10_000,
+        };
+        for (t_ms, first, second) in [(1, 0, 0), (2, 4, 6), (3, 0, 0), (4, 2, 6)] {
+            if first + second > 0 {
+                sim.processes[0].stats.window[0] = reads(first);
+                sim.processes[1].stats.window[0] = reads(second);
+            }
+            sim.sample(t_ms * 1_000_000);
+        }
+        let one = &sim.processes[0].stats.iops_samples[0].summary();
+        // Clone 0 alone: mean 1,500, sample stddev sqrt((500^2 + 500^2) / 1) = 707.1.
+        assert_eq!(
+            (one.samples, one.min, one.max, one.mean),
+            (2, 1_000.0, 2_000.0, 1_500.0)
+        );
+        assert!((one.stddev - 707.106_781).abs() < 1e-3);
+        let bw = &sim.processes[0].stats.bw_kib_samples[0].summary();
+        assert_eq!((bw.min, bw.max), (4_000.0, 8_000.0));
+        // The job (group reporting) pools 2,000, 1,000, 3,000, 3,000: mean 2,250, squared deviations
+        // 62,500 + 1,562,500 + 562,500 + 562,500 = 2,750,000, stddev sqrt(2,750,000 / 3) = 957.4.
+        let jobs = sim.job_results();
+        let pooled = &jobs[0].read.iops_samples;
+        assert_eq!(
+            (pooled.samples, pooled.min, pooled.max, pooled.mean),
+            (4, 1_000.0, 3_000.0, 2_250.0)
+        );
+        assert!((pooled.stddev - 957.427_107).abs() < 1e-3);
+        // A reader has no write samples (fio leaves them at 0).
+        assert_eq!(jobs[0].write.iops_samples.samples, 0);
+        assert_eq!(jobs[0].processes[1].read.iops_samples.mean, 3_000.0);
     }
 }

@@ -78,6 +78,7 @@ pub fn job(
         invalidate: true,
         stonewall: false,
         randseed: None,
+        stats_window_ns: None,
         loops: None,
         random_distribution: None,
         trace: None,

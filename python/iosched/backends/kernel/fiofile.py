@@ -39,6 +39,11 @@ def writes(run: ResolvedRun) -> bool:
     return any(j.config["rw"] not in ("read", "randread") for j in run.jobs)
 
 
+def iops_log_prefix(job, index: int) -> str:
+    """The prefix of the IOPS log fio writes for job ``index`` under logs/: the job's write_iops_log, else j<index>."""
+    return job.logs.get("iops", f"j{index}")
+
+
 def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] | None = None, *,
              log_interval_ms: int | None = None) -> tuple[str, list[str]]:
     """The job file text and notes.  ``targets[i]``: what stands for the spec's device i (a device node or a
@@ -113,7 +118,12 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             o.append(("lat_percentiles", 1))
         o += [(name, 1) for name in j.io_uring_options]
         if log_interval_ms:
-            o += [("write_iops_log", f"logs/j{i}"), ("log_avg_msec", log_interval_ms)]
+            # iosched's time series comes from the IOPS log: the job's own when it asks for one (the run then
+            # samples at its log_avg_msec), else one of iosched's.
+            o += [("write_iops_log", f"logs/{iops_log_prefix(j, i)}"), ("log_avg_msec", log_interval_ms)]
+        for kind in ("bw", "lat"):
+            if kind in j.logs:
+                o.append((f"write_{kind}_log", f"logs/{j.logs[kind]}"))
         lines.append(f"[{c['name']}]")
         lines += [f"{k}={v}" for k, v in o]
         lines.append("")

@@ -7,6 +7,8 @@ latency histograms (json+ ``bins``) add, and the percentiles are read off the me
 
 from __future__ import annotations
 
+import glob
+
 import math
 from pathlib import Path
 from typing import Any
@@ -110,11 +112,11 @@ def _strerror(code: int) -> str:
         return "?"
 
 
-def read_iops_logs(logs_dir: Path, job_index: int, name: str, interval_ms: int) -> list[dict[str, Any]]:
-    """fio's averaged IOPS logs of one job (a file per process) → time-series rows like the simulator's
-    (source "job", metrics read_iops / write_iops), summed over processes per interval."""
+def read_iops_logs(logs_dir: Path, prefix: str, name: str, interval_ms: int) -> list[dict[str, Any]]:
+    """fio's averaged IOPS logs of one job (PREFIX_iops.N.log, a file per process) → time-series rows like the
+    simulator's (source "job", metrics read_iops / write_iops), summed over processes per interval."""
     sums: dict[tuple[int, int], float] = {}
-    for p in sorted(logs_dir.glob(f"j{job_index}_iops.*.log")):
+    for p in sorted(logs_dir.glob(f"{glob.escape(prefix)}_iops.*.log")):
         for line in p.read_text().splitlines():
             parts = [x.strip() for x in line.split(",")]
             if len(parts) < 3 or not parts[0].isdigit():

@@ -463,8 +463,8 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         row.update(backend="kernel", host=host_info()["hostname"], kernel=host_info()["kernel"], lock_share=None,
                    sim_events=None, device="+".join(t.device.path + fs_note for t in targets))
     ts = list(sampler.rows)
-    for i, name in enumerate(names):
-        ts += fioresult.read_iops_logs(rdir / "logs", i, name, interval_ms)
+    for i, (name, job) in enumerate(zip(names, run.jobs)):
+        ts += fioresult.read_iops_logs(rdir / "logs", fiofile.iops_log_prefix(job, i), name, interval_ms)
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "kernel", "iosched_version": __version__,

@@ -530,9 +530,9 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
                    sim_events=None, device="+".join(d.given for d in devices))
     interval_ms = max(1, run.sample_interval_ns // 1_000_000)
     ts = list(cpu_rows)
-    for k, name in enumerate(names):
-        from ..kernel import fioresult
-        ts += fioresult.read_iops_logs(rdir / "logs", k, name, interval_ms)
+    for k, (name, job) in enumerate(zip(names, run.jobs)):
+        from ..kernel import fiofile, fioresult
+        ts += fioresult.read_iops_logs(rdir / "logs", fiofile.iops_log_prefix(job, k), name, interval_ms)
     fio_wall = end_s - start_s if end_s and start_s else None
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
