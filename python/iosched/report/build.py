@@ -175,8 +175,13 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
             "write KIOPS", "write P99 (µs)", "cores busy", "lock share"]
     table_rows = []
     per_job: dict[str, list[Trace]] = {}
+    from .sweep import RunData, sweep_figures
+
+    run_data = []
     for r in done:
         res = store.load_result(out, r["id"])
+        run_data.append(RunData(r["id"], r["point"], r["repetition"], r["scheduler"], res))
+        rws = {c["name"]: c.get("rw") for c in store.load_run_spec(out, r["id"]).get("sim_config", {}).get("jobs", [])}
         busy = sum(c["busy_ns"] for c in res["cores"]) / res["window_ns"] if res["window_ns"] else 0.0
         tot = sum(c["busy_ns"] for c in res["cores"])
         lock = sum(c["lock_ns"] for c in res["cores"]) / tot if tot else 0.0
@@ -186,10 +191,14 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
         for j in res["jobs"]:
             w = j["window_ns"] / 1e9 if j["window_ns"] else float("nan")
             rd, wr = j["read"], j["write"]
+            # A direction the job does not do is blank, not 0 (a writer starved of its writes still shows 0).
+            does = _directions(rws.get(j["name"]))
+            read_cells = [fmt(rd["ios"] / w / 1e3), " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9))] \
+                if rd["ios"] or does[0] else ["", ""]
+            write_cells = [fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3)] \
+                if wr["ios"] or does[1] else ["", ""]
             table_rows.append([r["id"], json.dumps(r["point"]) if r["point"] else "", str(r["repetition"]),
-                               r["scheduler"], j["name"], fmt(rd["ios"] / w / 1e3),
-                               " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9)),
-                               fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3), f"{busy:.2f}",
+                               r["scheduler"], j["name"], *read_cells, *write_cells, f"{busy:.2f}",
                                "not measured" if res.get("backend") in ("kernel", "vm") else f"{lock:.0%}"])
             for d, dr in (("read", rd), ("write", wr)):
                 if dr["ios"]:
@@ -213,7 +222,17 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
         sec.figures = [Figure(file_name(f"{name}-latency-cdf"), "", "Completion latency CDFs, P99 marked", panels,
                               caption=f"At most {CDF_RUNS_PER_PANEL} runs per panel; a job with more runs has more "
                               "panels.", cols=min(2, len(panels)))]
+    sec.figures += sweep_figures(name, run_data)
     return sec
+
+
+def _directions(rw: str | None) -> tuple[bool, bool]:
+    """(reads, writes) a job of this rw does; unknown (a trace, a measured run without the config): both."""
+    if rw in ("read", "randread"):
+        return True, False
+    if rw in ("write", "randwrite"):
+        return False, True
+    return True, True
 
 
 def validation_section(out: Path) -> Section:

@@ -46,12 +46,13 @@ class Heat:
     zmin: float | None = None
     zmax: float | None = None
     colorbar: str = ""
+    own_scale: bool = False                    # its own colour scale and bar (else one shared by the figure's maps)
 
 
 @dataclass
 class Panel:
     title: str
-    kind: str = "lines"                        # lines, cdf, scatter, bars, heatmap
+    kind: str = "lines"                        # lines, cdf, tail (1 - CDF: steps, no markers), scatter, bars, heatmap
     traces: list[Trace] = field(default_factory=list)
     heat: Heat | None = None
     xlabel: str = ""
@@ -252,7 +253,7 @@ def _draw_mpl(ax, panel: Panel, pal: dict[str, str], f) -> None:
                 xs = [panel.xcategories.index(str(x)) for x in xs]
             c = _color(t, pal)
             m = _MPL_SYMBOL.get(t.symbol, "o")
-            if panel.kind == "cdf":
+            if panel.kind in ("cdf", "tail"):
                 ax.step(xs, ys, where="post", color=c, label=t.name, linestyle="--" if t.paper else "-", lw=1.3)
             elif panel.kind == "scatter" or t.paper:
                 ax.plot(xs, ys, linestyle="none" if panel.kind == "scatter" else "--", marker=m, color=c,
@@ -308,8 +309,10 @@ def render_plotly(fig: Figure) -> str:
     # About 110 px between rows (room for the next row's titles), as a fraction of the height: plotly refuses a
     # spacing above 1 / (rows - 1), which a fixed fraction passes from 8 rows on (e.g. a job file of 17 jobs).
     vertical_spacing = min(0.16, 110 / height_px, 0.9 / (rows - 1)) if rows > 1 else 0.1
+    # Maps with a colour bar each need room for it between the columns.
+    own_bars = any(p.heat is not None and p.heat.own_scale for p in fig.panels)
     sp = make_subplots(rows=rows, cols=cols, subplot_titles=[p.title for p in fig.panels],
-                       horizontal_spacing=0.09, vertical_spacing=vertical_spacing)
+                       horizontal_spacing=0.17 if own_bars else 0.09, vertical_spacing=vertical_spacing)
     pal = _palette(fig)
     shown: set[str] = set()
     heat_n = 0
@@ -329,12 +332,19 @@ def render_plotly(fig: Figure) -> str:
             h = panel.heat
             heat_n += 1
             text = h.text or [[(f"{v:.1f}" if _finite(v) else "") for v in row] for row in h.z]
+            axis = f"coloraxis{heat_n}" if h.own_scale and heat_n > 1 else "coloraxis"
             sp.add_trace(go.Heatmap(x=h.x, y=h.y, z=[[v if _finite(v) else None for v in row] for row in h.z],
                                     text=text, texttemplate="%{text}", zmin=h.zmin, zmax=h.zmax,
-                                    colorscale="Viridis", coloraxis="coloraxis", name=panel.title,
+                                    colorscale="Viridis", coloraxis=axis, name=panel.title,
                                     hovertemplate="%{y}, %{x}: %{z:.2f}<extra></extra>"), row=r, col=c)
-            sp.update_layout(coloraxis={"colorscale": "Viridis", "cmin": h.zmin, "cmax": h.zmax,
-                                        "colorbar": {"title": {"text": h.colorbar}}})
+            bar: dict[str, Any] = {"title": {"text": h.colorbar}}
+            if h.own_scale:
+                # Beside its own map: at the right edge of the subplot, as tall as it.
+                sub = sp.get_subplot(r, c)
+                (x0, x1), (y0, y1) = sub.xaxis.domain, sub.yaxis.domain
+                bar.update(x=x1 + 0.005, xanchor="left", y=(y0 + y1) / 2, yanchor="middle", len=y1 - y0,
+                           thickness=12)
+            sp.update_layout({axis: {"colorscale": "Viridis", "cmin": h.zmin, "cmax": h.zmax, "colorbar": bar}})
             sp.update_xaxes(type="category", row=r, col=c)
             sp.update_yaxes(type="category", row=r, col=c)
         for t in panel.traces:
@@ -352,7 +362,7 @@ def render_plotly(fig: Figure) -> str:
                 continue
             marker = {"color": "white" if t.paper else color, "symbol": _PLOTLY_SYMBOL.get(t.symbol, "circle"),
                       "line": {"color": color, "width": 1.5}, "size": 7 if (t.paper or panel.kind == "scatter") else 5}
-            if panel.kind == "cdf":
+            if panel.kind in ("cdf", "tail"):
                 sp.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "shape": "hv",
                                                                         "dash": "dash" if t.paper else "solid"},
                                         **common), row=r, col=c)

@@ -16,7 +16,8 @@ TEMPLATE = r"""<!DOCTYPE html>
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1400px;
        padding: 0 1.5em 3em; color: #222; line-height: 1.4; }
 h1 { margin-top: 0.8em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.88em; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.88em; display: block; max-width: 100%;
+        overflow-x: auto; }  /* a wide table scrolls inside the page, which keeps the window's width */
 th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -32,7 +33,8 @@ details { margin: 0.5em 0; } summary { cursor: pointer; font-weight: 600; }
 <body>
 <h1>iosched: {{ heading }}</h1>
 <p class="meta">iosched {{ version }}, code version {{ code_versions }}. Figures are interactive (zoom, hover, click a
-legend entry to hide it); each also exists as PNG, SVG and PDF in <code>figures/</code> next to this page.
+legend entry to hide it){% if static %}; each also exists as PNG, SVG and PDF in <code>figures/</code> next to this
+page{% else %}; <code>iosched report DIR</code> also writes them as PNG, SVG and PDF{% endif %}.
 Rebuild with <code>iosched report DIR</code>.</p>
 
 <table>
@@ -193,5 +195,6 @@ def render_html(report, *, static: bool = True) -> str:
 
     return tpl.render(plotlyjs=Markup(plotly.offline.get_plotlyjs()), sections=report.sections, divs=divs,
                       fidelity=report.fidelity, fd_label=figure_label,
-                      static=static, version=__version__, code_versions=", ".join(versions) or "–",
+                      static=static, version=__version__,
+                      code_versions=", ".join(versions) or "none (measured runs only: no simulator ran)",
                       heading="the seed papers' results, reproduced" if paper else "experiment report")

@@ -104,3 +104,48 @@ def test_the_fidelity_picture_draws_with_its_band(browser, tmp_path):
     assert page.locator("text=every plotted point against the paper's own data").count() == 1
     assert not errors and not requests, (errors, requests)
     page.close()
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """A 4-scheduler x 4-depth sweep of one reader, as a user would run it (`iosched run`)."""
+    from click.testing import CliRunner
+
+    from iosched.cli import main
+
+    from .conftest import native_or_skip
+
+    native_or_skip()
+    tmp = tmp_path_factory.mktemp("sweep")
+    spec = tmp / "qd.toml"
+    spec.write_text('name = "qd"\nduration = "300ms"\nramp = "100ms"\n[[job]]\nname = "r"\nrw = "randread"\n'
+                    '[sweep]\n"scheduler.name" = ["none", "mq-deadline", "kyber", "bfq"]\n'
+                    '"job.r.iodepth" = [1, 4, 16, 64]\n')
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp / "res"), "-j", "2"])
+    assert res.exit_code == 0, res.output
+    return tmp / "res"
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_a_sweeps_report_draws_every_plot_and_fits_the_window(browser, sweep_dir, width, tmp_path):
+    """Every figure of a sweep's report draws (metric vs depth per scheduler, bars per scheduler, the heat maps,
+    the tails, IOPS and latency over time, each scheduler's state over time), nothing overflows the window at
+    either width (a wide table scrolls inside it), and a screenshot of each width is kept beside the results."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto((sweep_dir / "report.html").resolve().as_uri(), wait_until="load")
+    n = page.evaluate("document.querySelectorAll('.figure').length")
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {n}", timeout=60_000)
+    figs = {f["id"]: f for f in page.evaluate(DRAWN)}
+    assert {"fig-qd-latency-cdf", "fig-qd-vs-job.r.iodepth", "fig-qd-by-scheduler", "fig-qd-heatmap", "fig-qd-tail",
+            "fig-qd-over-time-jobs", "fig-qd-over-time-kyber", "fig-qd-over-time-bfq"} <= set(figs)
+    assert all(f["svg"] > 0 and (f["lines"] + f["bars"] + f["heat"]) > 0 for f in figs.values()), figs
+    assert figs["fig-qd-by-scheduler"]["bars"] >= 4 and figs["fig-qd-heatmap"]["heat"] >= 2
+    assert figs["fig-qd-vs-job.r.iodepth"]["lines"] >= 4 * 4     # 4 schedulers x (IOPS, P99, P99.9, cores busy)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert not errors, errors
+    page.screenshot(path=str(sweep_dir / f"screenshot-{width}.png"), full_page=True)
+    assert (sweep_dir / f"screenshot-{width}.png").stat().st_size > 50_000
+    page.close()

@@ -21,7 +21,7 @@ from iosched.report.figures import render_static
 from iosched.report.results_doc import BEGIN, END, update_results_doc
 
 from . import toy
-from .conftest import DATA
+from .conftest import DATA, native_or_skip
 
 
 @pytest.fixture
@@ -238,3 +238,35 @@ def test_a_scored_experiment_reports_its_points_shares_and_picture(tmp_path):
     points = pd.read_parquet(out / "points.parquet")
     assert len(points) == 7 and set(points["role"]) == {"finding", "not simulated"}
     assert points[points["role"] == "finding"]["ratio"].notna().all()
+
+
+def test_a_sweeps_figures_show_every_run(tmp_path):
+    """The figures a sweep's report adds: every run is in the tails (12 per panel, so 16 runs make two panels), each
+    scheduler is a line against the swept depth and a bar, the heat map has a cell per point, and a scheduler's
+    state over time leaves out the metrics that never change."""
+    from iosched.report.sweep import RunData, sweep_figures
+
+    native_or_skip()
+    spec = tmp_path / "qd.toml"
+    spec.write_text('name = "qd"\nduration = "100ms"\n[[job]]\nname = "r"\nrw = "randread"\n'
+                    '[sweep]\n"scheduler.name" = ["none", "mq-deadline", "kyber", "bfq"]\n'
+                    '"job.r.iodepth" = [1, 4, 16, 64]\n')
+    res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "res"), "--no-report"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "res"
+    order = [r["id"] for r in store.read_manifest(out)["experiments"]["qd"]["runs"]]     # the sweep's order
+    runs = [RunData(rid, store.load_run_spec(out, rid)["sweep_point"], 0, store.load_run_spec(out, rid)["scheduler"],
+                    store.load_result(out, rid)) for rid in order]
+    figs = {f.id: f for f in sweep_figures("qd", runs)}
+    tails = figs["qd-tail"].panels
+    assert [p.title for p in tails] == ["r read: tail (runs 1-12 of 16)", "r read: tail (runs 13-16 of 16)"]
+    assert sum(len(p.traces) for p in tails) == 16
+    against = figs["qd-vs-job.r.iodepth"].panels
+    assert [p.title for p in against] == ["r: IOPS", "r: P99 (µs)", "r: P99.9 (µs)", "cores busy"]
+    assert all(len(p.traces) == 4 and p.traces[0].x == [1, 4, 16, 64] for p in against)
+    assert [t.name for t in figs["qd-by-scheduler"].panels[0].traces] == ["IOPS"]
+    assert figs["qd-by-scheduler"].panels[0].xcategories == ["none", "mq-deadline", "kyber", "bfq"]
+    heat = figs["qd-heatmap"].panels[0].heat
+    assert len(heat.z) == 4 and all(len(row) == 4 and None not in row for row in heat.z)
+    kyber = figs["qd-over-time-kyber"].panels
+    assert kyber and all(len({v for t in p.traces for v in t.y}) > 1 for p in kyber)
