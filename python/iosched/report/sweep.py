@@ -73,7 +73,7 @@ def sweep_figures(name: str, runs: list[RunData]) -> list[Figure]:
     if numeric:
         figures.append(_against(name, runs, metrics, jobs, numeric[0], [k for k in axes if k != numeric[0]]))
     schedulers = list(dict.fromkeys(r.scheduler for r in runs))
-    if len(schedulers) > 1 or not axes:
+    if len(schedulers) > 1:
         figures.append(_bars(name, runs, metrics, jobs, schedulers))
     if len(axes) == 2:
         figures.append(_heatmaps(name, runs, metrics, jobs[0], axes))
