@@ -41,6 +41,9 @@ pub struct SampleSummary {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProcessResult {
+    /// Measured submissions by the depth they brought the process to, in fio's buckets 1, 2, 4, 8, 16, 32, >=64.
+    #[serde(default)]
+    pub depth_levels: [u64; 7],
     pub clone: u32,
     pub core_affinity: Vec<u32>,
     pub read: DirectionResult,
@@ -61,6 +64,9 @@ pub struct JobResult {
     pub usr_ns: u64,
     pub sys_ns: u64,
     pub context_switches: u64,
+    /// The processes' depth_levels summed.
+    #[serde(default)]
+    pub depth_levels: [u64; 7],
     pub processes: Vec<ProcessResult>,
 }
 

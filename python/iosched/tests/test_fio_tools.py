@@ -33,7 +33,10 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     ramp included, in fio's "time, value, direction, 0, 0" form. A job without log options writes no logs."""
     native_or_skip()
     run = _run(tmp_path, "[j]\nrw=randrw\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n")
-    r = json.loads((run / "fio.json").read_text())["jobs"][0]["read"]
+    job = json.loads((run / "fio.json").read_text())["jobs"][0]
+    r = job["read"]
+    # fio's "IO depths": a QD-4 job's submissions almost all bring it to 4 (fio prints "4=100.0%").
+    assert job["iodepth_level"]["4"] > 99 and job["latency_depth"] == 4
     assert (r["iops_samples"], r["bw_samples"]) == (3, 3) and not (run / "logs").exists()
     assert r["iops_min"] <= r["iops_mean"] <= r["iops_max"] and r["iops_stddev"] > 0
     assert abs(r["iops_mean"] / r["iops"] - 1) < 0.05 and abs(r["bw_agg"] - 100) < 5

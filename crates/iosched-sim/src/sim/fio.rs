@@ -4,7 +4,7 @@
 
 use iosched_policy::SECTOR_BYTES;
 
-use super::process::Ramp;
+use super::process::{depth_level, Ramp};
 use super::runqueue::Completion;
 use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
@@ -175,6 +175,9 @@ impl Simulation<'_> {
         };
         let device = proc.params.devices[plan.device_slot];
         proc.state.inflight += 1;
+        if proc.state.ramp == Ramp::Over && issue_ns >= proc.state.stats_start_ns {
+            proc.stats.depth_levels[depth_level(proc.state.inflight)] += 1;
+        }
         proc.state.issued += 1;
         self.ios_issued += 1;
         proc.state.bytes_issued += plan.bytes as u64;

@@ -214,6 +214,22 @@ pub(super) struct ProcessStats {
     /// Per direction, one IOPS and one KiB/s sample per closed statistics window (fio's iops_* and bw_*).
     pub(super) iops_samples: [SampleStats; 2],
     pub(super) bw_kib_samples: [SampleStats; 2],
+    /// fio's io_u_map: each measured submission counted at the depth it brought the process to, in fio's buckets
+    /// 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more.
+    pub(super) depth_levels: [u64; 7],
+}
+
+/// fio's bucket (io_u_mark_depth) for a queue depth: 1, 2-3, 4-7, 8-15, 16-31, 32-63, >= 64.
+pub(super) fn depth_level(depth: u32) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
 }
 
 /// Completions counted over an interval: how many, their bytes and their summed completion latency.
@@ -333,6 +349,16 @@ impl Process {
 mod tests {
     use super::*;
     use crate::testkit::host;
+
+    #[test]
+    fn submissions_fall_in_fios_depth_buckets() {
+        // fio's io_u_mark_depth: 1 | 2-3 | 4-7 | 8-15 | 16-31 | 32-63 | 64 and more.
+        let buckets: Vec<usize> = [1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 128]
+            .iter()
+            .map(|&d| depth_level(d))
+            .collect();
+        assert_eq!(buckets, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
+    }
 
     #[test]
     fn the_flusher_is_made_like_any_process_but_belongs_to_no_job_and_starts_finished() {

@@ -183,7 +183,11 @@ impl Simulation<'_> {
                 d.bw_kib_samples = proc.stats.bw_kib_samples[direction].summary();
                 d
             };
+            for (sum, n) in job.depth_levels.iter_mut().zip(proc.stats.depth_levels) {
+                *sum += n;
+            }
             job.processes.push(ProcessResult {
+                depth_levels: proc.stats.depth_levels,
                 clone: proc.params.clone,
                 core_affinity: proc.params.allowed_cores.clone(),
                 read: with_samples(proc.stats.read.result(), 0),
@@ -360,6 +364,18 @@ mod tests {
         let ios: u64 = job.processes.iter().map(|p| p.read.ios).sum();
         assert_eq!(job.read.ios, ios);
         assert_eq!(result.window_ns, 5_000_000);
+        // Each process keeps 4 reads in flight once measured: its submissions bring it to depth 4 (bucket 4-7),
+        // and the job's depth levels are its processes' summed.
+        for p in &job.processes {
+            let [one, two, four, rest @ ..] = p.depth_levels;
+            assert!(
+                four > 0 && four >= 10 * (one + two) && rest == [0; 4],
+                "{:?}",
+                p.depth_levels
+            );
+        }
+        let summed: u64 = job.processes.iter().map(|p| p.depth_levels[2]).sum();
+        assert_eq!(job.depth_levels[2], summed);
     }
 
     #[test]
