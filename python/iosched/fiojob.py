@@ -35,7 +35,7 @@ OPTIONS = {
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
     "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
-    "loops": "pos", "write_bw_log": "log", "write_iops_log": "log", "write_lat_log": "log", "log_avg_msec": "pos",
+    "loops": "pos", "bssplit": "bssplit", "write_bw_log": "log", "write_iops_log": "log", "write_lat_log": "log", "log_avg_msec": "pos",
 }
 # fio's log options: the log kind each writes (its files: PREFIX_bw.N.log; lat writes PREFIX_lat and PREFIX_clat).
 LOG_OPTIONS = {"write_bw_log": "bw", "write_iops_log": "iops", "write_lat_log": "lat"}
@@ -55,7 +55,7 @@ IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers
            "new_group"}
 # Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
 KNOWN_FIO = {
-    "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process", "bssplit",
+    "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process",
     "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
     "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
     "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
@@ -309,6 +309,13 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         bs = parse_size(v, file=raw.file, key=_err(raw, key, "").key)
         if bs < 1:
             raise _err(raw, key, f"expected a block size >= 1, got {show(v)}")
+    bssplit = _bssplit(raw, opts) if "bssplit" in opts else None
+    if bssplit is not None:
+        if "bs" in opts:
+            notes.append(f"{raw.file}: {raw.label}: bssplit sets the block sizes, bs is not used (as in fio)")
+        # The unit of offsets and sizes: the sizes' greatest common divisor (fio aligns random offsets to the
+        # smallest; with sizes that are multiples of it, the two are the same).
+        bs = math.gcd(*[b for shares in bssplit for b, _ in shares])
     iodepth = _int(raw, *opts["iodepth"], 1, limits.IODEPTH_MAX) if "iodepth" in opts else 1
     batch = _int(raw, *opts["iodepth_batch_submit"], 0) if "iodepth_batch_submit" in opts else 1
     numjobs = _int(raw, *opts["numjobs"], 1, 4096) if "numjobs" in opts else 1
@@ -477,12 +484,19 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     if not replaying and (given := [k for k in REPLAY_OPTIONS if k in opts]):
         raise _err(raw, opts[given[0]][0], "only with read_iolog (a trace to replay)")
     if replaying:
+        if bssplit is not None:
+            raise _err(raw, opts["bssplit"][0], "not with read_iolog: each record of a trace has its own size")
         rw, bs = "read", lbs  # not used by a replay: each record has its own direction and size
+    if bssplit and any(b % lbs for shares in bssplit for b, _ in shares):
+        raise _err(raw, opts["bssplit"][0], f"expected block sizes that are multiples of the logical block size "
+                                            f"{lbs}, got {show(opts['bssplit'][1])}")
     if bs % lbs:
         raise _err(raw, opts["bs"][0] if "bs" in opts else "bs",
                    f"expected a multiple of the logical block size {lbs}, got {bs}")
-    if bs > size:
-        raise _err(raw, opts["bs"][0] if "bs" in opts else "bs", f"block size {bs} is larger than size {size}")
+    largest = max((b for shares in bssplit for b, _ in shares), default=bs) if bssplit else bs
+    if largest > size:
+        key = "bssplit" if bssplit else "bs"
+        raise _err(raw, opts[key][0] if key in opts else key, f"block size {largest} is larger than size {size}")
     if bs > limits.U32_MAX:
         raise _err(raw, opts["bs"][0] if "bs" in opts else "bs",
                    f"expected a block size below 4 GiB (the simulator's requests), got {show(opts['bs'][1])}")
@@ -552,6 +566,8 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                          "(as in fio)")
         elif loops > 1:
             config["loops"] = loops
+    if bssplit is not None:
+        config["bssplit"] = [[{"bytes": b, "percent": p} for b, p in shares] for shares in bssplit]
     if "randseed" in opts:
         # fio's randseed: this job's offsets and mix from this seed instead of the run's (fio takes 64 bits).
         config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)
@@ -566,6 +582,42 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                        lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
                        io_uring_options=tuple(io_uring_options), fio_engine=fio_engine, logs=logs,
                        log_avg_ms=log_avg_ms)
+
+
+def _bssplit(raw: RawJob, opts: dict[str, Any]) -> list[list[tuple[int, int]]]:
+    """fio's bssplit, "4k/10:64k/50:32k/40" (one list for both directions) or "READS,WRITES": per direction
+    [(bytes, percent)]. Sizes without a percent share what the others leave, as fio splits it; each direction's
+    percents add up to 100 (fio refuses more, and so does iosched less)."""
+    key, v = opts["bssplit"]
+    text = _str(raw, key, v)
+    lists = text.split(",")
+    if len(lists) > 3 or (len(lists) == 3 and lists[2].strip()):
+        raise _err(raw, key, f"{show(text)}: a trim list is not supported (iosched does not issue trims)")
+    parsed = []
+    for part in lists[:2]:
+        shares: list[tuple[int, int | None]] = []
+        for entry in part.split(":"):
+            size_text, _, pct_text = entry.strip().partition("/")
+            if not size_text:
+                raise _err(raw, key, f"{show(text)}: expected SIZE/PERCENT entries separated by :")
+            size = parse_size(size_text, file=raw.file, key=_err(raw, key, "").key)
+            if size < 1 or size > limits.U32_MAX:
+                raise _err(raw, key, f"{show(text)}: expected block sizes from 1 byte to below 4 GiB")
+            if pct_text.strip() and not pct_text.strip().isdigit():
+                raise _err(raw, key, f"{show(text)}: expected a whole percent after /, got {show(pct_text)}")
+            shares.append((size, int(pct_text) if pct_text.strip() else None))
+        given = sum(p for _, p in shares if p is not None)
+        missing = [i for i, (_, p) in enumerate(shares) if p is None]
+        if given > 100 or (given < 100 and not missing):
+            raise _err(raw, key, f"{show(text)}: the percentages of a list add up to {given}; fio needs 100")
+        if missing:
+            rest, extra = divmod(100 - given, len(missing))
+            shares = [(b, p if p is not None else rest + (1 if missing.index(i) < extra else 0))
+                      for i, (b, p) in enumerate(shares)]
+        parsed.append([(b, p) for b, p in shares if p])
+    if len(parsed) == 1 or not parsed[1]:
+        parsed = [parsed[0], parsed[0]]
+    return parsed
 
 
 def _logs(raw: RawJob, opts: dict[str, Any], numjobs: int, notes: list[str]) -> tuple[dict[str, str], int | None]:

@@ -119,6 +119,7 @@ pub fn job(name: &str, rw: Rw, iodepth: u32, numjobs: u32) -> JobConfig {
         stonewall: false,
         randseed: None,
         stats_window_ns: None,
+        bssplit: None,
         loops: None,
         random_distribution: None,
         trace: None,

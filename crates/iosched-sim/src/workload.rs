@@ -20,7 +20,7 @@ use std::io::BufReader;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::config::{JobConfig, Rw, TraceConfig};
+use crate::config::{BlockShare, JobConfig, Rw, TraceConfig};
 use crate::distribution::BlockSampler;
 use crate::trace::{TraceReader, TraceRecord};
 
@@ -44,6 +44,8 @@ pub struct Generator {
     next_sequential_block: Vec<u64>,
     next_device: usize,
     device_count: usize,
+    /// fio's bssplit per direction, as (size in blocks of `block_bytes`, cumulative percent).
+    split: Option<[Vec<(u64, u32)>; 2]>,
 }
 
 /// A stable, independent stream per (seed, job, clone): the same inputs always give the same I/O sequence.
@@ -60,6 +62,16 @@ impl Generator {
             .random_distribution
             .as_ref()
             .map(|d| BlockSampler::new(d, region_blocks, &mut rng));
+        let cumulative = |shares: &Vec<BlockShare>| {
+            let mut sum = 0;
+            shares
+                .iter()
+                .map(|s| {
+                    sum += s.percent;
+                    ((s.bytes / block_bytes).max(1), sum)
+                })
+                .collect::<Vec<_>>()
+        };
         Self {
             rng,
             sampler,
@@ -71,7 +83,27 @@ impl Generator {
             next_sequential_block: vec![0; job.devices.len().max(1)],
             next_device: 0,
             device_count: job.devices.len().max(1),
+            split: job
+                .bssplit
+                .as_ref()
+                .map(|[r, w]| [cumulative(r), cumulative(w)]),
         }
+    }
+
+    /// How many blocks the next I/O of this direction spans: one, or a draw from the job's bssplit (fio draws a
+    /// percentage and takes the first size whose cumulative share reaches it).
+    fn blocks(&mut self, write: bool) -> u64 {
+        let Some(split) = &self.split else {
+            return 1;
+        };
+        let shares = &split[write as usize];
+        let draw = self.rng.random_range(1..=100u32);
+        let blocks = shares
+            .iter()
+            .find(|&&(_, cumulative)| draw <= cumulative)
+            .or(shares.last())
+            .map_or(1, |&(blocks, _)| blocks);
+        blocks.min(self.region_blocks)
     }
 
     /// Address the region starting at `offset_bytes` instead of the job's offset (fio's `offset_increment`).
@@ -92,15 +124,21 @@ impl Generator {
         };
         let device_slot = self.next_device;
         self.next_device = (self.next_device + 1) % self.device_count;
+        let blocks = self.blocks(write);
         let block = match self.rw {
+            // An I/O longer than one block that would run past the region's end moves back to end there.
             Rw::Randread | Rw::Randwrite | Rw::Randrw => match &self.sampler {
                 Some(sampler) => sampler.next_block(&mut self.rng),
                 None => self.rng.random_range(0..self.region_blocks),
-            },
+            }
+            .min(self.region_blocks - blocks),
             Rw::Read | Rw::Write | Rw::Readwrite => {
                 let cursor = &mut self.next_sequential_block[device_slot];
+                if *cursor + blocks > self.region_blocks {
+                    *cursor = 0; // the walk wraps where the I/O would not fit
+                }
                 let block = *cursor;
-                *cursor = (*cursor + 1) % self.region_blocks;
+                *cursor = (*cursor + blocks) % self.region_blocks;
                 block
             }
         };
@@ -108,7 +146,7 @@ impl Generator {
             write,
             device_slot,
             offset_bytes: self.region_offset_bytes + block * self.block_bytes,
-            bytes: self.block_bytes as u32,
+            bytes: (blocks * self.block_bytes) as u32,
         }
     }
 }
@@ -272,10 +310,43 @@ mod tests {
             stonewall: false,
             randseed: None,
             stats_window_ns: None,
+            bssplit: None,
             loops: None,
             random_distribution: None,
             trace: None,
         }
+    }
+
+    #[test]
+    fn bssplit_draws_each_size_by_its_share_and_keeps_every_io_in_the_region() {
+        // bssplit=4k/25:16k/75 for reads over a 64 KiB region (16 blocks of 4 KiB): of 4,000 reads about 1,000
+        // are 4 KiB and 3,000 are 16 KiB (binomial sd ~27), each aligned to 4 KiB and ending by 64 KiB.
+        let mut j = job(Rw::Randread, vec![0]);
+        j.offset_bytes = 0;
+        let share = |bytes, percent| BlockShare { bytes, percent };
+        j.bssplit = Some([
+            vec![share(4096, 25), share(16384, 75)],
+            vec![share(4096, 100)],
+        ]);
+        let mut g = Generator::new(&j, process_rng(1, 0, 0), 65536);
+        let plans: Vec<IoPlan> = (0..4000).map(|_| g.next()).collect();
+        let small = plans.iter().filter(|p| p.bytes == 4096).count();
+        assert!(
+            (900..=1100).contains(&small),
+            "{small} of 4,000 reads of 4 KiB"
+        );
+        assert!(plans.iter().all(|p| p.bytes == 4096 || p.bytes == 16384));
+        assert!(plans
+            .iter()
+            .all(|p| p.offset_bytes % 4096 == 0 && p.offset_bytes + p.bytes as u64 <= 65536));
+        // A sequential walk advances by each I/O's own size, and wraps where the next would not fit: with 16 KiB
+        // always, 0, 16, 32, 48 KiB, then 0 again.
+        let mut seq = job(Rw::Read, vec![0]);
+        seq.offset_bytes = 0;
+        seq.bssplit = Some([vec![share(16384, 100)], vec![share(16384, 100)]]);
+        let mut g = Generator::new(&seq, process_rng(1, 0, 0), 65536);
+        let offsets: Vec<u64> = (0..5).map(|_| g.next().offset_bytes / 1024).collect();
+        assert_eq!(offsets, [0, 16, 32, 48, 0]);
     }
 
     #[test]

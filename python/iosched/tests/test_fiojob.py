@@ -177,6 +177,31 @@ def test_fios_other_synchronous_engines_are_simulated_as_psync():
         resolve_job(RawJob("j", {"ioengine": "posixaio"}, "f", "[j]", "fio"), ctx())
 
 
+def test_bssplit_takes_fios_forms():
+    """bssplit: one list for both directions or READS,WRITES; sizes without a percent share the rest (fio's rule);
+    the block unit is the sizes' gcd; each refusal is one line (negative controls)."""
+    def split(text, **extra):
+        rj = resolve_job(RawJob("j", {"rw": "randrw", "bssplit": text, **extra}, "f", "[j]", "fio"), ctx())
+        return rj.config["bssplit"], rj.config["bs_bytes"], rj.notes
+    shares, bs, _ = split("4k/10:64k/50:32k/40")
+    assert shares[0] == shares[1] == [{"bytes": 4096, "percent": 10}, {"bytes": 65536, "percent": 50},
+                                      {"bytes": 32768, "percent": 40}] and bs == 4096
+    shares, bs, _ = split("8k/:16k/:32k/,64k/100")      # 100 / 3: 34, 33, 33 (the first takes the remainder)
+    assert [s["percent"] for s in shares[0]] == [34, 33, 33] and shares[1] == [{"bytes": 65536, "percent": 100}]
+    assert bs == 8192
+    _, _, notes = split("4k/100", bs="8k")
+    assert any("bssplit sets the block sizes, bs is not used" in n for n in notes)
+    plain = resolve_job(RawJob("j", {"rw": "randrw"}, "f", "[j]", "fio"), ctx()).config
+    assert "bssplit" not in plain
+    for text, why in [("4k/60:8k/60", "the percentages of a list add up to 120; fio needs 100"),
+                      ("4k/50:8k/40", "add up to 90; fio needs 100"),
+                      ("4k/50:8k/x", "expected a whole percent after /"),
+                      ("4k/100,4k/100,4k/100", "a trim list is not supported"),
+                      ("1000/100", "multiples of the logical block size 512")]:
+        with pytest.raises(SpecError, match=re.escape(why)):
+            split(text)
+
+
 def test_fios_log_options_need_log_avg_msec_and_a_plain_prefix():
     """write_bw_log / write_iops_log / write_lat_log name a prefix (bare: the job's name) and need log_avg_msec,
     which also sets the job's statistics window; every refusal is one line naming the option (negative controls)."""

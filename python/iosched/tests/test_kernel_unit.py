@@ -229,6 +229,7 @@ loops = 2
 name = "sync"
 rw = "randread"
 ioengine = "pvsync2"
+bssplit = "4k/25:16k/,8k/100"
 write_bw_log = "syncbw"
 write_lat_log = true
 log_avg_msec = 100
@@ -280,6 +281,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     # The job's own logs under logs/ (iosched's IOPS log beside them, as for every job).
     assert (jobs["sync"]["write_bw_log"], jobs["sync"]["write_lat_log"]) == ("logs/syncbw", "logs/sync")
     assert jobs["sync"]["write_iops_log"] == "logs/j3" and "write_bw_log" not in lapp
+    assert jobs["sync"]["bssplit"] == "4096/25:16384/75,8192/100" and "bssplit" not in lapp
     assert notes == []
     assert fiofile.writes(run)
 

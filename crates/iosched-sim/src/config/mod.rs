@@ -337,6 +337,14 @@ pub enum Rw {
     Readwrite,
 }
 
+/// One entry of fio's bssplit: a block size and its share of a direction's I/Os.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockShare {
+    pub bytes: u64,
+    pub percent: u32,
+}
+
 impl Rw {
     /// Whether a job of this kind issues writes (`true`) or reads (`false`).
     pub fn does(self, write: bool) -> bool {
@@ -418,6 +426,11 @@ pub struct JobConfig {
     /// fio's random_distribution: which blocks of the region random I/O addresses. None: every block alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub random_distribution: Option<RandomDistribution>,
+    /// fio's bssplit: per direction (reads, writes), block sizes with their shares of the I/Os in percent (summing
+    /// to 100); `bs_bytes` is then the smallest, the unit random offsets are aligned to (fio's blockalign). None:
+    /// every I/O is `bs_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bssplit: Option<[Vec<BlockShare>; 2]>,
     /// fio's statistics window for its IOPS and bandwidth samples (iops_avg_time and bw_avg_time, 500 ms by
     /// default; log_avg_msec where the job writes logs). None: fio's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

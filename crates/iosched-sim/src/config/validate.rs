@@ -276,6 +276,23 @@ impl JobConfig {
                 self.at("replay_time_scale must be >= 1")
             })?;
         }
+        if let Some(split) = &self.bssplit {
+            for shares in split {
+                check(
+                    !shares.is_empty() && shares.iter().map(|s| s.percent).sum::<u32>() == 100,
+                    || self.at("bssplit's shares of a direction must add up to 100"),
+                )?;
+                check(
+                    shares.iter().all(|s| {
+                        s.bytes > 0
+                            && self.bs_bytes > 0
+                            && s.bytes.is_multiple_of(self.bs_bytes)
+                            && s.bytes <= u32::MAX as u64
+                    }),
+                    || self.at("bssplit's sizes must be multiples of bs below 4 GiB"),
+                )?;
+            }
+        }
         check(self.prioclass <= 3 && self.prio <= 7, || {
             self.at("prioclass must be 0..3 and prio 0..7")
         })
@@ -316,7 +333,7 @@ impl JobConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BlkparseAction, TraceConfig};
+    use crate::config::{BlkparseAction, BlockShare, TraceConfig};
     use crate::testkit::{buffered_job, config, job};
 
     fn error_of(change: impl FnOnce(&mut SimConfig)) -> String {
@@ -421,6 +438,20 @@ mod tests {
                 "job a: replay_time_scale must be >= 1",
             ),
             (|c| c.jobs[0].prio = 8, "job a: prioclass must be 0..3 and prio 0..7"),
+            (
+                |c| {
+                    let share = |bytes, percent| BlockShare { bytes, percent };
+                    c.jobs[0].bssplit = Some([vec![share(4096, 50)], vec![share(4096, 100)]]);
+                },
+                "job a: bssplit's shares of a direction must add up to 100",
+            ),
+            (
+                |c| {
+                    let share = |bytes, percent| BlockShare { bytes, percent };
+                    c.jobs[0].bssplit = Some([vec![share(6144, 100)], vec![share(4096, 100)]]);
+                },
+                "job a: bssplit's sizes must be multiples of bs below 4 GiB",
+            ),
             (|c| c.jobs[0].devices = vec![3], "job a: no device with index 3"),
             (
                 |c| c.jobs[0].bs_bytes = 1000,

@@ -79,6 +79,7 @@ pub fn job(
         stonewall: false,
         randseed: None,
         stats_window_ns: None,
+        bssplit: None,
         loops: None,
         random_distribution: None,
         trace: None,

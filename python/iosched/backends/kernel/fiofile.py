@@ -63,6 +63,9 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         o.append(("rw", c["rw"]))
         if c["rw"] in ("randrw", "readwrite"):
             o.append(("rwmixread", c["rwmixread"]))
+        if "bssplit" in c:    # fio takes it over bs
+            o.append(("bssplit", ",".join(":".join(f"{s['bytes']}/{s['percent']}" for s in shares)
+                                          for shares in c["bssplit"])))
         o += [("bs", c["bs_bytes"]), ("ioengine", j.fio_engine or c["ioengine"]), ("iodepth", c["iodepth"]),
               ("iodepth_batch_submit", c["iodepth_batch_submit"]), ("numjobs", c["numjobs"]),
               ("direct", 0 if c["buffered"] else 1)]
