@@ -50,21 +50,69 @@ REPLAY_OPTIONS = ("read_iolog_format", "replay_time_scale", "replay_no_stall", "
 ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch_submit"}
 # Accepted and without effect in the simulator (documented as such). The buffer options set what the written data
 # holds, which matters only to a drive that compresses or deduplicates; no modelled drive does. new_group: every job
-# is its own reporting group already (group_reporting sums a job's clones, never several jobs).
+# is its own reporting group already (group_reporting sums a job's clones, never several jobs). The output options
+# (kb_base, unit_base, gtod_reduce, allow_mounted_write) change what fio prints or checks, not the I/O: gtod_reduce
+# makes fio skip timing each I/O, and iosched's fio.json still has every latency.
 IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers", "zero_buffers", "scramble_buffers",
-           "new_group"}
-# Some real fio options, so a TOML key that is one reads "not supported" rather than "unknown key".
-KNOWN_FIO = {
-    "wait_for", "verify", "do_verify", "verify_fatal", "rate_min", "rate_process",
-    "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize", "file_service_type",
-    "iodepth_batch_complete", "iodepth_low", "latency_target", "latency_window",
-    "number_ios", "io_size", "io_limit", "fsync", "fdatasync", "sync", "write_iolog",
-    "replay_redirect", "replay_align", "replay_scale", "replay_skip", "read_iolog_chunked", "merge_blktrace_file",
-    "cpumask", "nice", "include", "directory", "filesize", "nrfiles", "openfiles", "hipri",
-    "sqthread_poll", "rate_cycle", "thinktime_blocks", "thinktime_spin",
-    "exitall", "kb_base", "unit_base", "gtod_reduce",
-    "cpuload", "cpuchunks", "trim_percentage", "rw_sequencer",
-    "buffer_compress_percentage", "dedupe_percentage", "allow_mounted_write", "create_on_open", "unlink", "flow",
+           "new_group", "kb_base", "unit_base", "gtod_reduce", "allow_mounted_write"}
+# Real fio options iosched refuses, each with why (docs/spec.md lists them; a TOML key that is one reads "not
+# supported" with the reason rather than "unknown key").
+REFUSED = {
+    "wait_for": "jobs start together or after a stonewall; waiting for a named job is not modelled",
+    "verify": "the simulator models timing, not data: there is nothing to verify",
+    "do_verify": "the simulator models timing, not data: there is nothing to verify",
+    "verify_fatal": "the simulator models timing, not data: there is nothing to verify",
+    "rate_min": "a minimum rate only makes fio give up; not modelled",
+    "rate_process": "rate limits are applied at an even pace (fio's default linear); poisson is not modelled",
+    "rate_cycle": "rate_min's averaging window; rate_min is not modelled",
+    "bsrange": "sizes drawn from a range are not modelled: use bssplit",
+    "blocksize_range": "sizes drawn from a range are not modelled: use bssplit",
+    "bs_unaligned": "I/O is aligned to the block size (and the device's logical block)",
+    "zonemode": "zoned devices are not modelled",
+    "zonesize": "zoned devices are not modelled",
+    "file_service_type": "a job's I/O goes round-robin over its devices (fio's default); other policies are not "
+                         "modelled",
+    "iodepth_batch_complete": "the process reaps whatever has completed, as fio's default; batch sizes for reaping "
+                              "are not modelled",
+    "iodepth_batch_complete_min": "the process reaps whatever has completed; reap batch sizes are not modelled",
+    "iodepth_low": "the queue is refilled as each I/O completes (fio's default); a low-water mark is not modelled",
+    "latency_target": "fio's depth search for a latency target is not modelled",
+    "latency_window": "fio's depth search for a latency target is not modelled",
+    "number_ios": "a job ends by its runtime or its size (and loops); a count of I/Os is not modelled",
+    "io_size": "a job transfers its size (times loops); a separate amount is not modelled",
+    "io_limit": "a job transfers its size (times loops); a separate amount is not modelled",
+    "fsync": "the simulator has no flush or FUA path (the modelled drives' write caches are not flushed)",
+    "fdatasync": "the simulator has no flush or FUA path (the modelled drives' write caches are not flushed)",
+    "sync": "O_SYNC writes need a flush or FUA path, which the simulator does not have",
+    "write_iolog": "iosched writes fio.json and fio's averaged logs, not an I/O log",
+    "replay_redirect": "a trace's I/O goes to the job's devices (filename); redirecting is not needed",
+    "replay_align": "trace records are aligned to the logical block",
+    "replay_scale": "trace offsets are used as recorded (modulo the region)",
+    "replay_skip": "every record of a trace is replayed",
+    "read_iolog_chunked": "traces are read as a stream already",
+    "merge_blktrace_file": "merging blktrace files is not supported: replay each as its own job",
+    "cpumask": "use cpus_allowed",
+    "nice": "CFS weights by nice level are not modelled (every process has the same)",
+    "include": "job files are read without includes: put the jobs in one file",
+    "directory": "jobs run on block devices; files in a file system are not modelled",
+    "filesize": "jobs run on block devices; use size (and offset) for the region",
+    "nrfiles": "jobs run on block devices; files in a file system are not modelled",
+    "openfiles": "jobs run on block devices; files in a file system are not modelled",
+    "create_on_open": "jobs run on block devices; files in a file system are not modelled",
+    "unlink": "jobs run on block devices; files in a file system are not modelled",
+    "hipri": "polled I/O (io_uring IOPOLL) is not modelled",
+    "sqthread_poll": "io_uring's submission-queue polling thread is not modelled",
+    "thinktime_blocks": "thinktime applies after every I/O; per-block thinking is not modelled",
+    "thinktime_spin": "thinktime is a sleep; spinning is not modelled",
+    "exitall": "a job that ends does not end the others; not modelled",
+    "cpuload": "the cpuio engine is not modelled",
+    "cpuchunks": "the cpuio engine is not modelled",
+    "trim_percentage": "the simulator issues no trims (discards)",
+    "trim_backlog": "the simulator issues no trims (discards)",
+    "rw_sequencer": "sequential jobs walk their region in order; skips are not modelled",
+    "buffer_compress_percentage": "no modelled drive compresses: what the data holds does not change a run",
+    "dedupe_percentage": "no modelled drive deduplicates: what the data holds does not change a run",
+    "flow": "flow control between jobs is not modelled",
 }
 
 
@@ -273,7 +321,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
             display_opts[key] = _strval(v)
             continue
         if canon not in OPTIONS:
-            if raw.origin == "fio" or canon in KNOWN_FIO:
+            if canon in REFUSED:
+                raise _err(raw, key, f"fio option not supported by iosched: {REFUSED[canon]}")
+            if raw.origin == "fio":
                 raise _err(raw, key, "fio option not supported by iosched")
             raise _err(raw, key, "unknown key (not a job option iosched supports)")
         if canon == "name":
@@ -292,6 +342,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         sv = _str(raw, key, v)
         if ":" in sv:
             raise _err(raw, key, f"{show(sv)}: the :N offset modifier of rw is not supported by iosched")
+        if sv in ("trim", "randtrim", "trimwrite", "randtrimwrite"):
+            raise _err(raw, key, f"{sv}: the simulator issues no trims (discards): a drive's response to them is not "
+                                 "modelled")
         if sv not in RW_VALUES:
             raise _err(raw, key, f"expected one of read, write, randread, randwrite, randrw, readwrite, got {show(sv)}")
         rw = RW_VALUES[sv]
@@ -319,7 +372,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     iodepth = _int(raw, *opts["iodepth"], 1, limits.IODEPTH_MAX) if "iodepth" in opts else 1
     batch = _int(raw, *opts["iodepth_batch_submit"], 0) if "iodepth_batch_submit" in opts else 1
     numjobs = _int(raw, *opts["numjobs"], 1, 4096) if "numjobs" in opts else 1
-    engine = "io_uring"
+    # A fio job file runs as fio would run it: fio's default engine is psync. A TOML job's default is io_uring
+    # (docs/spec.md), and fio.json's job options then say so, since fio would not.
+    engine = "psync" if raw.origin == "fio" else "io_uring"
     fio_engine = None
     if "ioengine" in opts:
         key, v = opts["ioengine"]
@@ -573,6 +628,19 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         config["randseed"] = _int(raw, *opts["randseed"], 0, 2**64 - 1)
     if trace_config is not None:
         config["trace"] = trace_config
+    if raw.origin == "toml":
+        # fio.json's job options hold what fio would need to run the job as simulated: a TOML job's defaults
+        # that are not fio's (io_uring, direct I/O, time-based), and the run's duration and ramp it took.
+        implied = {"ioengine": fio_engine or engine, "direct": "0" if buffered else "1"}
+        if time_based:
+            implied["time_based"] = "1"
+        if "runtime" not in opts and runtime < 3600 * 10**9:
+            implied["runtime"] = _fio_time(runtime)
+        if "ramp_time" not in opts and ramp:
+            implied["ramp_time"] = _fio_time(ramp)
+        for k, v in implied.items():
+            if k not in opts and k not in display_opts and not (k == "direct" and "buffered" in opts):
+                display_opts[k] = v
     logs, log_avg_ms = _logs(raw, opts, numjobs, notes)
     if log_avg_ms is not None:
         config["stats_window_ns"] = log_avg_ms * 1_000_000
@@ -582,6 +650,14 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                        lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
                        io_uring_options=tuple(io_uring_options), fio_engine=fio_engine, logs=logs,
                        log_avg_ms=log_avg_ms)
+
+
+def _fio_time(ns: int) -> str:
+    """A time as fio takes it, exactly: whole seconds, milliseconds or microseconds, else nanoseconds."""
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns % size == 0:
+            return f"{ns // size}{unit}"
+    return f"{ns}ns"
 
 
 def _bssplit(raw: RawJob, opts: dict[str, Any]) -> list[list[tuple[int, int]]]:

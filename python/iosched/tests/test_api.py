@@ -28,7 +28,7 @@ def test_run_a_dict_spec_and_get_the_swept_variables_as_columns(tmp_path):
                                                           for s, d in zip(df["scheduler.name"], df["job.r.iodepth"])]
     deep = df[df["job.r.iodepth"] == 8].set_index("scheduler.name")["read_iops"]
     shallow = df[df["job.r.iodepth"] == 1].set_index("scheduler.name")["read_iops"]
-    assert (deep > 3 * shallow).all()
+    assert (deep > 3 * shallow.reindex(deep.index)).all()
     # The same columns from load() and from SQL over the folder.
     assert list(iosched.load(res.dir).columns[-2:]) == ["job.r.iodepth", "scheduler.name"]     # in name order
     again = iosched.run(SWEEP, out=tmp_path / "out", progress=False)      # resumes: nothing to simulate again

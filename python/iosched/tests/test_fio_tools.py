@@ -32,7 +32,7 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     windows are 200 ms (9 samples) and the logs hold one line per 200 ms and direction from the job's start,
     ramp included, in fio's "time, value, direction, 0, 0" form. A job without log options writes no logs."""
     native_or_skip()
-    run = _run(tmp_path, "[j]\nrw=randrw\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n")
+    run = _run(tmp_path, "[j]\nrw=randrw\nioengine=io_uring\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n")
     job = json.loads((run / "fio.json").read_text())["jobs"][0]
     r = job["read"]
     # fio's "IO depths": a QD-4 job's submissions almost all bring it to 4 (fio prints "4=100.0%").
@@ -41,7 +41,8 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     assert r["iops_min"] <= r["iops_mean"] <= r["iops_max"] and r["iops_stddev"] > 0
     assert abs(r["iops_mean"] / r["iops"] - 1) < 0.05 and abs(r["bw_agg"] - 100) < 5
     assert abs(r["bw_mean"] / (4 * r["iops_mean"]) - 1) < 1e-9          # 4 KiB reads: KiB/s = 4 x IOPS
-    run = _run(tmp_path, "[j]\nrw=randrw\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\nwrite_bw_log=pfx\n"
+    run = _run(tmp_path, "[j]\nrw=randrw\nioengine=io_uring\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n"
+                         "write_bw_log=pfx\n"
                          "write_iops_log=pfx\nwrite_lat_log\nlog_avg_msec=200\n", "logs.fio")
     doc = json.loads((run / "fio.json").read_text())["jobs"][0]
     assert doc["read"]["iops_samples"] == 9 and doc["job options"]["log_avg_msec"] == "200"

@@ -73,9 +73,11 @@ def test_global_after_job_does_not_apply(tmp_path):
 
 
 def test_defaults():
+    """fio's defaults for a fio job file (its engine is psync, as `fio` prints); a TOML job's engine is io_uring."""
     c = resolve_job(RawJob("j", {}, "f", "[j]", "fio"), ctx()).config
     assert (c["rw"], c["rwmixread"], c["bs_bytes"], c["iodepth"], c["numjobs"], c["ioengine"]) == \
-        ("read", 50, 4096, 1, 1, "io_uring")
+        ("read", 50, 4096, 1, 1, "psync")
+    assert resolve_job(RawJob("j", {}, "f", 'job "j"', "toml"), ctx()).config["ioengine"] == "io_uring"
     assert c["cgroup_weight"] == 100 and c["cgroup"] == "" and c["prioclass"] == 0 and c["rate_iops"] == 0
     assert c["time_based"] is False and c["cpus_allowed"] == [] and c["cpus_split"] is False
 
@@ -109,7 +111,7 @@ def test_filename_colon_list():
     ({"filename": "/dev/nvme3n1"}, "jobs.fio: [j] filename=/dev/nvme3n1: no such device (have /dev/nvme0n1)"),
     ({"direct": "0"}, "jobs.fio: [j] direct=0: buffered I/O needs a host preset with a page_cache"),
     ({"rw": "randread:8"}, "jobs.fio: [j] rw: \"randread:8\": the :N offset modifier"),
-    ({"rw": "trim"}, "jobs.fio: [j] rw: expected one of"),
+    ({"rw": "trim"}, "jobs.fio: [j] rw: trim: the simulator issues no trims"),
     ({"iodepth": "0"}, "jobs.fio: [j] iodepth: expected an integer in 1..65536, got 0"),
     ({"bs": "4x"}, "jobs.fio: [j] bs: expected a size"),
     ({"bs": "1000"}, "jobs.fio: [j] bs: expected a multiple of the logical block size 512"),
@@ -146,7 +148,7 @@ def test_io_uring_file_and_buffer_registration_are_accepted_with_io_uring_only()
     as without them (the host's io_uring costs were fitted to those runs), fio.json shows them and the kernel
     backend passes them on. With another engine fio knows neither (the negative control), and polled I/O (hipri)
     is not modelled, so it stays an error."""
-    plain = resolve_job(RawJob("j", {"rw": "randread"}, "f", "[j]", "fio"), ctx())
+    plain = resolve_job(RawJob("j", {"rw": "randread", "ioengine": "io_uring"}, "f", "[j]", "fio"), ctx())
     opts = {"rw": "randread", "ioengine": "io_uring", "registerfiles": "1", "fixedbufs": None}
     with_them = resolve_job(RawJob("j", opts, "f", "[j]", "fio"), ctx())
     assert with_them.config == plain.config and with_them.io_uring_options == ("registerfiles", "fixedbufs")
@@ -338,7 +340,7 @@ def test_buffered_job_with_its_own_file_per_process():
 
 @pytest.mark.parametrize("opts,msg", [
     ({"rw": "randread", "direct": "0", "ioengine": "psync", "size": "1m"}, "rw=read and rw=write only"),
-    ({"rw": "read", "direct": "0", "size": "1m"}, "ioengine=psync only, got io_uring"),
+    ({"rw": "read", "direct": "0", "size": "1m", "ioengine": "io_uring"}, "ioengine=psync only, got io_uring"),
     ({"rw": "read", "direct": "0", "ioengine": "psync"}, "size: a buffered job needs a size"),
     ({"rw": "read", "direct": "0", "ioengine": "psync", "size": "1m", "bs": "2k"}, "whole 4 KiB pages"),
     ({"rw": "read", "numjobs": "4", "size": "1t", "offset_increment": "1t"}, "exceeds the device capacity"),
@@ -368,3 +370,24 @@ def test_rate_errors(opts, msg):
     with pytest.raises(SpecError) as e:
         resolve_job(RawJob("j", opts, "jobs.fio", "[j]", "fio"), ctx())
     assert msg in str(e.value)
+
+
+def test_the_docs_list_every_fio_option_with_what_iosched_does():
+    """docs/spec.md's list of fio options is the code's: every honoured, ignored and refused option, each refusal
+    with the reason its error gives."""
+    from iosched.fiojob import ALIASES, IGNORED, OPTIONS, REFUSED
+
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "spec.md").read_text()
+    section = text[text.index("### Every fio option iosched knows"):text.index("## Trace replay")]
+    honoured, accepted, refused = section.split("Honoured")[1].split("Accepted")[0], \
+        section.split("Accepted")[1].split("Refused")[0], section.split("Refused")[1]
+    named = lambda part: set(re.findall(r"`([a-z_0-9]+)`", part))    # noqa: E731
+    assert named(honoured) == (set(OPTIONS) - {"name"}) | set(ALIASES)
+    assert named(accepted) == IGNORED
+    rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| (.+) \|$", refused, re.M))
+    assert rows == REFUSED
+    for option, why in REFUSED.items():         # and the error says it
+        with pytest.raises(SpecError, match=re.escape(f"{option}: fio option not supported by iosched: {why}")):
+            resolve_job(RawJob("j", {option: "1"}, "f", "[j]", "fio"), ctx())

@@ -73,7 +73,8 @@ def test_option_errors(tmp_path, opts, msg):
 
 def test_replay_defaults_and_config(tmp_path):
     write(tmp_path, "t.csv", SYSTOR)
-    r = job(tmp_path, {"read_iolog": "t.csv", "iodepth": "8", "replay_time_scale": "200", "replay_lun": "0"})
+    r = job(tmp_path, {"read_iolog": "t.csv", "iodepth": "8", "ioengine": "io_uring", "replay_time_scale": "200",
+                       "replay_lun": "0"})
     c = r.config
     assert c["time_based"] is False, "a replay ends with its trace unless time_based"
     assert c["runtime_ns"] == 3600 * 10**9 and any("replays until the trace ends" in n for n in r.notes)
