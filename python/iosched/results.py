@@ -270,12 +270,12 @@ def log_files(jobs: list[tuple[dict[str, Any], dict[str, str]]], result: dict[st
         for sample in result.get("timeseries", []):
             if sample["source"] == "job" and sample["subject"] == c["name"] and start < sample["t_ns"] <= end:
                 by_t.setdefault(sample["t_ns"], {})[sample["metric"]] = sample["value"]
-        directions = [(d, i) for i, d in enumerate(("read", "write"))
-                      if "trace" in c or _does(c["rw"], write=(i == 1))]
+        does = directions(None if "trace" in c else c["rw"])
+        directions_ = [(d, i) for i, d in enumerate(("read", "write")) if does[i]]
         for kind, prefix in logs.items():
             lines = []
             for t in sorted(by_t):
-                for d, i in directions:
+                for d, i in directions_:
                     metric = {"bw": f"{d}_bw_bytes", "iops": f"{d}_iops", "lat": f"{d}_clat_mean_ns"}[kind]
                     v = by_t[t].get(metric)
                     if v is None:
@@ -287,8 +287,13 @@ def log_files(jobs: list[tuple[dict[str, Any], dict[str, str]]], result: dict[st
     return files
 
 
-def _does(rw: str, *, write: bool) -> bool:
-    return rw in ("randrw", "readwrite") or (rw in ("write", "randwrite")) == write
+def directions(rw: str | None) -> tuple[bool, bool]:
+    """(reads, writes) a job of this rw does; None (a trace replay, or a run without its config): both."""
+    if rw in ("read", "randread"):
+        return True, False
+    if rw in ("write", "randwrite"):
+        return False, True
+    return True, True
 
 
 def run_spec(run: ResolvedRun, rid: str) -> dict[str, Any]:

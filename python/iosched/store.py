@@ -384,6 +384,7 @@ def _results_with_sweep_columns(con, pd) -> None:
     if not keys:
         con.execute("CREATE VIEW results AS SELECT * FROM _results_stored")
         return
+
     def cell(values: list[Any]) -> list[Any]:
         # One type per column (a number, a string, a flag); anything else (a table, mixed kinds) as its JSON text.
         kinds = {type(v) for v in values if v is not None}
@@ -392,10 +393,8 @@ def _results_with_sweep_columns(con, pd) -> None:
         return [None if v is None else json.dumps(v, sort_keys=True) for v in values]
 
     rids = list(parsed)
-    columns = {"run_id": rids, **{k: cell([parsed[r].get(k) for r in rids]) for k in keys}}
-    sweep = pd.DataFrame(columns)
-    sweep = sweep.rename(columns={"run_id": "_sweep_run_id"})
-    con.register("_sweep", sweep)
+    con.register("_sweep", pd.DataFrame({"_sweep_run_id": rids,
+                                         **{k: cell([parsed[r].get(k) for r in rids]) for k in keys}}))
     cols = ", ".join('s."' + k.replace('"', '""') + '"' for k in keys)
     con.execute("CREATE VIEW results AS SELECT r.* EXCLUDE (_row), " + cols + " FROM "
                 "(SELECT *, row_number() OVER () AS _row FROM _results_stored) r "

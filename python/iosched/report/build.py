@@ -156,7 +156,7 @@ CDF_RUNS_PER_PANEL = 12
 
 def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     """A user experiment (`iosched run`): a table of every run and job, and latency CDFs per job."""
-    from ..results import percentile
+    from ..results import directions, percentile
 
     runs = _run_rows(out, entry)
     kernel = entry.get("backend") in ("kernel", "vm")
@@ -181,7 +181,8 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     for r in done:
         res = store.load_result(out, r["id"])
         run_data.append(RunData(r["id"], r["point"], r["repetition"], r["scheduler"], res))
-        rws = {c["name"]: c.get("rw") for c in store.load_run_spec(out, r["id"]).get("sim_config", {}).get("jobs", [])}
+        configs = store.load_run_spec(out, r["id"]).get("sim_config", {}).get("jobs", [])
+        rws = {c["name"]: None if "trace" in c else c.get("rw") for c in configs}
         busy = sum(c["busy_ns"] for c in res["cores"]) / res["window_ns"] if res["window_ns"] else 0.0
         tot = sum(c["busy_ns"] for c in res["cores"])
         lock = sum(c["lock_ns"] for c in res["cores"]) / tot if tot else 0.0
@@ -192,7 +193,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
             w = j["window_ns"] / 1e9 if j["window_ns"] else float("nan")
             rd, wr = j["read"], j["write"]
             # A direction the job does not do is blank, not 0 (a writer starved of its writes still shows 0).
-            does = _directions(rws.get(j["name"]))
+            does = directions(rws.get(j["name"]))
             read_cells = [fmt(rd["ios"] / w / 1e3), " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9))] \
                 if rd["ios"] or does[0] else ["", ""]
             write_cells = [fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3)] \
@@ -225,14 +226,6 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     sec.figures += sweep_figures(name, run_data)
     return sec
 
-
-def _directions(rw: str | None) -> tuple[bool, bool]:
-    """(reads, writes) a job of this rw does; unknown (a trace, a measured run without the config): both."""
-    if rw in ("read", "randread"):
-        return True, False
-    if rw in ("write", "randwrite"):
-        return False, True
-    return True, True
 
 
 def validation_section(out: Path) -> Section:
