@@ -82,11 +82,12 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
             raise SpecError(None, "spec", "the kernel backend takes a spec file (write the dict to a .toml)")
         options = Options(devices=[device] if isinstance(device, str) else list(device), out=out_path)
         run_on_kernel(label, ov, options, report=report, echo=_quiet)
-        exp = make(ov)
+        from .backends.kernel.runner import manifest_name
         from .store import read_manifest
 
-        entry = read_manifest(out_path)["experiments"][exp.data["name"]]
-        return Results(out_path, exp.data["name"], [r["id"] for r in entry["runs"]])
+        name = manifest_name(make(ov).data["name"])
+        entry = read_manifest(out_path)["experiments"][name]
+        return Results(out_path, name, [r["id"] for r in entry["runs"]])
     from .running import run_simulated
 
     if isinstance(device, list):

@@ -136,6 +136,24 @@ def test_remove_loop_deletes_only_what_it_created(state_dir, tmp_path):
 
 # ---------------------------------------------------------------- runs
 
+def test_iosched_run_from_python_on_the_kernel_with_fios_own_logs(loop, queue_guard, tmp_path):
+    """iosched.run(backend="kernel") measures on the device; a job's write_bw_log and write_iops_log reach real fio
+    (its logs land under the run's logs/, named as fio names them), and iosched's time series comes from the job's
+    own IOPS log."""
+    import iosched
+
+    jobs = ('[[job]]\nname = "rr"\nrw = "randread"\niodepth = 8\nwrite_bw_log = "mybw"\n'
+            'write_iops_log = "myiops"\nlog_avg_msec = 50\n')
+    res = iosched.run(spec(tmp_path, jobs=jobs), backend="kernel", device=loop.path, out=tmp_path / "out",
+                      progress=False)
+    (rid,) = res.run_ids
+    df = res.df
+    assert df["backend"].tolist() == ["kernel"] and df["read_iops"].iloc[0] > 0
+    logs = sorted(p.name for p in (tmp_path / "out" / "runs" / rid / "logs").iterdir())
+    assert "mybw_bw.1.log" in logs and "myiops_iops.1.log" in logs and not any(n.startswith("j0_") for n in logs)
+    assert (res.timeseries.query("source == 'job' and metric == 'read_iops'")["value"] > 0).any()
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_smoke_each_scheduler(loop, queue_guard, tmp_path, scheduler):
     out = tmp_path / "out"
