@@ -406,6 +406,8 @@ def compare(dir_a, dir_b, fmt, backend_a, backend_b):
         for r in body:
             t.add_row(*r)
         Console(width=None if sys.stdout.isatty() else 160).print(t)    # piped: no 80-column squeeze
+    for warning in cmp.preset_warnings(rows_a, rows_b):
+        click.echo(f"warning: {warning}", err=True)
     for side, keys in (("A", only_a), ("B", only_b)):
         if keys:
             click.echo(f"note: {len(keys)} job(s) only in {side}: "

@@ -92,6 +92,36 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> tuple
     return lines, sorted(set(ga) - set(gb), key=str), sorted(set(gb) - set(ga), key=str)
 
 
+def preset_warnings(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -> list[str]:
+    """When simulated runs are compared with measured ones: each device preset the simulator used that was not
+    calibrated from a device the measured runs ran on (`iosched calibrate` writes "calibrated from /dev/X" into the
+    preset's description; the null_blk family is its own device's parameters, so its name must match)."""
+    from . import presets
+    from .errors import SpecError
+
+    rows = rows_a + rows_b
+    measured = {d for r in rows if r["backend"] in ("kernel", "vm") for d in str(r["device"] or "").split("+") if d}
+    simulated = {d for r in rows if r["backend"] == "sim" for d in str(r["device"] or "").split("+") if d}
+    if not measured or not simulated:
+        return []
+    out = []
+    for name in sorted(simulated):
+        base = name.split(" (set ")[0]
+        if base in measured:
+            continue                  # a nullb preset is the lab device's own parameters
+        try:
+            description = presets.load_preset("device", base).description
+        except SpecError:
+            description = ""
+        if any(f"calibrated from {d.split(' (')[0]} " in description + " " for d in measured):
+            continue
+        out.append(f"the simulated runs used device preset {name}, which was not calibrated from "
+                   f"{', '.join(sorted(measured))} (its description: {description or 'unknown'}): the comparison "
+                   f"mixes the device model's error with the scheduler's (iosched calibrate DEVICE fits a preset to "
+                   f"it)")
+    return out
+
+
 def _point(p: str) -> str:
     try:
         d = json.loads(p)

@@ -471,6 +471,33 @@ def test_compare_matches_jobs_and_averages_repetitions():
     assert md.splitlines()[0].startswith("| experiment |") and len(md.splitlines()) == 2 + len(body)
 
 
+def test_compare_warns_when_the_simulated_device_was_not_calibrated_from_the_measured_one(tmp_path, monkeypatch):
+    """A shipped preset (a datasheet drive) against a loop device: a warning; a preset `iosched calibrate` fitted to
+    that very device, or the lab's null_blk preset of the same parameters: none (the negative controls)."""
+    from iosched import compare, presets
+
+    from .conftest import DATA
+
+    def rows(sim_device, measured_device):
+        return ([dict(_row("sim", "j", 1.0, 1), device=sim_device)],
+                [dict(_row("kernel", "j", 1.0, 1), device=measured_device)])
+
+    (warning,) = compare.preset_warnings(*rows("samsung-980pro-1tb", "/dev/loop0"))
+    assert "device preset samsung-980pro-1tb, which was not calibrated from /dev/loop0" in warning
+    mine = tmp_path / "devices"
+    mine.mkdir()
+    text = (DATA / "presets" / "devices" / "samsung-980pro-1tb.toml").read_text()
+    old = next(line for line in text.splitlines() if line.startswith("description = "))
+    (mine / "loop0-fit.toml").write_text(text.replace('name = "samsung-980pro-1tb"', 'name = "loop0-fit"').replace(
+        old, 'description = "calibrated from /dev/loop0 on host (2026-11-29)"'))
+    monkeypatch.setenv("IOSCHED_PRESETS", str(tmp_path))
+    presets._cache.clear()
+    assert compare.preset_warnings(*rows("loop0-fit", "/dev/loop0")) == []
+    assert compare.preset_warnings(*rows("loop0-fit", "/dev/loop1")) != []
+    assert compare.preset_warnings(*rows("nullb:irqmode=2", "nullb:irqmode=2")) == []
+    assert compare.preset_warnings(*rows("samsung-980pro-1tb", "x")[:1], []) == []     # nothing measured
+
+
 def _fake_hierarchy(tmp_path, version, weight_files, root_subtree="cpu"):
     """A cgroup mount as plain files: what the kernel would create on mkdir is made beforehand."""
     root = tmp_path / f"cg{version}"
