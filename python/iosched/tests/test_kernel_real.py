@@ -454,9 +454,11 @@ def test_compare_sim_and_kernel(loop, queue_guard, tmp_path):
     cli("run", p, "--out", tmp_path / "sim")
     cli("run", p, "--backend", "kernel", "--device", loop.path, "--out", tmp_path / "kernel")
     res = cli("compare", tmp_path / "sim", tmp_path / "kernel", "--format", "markdown")
-    lines = res.output.strip().splitlines()
+    lines = res.stdout.strip().splitlines()
     assert lines[0] == "| experiment | sweep point | scheduler | job | metric | A (sim) | B (kernel) | B/A |"
     assert [ln.split(" | ")[4] for ln in lines[2:]] == ["read IOPS", "read mean clat (us)", "read P99 clat (us)"]
+    # The simulator ran the spec's datasheet drive, not a preset calibrated from this loop device: said on stderr.
+    assert f"was not calibrated from {loop.path}" in res.stderr
 
 
 def test_kernel_runs_share_the_results_folder_with_simulated_runs(loop, queue_guard, tmp_path):
