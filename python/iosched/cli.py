@@ -424,10 +424,12 @@ def export(dir, bench_fio):
     """Export a results folder for other tools (fio-plot)."""
     from .export import export_bench_fio
 
-    written = export_bench_fio(Path(dir), Path(bench_fio))
+    written, left_out = export_bench_fio(Path(dir), Path(bench_fio))
     folders = sorted({str(p.parent) for p in written})
     click.echo(f"wrote {len(written)} run(s) in bench-fio's layout: " + ", ".join(folders[:6])
                + (" ..." if len(folders) > 6 else ""))
+    for why, n in left_out.items():
+        click.echo(f"note: {n} run(s) left out: {why}", err=True)
 
 
 @main.command()

@@ -37,22 +37,26 @@ def _variant(spec: dict[str, Any], first_job: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", "_".join(str(p) for p in parts))
 
 
-def export_bench_fio(results: Path, out: Path) -> list[Path]:
-    """Write every finished run of ``results`` (repetition 0) into ``out`` in bench-fio's layout; returns the JSON
-    files written. A run whose first job replays a trace has no rw/iodepth to be named by and is skipped."""
+def export_bench_fio(results: Path, out: Path) -> tuple[list[Path], dict[str, int]]:
+    """Write every finished simulated run of ``results`` (repetition 0) into ``out`` in bench-fio's layout; returns
+    the JSON files written and how many runs were left out, by why (other repetitions; measured runs, whose fio
+    wrote its own files; runs whose first job replays a trace, which has no rw and iodepth to be named by)."""
     results, out = Path(results), Path(out)
     rids = store.finished_runs(results)
     if not rids:
         raise SpecError(str(results), None, "no finished runs here (the --out folder of iosched run)")
-    written = []
+    written: list[Path] = []
+    left_out: dict[str, int] = {}
     for rid in rids:
         spec = store.load_run_spec(results, rid)
-        if spec.get("repetition", 0) != 0 or "sim_config" not in spec:
+        why = ("a repetition other than 0" if spec.get("repetition", 0) != 0 else
+               "measured (kernel or VM): fio's own files are in runs/<id>/" if "sim_config" not in spec else
+               "a trace replay" if "trace" in spec["sim_config"]["jobs"][0] else None)
+        if why:
+            left_out[why] = left_out.get(why, 0) + 1
             continue
         jobs = spec["sim_config"]["jobs"]
         first = jobs[0]
-        if "trace" in first:
-            continue
         rw, depth, numjobs = first["rw"], first["iodepth"], first["numjobs"]
         folder = f"{spec['experiment']}/{_variant(spec, first['name'])}/{_bs(first['bs_bytes'])}"
         doc = json.loads((store.run_dir(results, rid) / "fio.json").read_text())
@@ -72,4 +76,4 @@ def export_bench_fio(results: Path, out: Path) -> list[Path]:
                          [(c, {}) for c in jobs[1:]], result)
         for rel, text in logs.items():
             store.write_text(out, f"{folder}/{Path(rel).name}", text)
-    return written
+    return written, left_out
