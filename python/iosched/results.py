@@ -131,10 +131,10 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
     stats = {"min": d["clat_min_ns"], "max": d["clat_max_ns"], "mean": float(d["clat_mean_ns"]),
              "stddev": float(d["clat_stddev_ns"]), "N": ios}
     pcts = {f"{p:f}": percentile(d, p) for p in pct_list}
-    zero = {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}
     # As fio writes json+: percentiles and bins of clat_ns (clat_percentiles, default on) and of lat_ns
     # (lat_percentiles, default off), and a direction without I/O has only the five statistics (fio's own
-    # fio_jsonplus_clat2csv fails on an empty "bins"). The simulator has no submission latency: lat is clat.
+    # fio_jsonplus_clat2csv fails on an empty "bins"). The simulator does not time the submission call apart:
+    # lat is clat, and slat_ns is left out (fio's tools read its absence as no data, not as zero latency).
     def latency(listed: bool) -> dict[str, Any]:
         if not (ios and listed):
             return dict(stats)
@@ -143,7 +143,7 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
     return {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
         "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
-        "short_ios": 0, "drop_ios": 0, "slat_ns": dict(zero),
+        "short_ios": 0, "drop_ios": 0,
         "clat_ns": latency(clat_pcts),
         "lat_ns": latency(lat_pcts),
         **_window_stats(d, bw),
