@@ -124,6 +124,39 @@ def _empty_dir() -> dict[str, Any]:
             "percentiles": [], "bins": []}
 
 
+# fio's latency histogram (stat.h: FIO_IO_U_PLAT_BITS 6, 29 groups): values below 128 ns exact, above that 64
+# buckets per power of two, each reported at the middle of its range (plat_idx_to_val).
+PLAT_BITS, PLAT_GROUPS = 6, 29
+
+
+def plat_index(ns: int) -> int:
+    """fio's plat_val_to_idx."""
+    msb = ns.bit_length() - 1 if ns > 0 else 0
+    if msb <= PLAT_BITS:
+        return ns
+    error_bits = msb - PLAT_BITS
+    index = ((error_bits + 1) << PLAT_BITS) + (((1 << PLAT_BITS) - 1) & (ns >> error_bits))
+    return min(index, PLAT_GROUPS * (1 << PLAT_BITS) - 1)
+
+
+def plat_value(index: int) -> int:
+    """fio's plat_idx_to_val: the value json+ names a bucket by."""
+    if index < (1 << (PLAT_BITS + 1)):
+        return index
+    error_bits = (index >> PLAT_BITS) - 1
+    return int((1 << (error_bits + PLAT_BITS)) + ((index % (1 << PLAT_BITS)) + 0.5) * (1 << error_bits))
+
+
+def fio_bins(bins: list[list[int]]) -> dict[str, int]:
+    """The simulator's histogram (buckets within 1%) regrouped on fio's own bucket grid (within 1.6%), as json+
+    lists "bins": each bucket's count under the value fio names it by, in ascending order."""
+    out: dict[int, int] = {}
+    for ns, count in bins:
+        key = plat_value(plat_index(int(ns)))
+        out[key] = out.get(key, 0) + count
+    return {str(k): out[k] for k in sorted(out)}
+
+
 def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts: bool = True,
              lat_pcts: bool = False) -> dict[str, Any]:
     ios, nbytes = d["ios"], d["bytes"]
@@ -138,7 +171,7 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
     def latency(listed: bool) -> dict[str, Any]:
         if not (ios and listed):
             return dict(stats)
-        return dict(stats, percentile=dict(pcts), bins={str(ns): c for ns, c in d["bins"]})
+        return dict(stats, percentile=dict(pcts), bins=fio_bins(d["bins"]))
 
     return {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),

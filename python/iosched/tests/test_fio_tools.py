@@ -119,3 +119,21 @@ def test_fio_plot_and_fio_read_a_sweep_exported_in_bench_fios_layout(tmp_path):
                            timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
     assert "validated" in p.stdout
+
+
+def test_bins_are_on_fios_own_bucket_grid(tmp_path):
+    """Real fio's json+ bins (a short read job on a file) are each a fixed point of iosched's grid: the value fio
+    names a bucket by maps to that bucket and back; and a value between two of them moves to one (the negative
+    control: the simulator's own 1% buckets are not on fio's grid)."""
+    from iosched.results import fio_bins, plat_index, plat_value
+
+    fio = _tool("fio")
+    target = tmp_path / "f"
+    target.write_bytes(b"\0" * (8 << 20))
+    p = subprocess.run([fio, "--name=j", f"--filename={target}", "--rw=randread", "--size=8M", "--runtime=300ms",
+                        "--time_based", "--output-format=json+", f"--output={tmp_path / 'o.json'}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    keys = [int(k) for k in json.loads((tmp_path / "o.json").read_text())["jobs"][0]["read"]["clat_ns"]["bins"]]
+    assert len(keys) > 5 and all(plat_value(plat_index(k)) == k for k in keys)
+    assert plat_value(plat_index(80_000)) == 80_384 and "80000" not in fio_bins([[80_000, 1]])

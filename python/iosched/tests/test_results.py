@@ -61,7 +61,9 @@ def test_fio_json_shape(tmp_path):
     assert lapp["read"]["iops"] == 500.0 and lapp["read"]["total_ios"] == 1000
     assert lapp["read"]["clat_ns"]["percentile"]["99.000000"] == int(80_000 * 10.9)
     assert lapp["read"]["clat_ns"]["percentile"]["99.990000"] > 0
-    assert lapp["read"]["clat_ns"]["bins"] == {"80000": 997, "1600000": 2, "3000000000": 1}
+    # On fio's grid (stat.h): 80,000 ns has its top bit at 2^16, so 10 error bits; bucket 64 x 11 + (78 & 63) = 718,
+    # named by 2^16 + 14.5 x 2^10 = 80,384. Likewise 1.6 ms -> 1,597,440 and 3 s -> 3,003,121,664.
+    assert lapp["read"]["clat_ns"]["bins"] == {"80384": 997, "1597440": 2, "3003121664": 1}
     assert "bins" not in lapp["read"]["lat_ns"] and lapp["read"]["lat_ns"]["N"] == 1000
     assert lapp["read"]["bw"] == int(1000 * 4096 / 2 / 1024) and lapp["read"]["runtime"] == 2000
     assert lapp["write"]["total_ios"] == 0 and lapp["trim"]["total_ios"] == 0
@@ -142,4 +144,4 @@ def test_fio_own_clat2csv_reads_a_job_with_one_direction(tmp_path):
     res = subprocess.run([tool, str(src), str(tmp_path / "clat")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     rows = (tmp_path / "clat_job0").read_text().splitlines()
-    assert rows[0].startswith("nsec, read_slat_ns_count") and rows[1].startswith("80000, , , , 997, 997, 0.997")
+    assert rows[0].startswith("nsec, read_slat_ns_count") and rows[1].startswith("80384, , , , 997, 997, 0.997")
