@@ -49,13 +49,14 @@ def export_bench_fio(results: Path, out: Path) -> tuple[list[Path], dict[str, in
     left_out: dict[str, int] = {}
     for rid in rids:
         spec = store.load_run_spec(results, rid)
+        measured = "sim_config" not in spec
+        jobs = [j["config"] for j in spec.get("jobs", [])] if measured else spec["sim_config"]["jobs"]
         why = ("a repetition other than 0" if spec.get("repetition", 0) != 0 else
-               "measured (kernel or VM): fio's own files are in runs/<id>/" if "sim_config" not in spec else
-               "a trace replay" if "trace" in spec["sim_config"]["jobs"][0] else None)
+               "no job configs recorded (a run of an older iosched)" if not jobs or "rw" not in jobs[0] else
+               "a trace replay" if "trace" in jobs[0] else None)
         if why:
             left_out[why] = left_out.get(why, 0) + 1
             continue
-        jobs = spec["sim_config"]["jobs"]
         first = jobs[0]
         rw, depth, numjobs = first["rw"], first["iodepth"], first["numjobs"]
         folder = f"{spec['experiment']}/{_variant(spec, first['name'])}/{_bs(first['bs_bytes'])}"
@@ -70,10 +71,24 @@ def export_bench_fio(results: Path, out: Path) -> tuple[list[Path], dict[str, in
             opts.setdefault("numjobs", str(config["numjobs"]))
         name = f"{rw}-{depth}-{numjobs}"
         written.append(store.write_text(out, f"{folder}/{name}.json", json.dumps(doc, indent=2) + "\n"))
-        result = json.loads(gzip.decompress((store.run_dir(results, rid) / "result.json.gz").read_bytes()))
         prefix = f"{rw}-iodepth-{depth}-numjobs-{numjobs}"
+        if measured:
+            # fio's own logs of the first job (iosched's IOPS log j0, or the job's own logs), renamed.
+            own = spec["jobs"][0]
+            for path in sorted((store.run_dir(results, rid) / "logs").glob("*.log")):
+                match = re.fullmatch(r"(.+)_(bw|iops|lat|clat|slat)\.(\d+)\.log", path.name)
+                if match and match[1] in ("j0", *_own_prefixes(own)):
+                    store.write_file(out, f"{folder}/{prefix}_{match[2]}.{match[3]}.log", path.read_bytes())
+            continue
+        result = json.loads(gzip.decompress((store.run_dir(results, rid) / "result.json.gz").read_bytes()))
         logs = log_files([(first, {"bw": prefix, "iops": prefix, "lat": prefix})] +
                          [(c, {}) for c in jobs[1:]], result)
         for rel, text in logs.items():
             store.write_text(out, f"{folder}/{Path(rel).name}", text)
     return written, left_out
+
+
+def _own_prefixes(job: dict[str, Any]) -> list[str]:
+    """The log prefixes a measured run's first job set itself (write_*_log in its options)."""
+    opts = job.get("options", {})
+    return [v or job["name"] for k, v in opts.items() if k in ("write_bw_log", "write_iops_log", "write_lat_log")]

@@ -152,6 +152,14 @@ def test_iosched_run_from_python_on_the_kernel_with_fios_own_logs(loop, queue_gu
     logs = sorted(p.name for p in (tmp_path / "out" / "runs" / rid / "logs").iterdir())
     assert "mybw_bw.1.log" in logs and "myiops_iops.1.log" in logs and not any(n.startswith("j0_") for n in logs)
     assert (res.timeseries.query("source == 'job' and metric == 'read_iops'")["value"] > 0).any()
+    # Exported for fio-plot: fio's own json+ and fio's own logs, under bench-fio's names.
+    cli("export", tmp_path / "out", "--bench-fio", tmp_path / "bf")
+    (folder,) = (tmp_path / "bf" / "k").iterdir()
+    names = sorted(p.name for p in (folder / "4k").iterdir())
+    assert "randread-8-1.json" in names and "randread-iodepth-8-numjobs-1_bw.1.log" in names
+    assert "randread-iodepth-8-numjobs-1_iops.1.log" in names
+    doc = json.loads((folder / "4k" / "randread-8-1.json").read_text())
+    assert doc["fio version"].startswith("fio-")
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
