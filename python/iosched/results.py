@@ -161,26 +161,30 @@ def _fio_dir(d: dict[str, Any], window_ns: int, pct_list: list[float], clat_pcts
              lat_pcts: bool = False) -> dict[str, Any]:
     ios, nbytes = d["ios"], d["bytes"]
     bw = _per_s(nbytes, window_ns)
-    stats = {"min": d["clat_min_ns"], "max": d["clat_max_ns"], "mean": float(d["clat_mean_ns"]),
-             "stddev": float(d["clat_stddev_ns"]), "N": ios}
-    pcts = {f"{p:f}": percentile(d, p) for p in pct_list}
+
     # As fio writes json+: percentiles and bins of clat_ns (clat_percentiles, default on) and of lat_ns
     # (lat_percentiles, default off), and a direction without I/O has only the five statistics (fio's own
-    # fio_jsonplus_clat2csv fails on an empty "bins"). The simulator does not time the submission call apart:
-    # lat is clat, and slat_ns is left out (fio's tools read its absence as no data, not as zero latency).
-    def latency(listed: bool) -> dict[str, Any]:
-        if not (ios and listed):
-            return dict(stats)
-        return dict(stats, percentile=dict(pcts), bins=fio_bins(d["bins"]))
+    # fio_jsonplus_clat2csv fails on an empty "bins"). An async engine's slat (the submission call) and lat (from
+    # the call's start to completion) are the simulator's own; a sync engine's call is the I/O, so, as fio, it
+    # has no slat_ns and its lat is its clat.
+    def latency(src: dict[str, Any], listed: bool) -> dict[str, Any]:
+        stats = {"min": src["clat_min_ns"], "max": src["clat_max_ns"], "mean": float(src["clat_mean_ns"]),
+                 "stddev": float(src["clat_stddev_ns"]), "N": src["ios"]}
+        if not (src["ios"] and listed):
+            return stats
+        return dict(stats, percentile={f"{p:f}": percentile(src, p) for p in pct_list}, bins=fio_bins(src["bins"]))
 
-    return {
+    out = {
         "io_bytes": nbytes, "io_kbytes": nbytes // 1024, "bw_bytes": int(bw), "bw": int(bw / 1024),
         "iops": _per_s(ios, window_ns), "runtime": window_ns // 1_000_000 if ios else 0, "total_ios": ios,
         "short_ios": 0, "drop_ios": 0,
-        "clat_ns": latency(clat_pcts),
-        "lat_ns": latency(lat_pcts),
-        **_window_stats(d, bw),
     }
+    if d.get("slat"):
+        out["slat_ns"] = latency(d["slat"], False)
+    out["clat_ns"] = latency(d, clat_pcts)
+    out["lat_ns"] = latency(d.get("lat") or d, lat_pcts)
+    out.update(_window_stats(d, bw))
+    return out
 
 
 def _window_stats(d: dict[str, Any], bw_bytes_per_s: float) -> dict[str, Any]:

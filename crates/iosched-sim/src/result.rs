@@ -27,6 +27,12 @@ pub struct DirectionResult {
     /// Bandwidth in KiB/s over each statistics window (fio's bw_min/max/mean/dev/samples).
     #[serde(default)]
     pub bw_kib_samples: SampleSummary,
+    /// An async engine's submission latency and total latency (fio's slat and lat, from the submission call's
+    /// start); None for a sync engine, whose call is the I/O.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slat: Option<Box<DirectionResult>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat: Option<Box<DirectionResult>>,
 }
 
 /// Samples of a rate, one per window, as fio summarises them (stddev with n - 1; 0 for fewer than two).

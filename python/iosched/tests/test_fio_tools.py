@@ -37,6 +37,12 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     r = job["read"]
     # fio's "IO depths": a QD-4 job's submissions almost all bring it to 4 (fio prints "4=100.0%").
     assert job["iodepth_level"]["4"] > 99 and job["latency_depth"] == 4
+    # An async engine's slat is the submission call; its lat runs from the call's start, so lat = slat + clat.
+    assert r["slat_ns"]["N"] == r["clat_ns"]["N"] == r["lat_ns"]["N"] > 0 and r["slat_ns"]["mean"] > 0
+    assert abs(r["lat_ns"]["mean"] - r["slat_ns"]["mean"] - r["clat_ns"]["mean"]) < 1e-6 * r["lat_ns"]["mean"]
+    sync = json.loads((_run(tmp_path, "[j]\nrw=randread\nruntime=0.1\n", "sync.fio") / "fio.json").read_text())
+    r_sync = sync["jobs"][0]["read"]          # psync (fio's default engine): no slat, lat is clat
+    assert "slat_ns" not in r_sync and r_sync["lat_ns"]["mean"] == r_sync["clat_ns"]["mean"]
     assert (r["iops_samples"], r["bw_samples"]) == (3, 3) and not (run / "logs").exists()
     assert r["iops_min"] <= r["iops_mean"] <= r["iops_max"] and r["iops_stddev"] > 0
     assert abs(r["iops_mean"] / r["iops"] - 1) < 0.05 and abs(r["bw_agg"] - 100) < 5

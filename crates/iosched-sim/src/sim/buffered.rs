@@ -123,6 +123,7 @@ impl Simulation<'_> {
             bytes,
             request_bytes: bytes,
             issue_ns: at,
+            call_ns: at,
             core,
             hctx,
             dispatch_hctx: hctx,

@@ -110,7 +110,7 @@ impl Simulation<'_> {
             } else {
                 booked.start_ns + i as u64 * submit_ns
             };
-            let io = self.issue_fio_bio(process, booked.core, issue_ns);
+            let io = self.issue_fio_bio(process, booked.core, issue_ns, booked.start_ns);
             // The plug: a bio contiguous with the previous one of this batch joins it.
             if previous != NO_IO && self.plug_merge(previous, io) {
                 continue;
@@ -162,7 +162,7 @@ impl Simulation<'_> {
 
     /// The process's next I/O (from its trace or its generator) as a new bio submitted from `core`, with fio's
     /// clat starting at `issue_ns`.
-    fn issue_fio_bio(&mut self, process: u32, core: u32, issue_ns: u64) -> u32 {
+    fn issue_fio_bio(&mut self, process: u32, core: u32, issue_ns: u64, call_ns: u64) -> u32 {
         let proc = &mut self.processes[process as usize];
         let plan = match proc.source.trace.as_deref_mut() {
             Some(trace) => trace.next_io(),
@@ -190,6 +190,7 @@ impl Simulation<'_> {
             bytes: plan.bytes,
             request_bytes: plan.bytes,
             issue_ns,
+            call_ns,
             core,
             hctx,
             dispatch_hctx: hctx,
@@ -323,9 +324,9 @@ impl Simulation<'_> {
     /// ends here. Returns when the work ends, or None if the woken process waits in its core's run queue
     /// (`queue_woken`: the pick reaps it and goes on with its loop).
     fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> Option<u64> {
-        let (process, slot_core, issue_ns, write, bytes) = {
+        let (process, slot_core, issue_ns, call_ns, write, bytes) = {
             let s = &self.slots[io as usize];
-            (s.process, s.core, s.issue_ns, s.write, s.bytes)
+            (s.process, s.core, s.issue_ns, s.call_ns, s.write, s.bytes)
         };
         let slot = &mut self.slots[io as usize];
         assert!(slot.live, "bio {io} completed twice");
@@ -356,6 +357,7 @@ impl Simulation<'_> {
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
         let io = Completion {
             issue_ns,
+            call_ns,
             bytes,
             write,
             work_ns: work,
@@ -391,8 +393,15 @@ impl Simulation<'_> {
         if slept {
             self.credit_interrupt(process);
         }
-        self.record_latency(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
+        let counted = self.record_latency(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
         let proc = &mut self.processes[process as usize];
+        if counted && proc.params.clat_after_call {
+            // fio's slat (the submission call) and lat (from the call's start to completion) of an async engine;
+            // for a sync one the call is the I/O, and fio reports neither apart from clat.
+            let d = io.write as usize;
+            proc.stats.slat[d].record(io.issue_ns - io.call_ns, 0);
+            proc.stats.lat[d].record(booked.end_ns - io.call_ns, 0);
+        }
         proc.state.inflight -= 1;
         self.ios_completed += 1;
         booked.end_ns
@@ -409,7 +418,7 @@ impl Simulation<'_> {
         start_ns: u64,
         end_ns: u64,
         bytes: u32,
-    ) {
+    ) -> bool {
         let proc = &mut self.processes[process as usize];
         proc.stats.interval[write as usize].add(end_ns - start_ns, bytes);
         match proc.state.ramp {
@@ -418,9 +427,9 @@ impl Simulation<'_> {
                 state.ramp = Ramp::Ending;
                 state.end_ns += end_ns - state.stats_start_ns;
                 state.stats_start_ns = end_ns;
-                return;
+                return false;
             }
-            Ramp::Pending | Ramp::Ending => return,
+            Ramp::Pending | Ramp::Ending => return false,
             Ramp::Over => {}
         }
         if end_ns >= proc.state.stats_start_ns && end_ns <= proc.state.end_ns {
@@ -431,7 +440,9 @@ impl Simulation<'_> {
             };
             stats.record(end_ns - start_ns, bytes as u64);
             proc.stats.window[write as usize].add(end_ns - start_ns, bytes);
+            return true;
         }
+        false
     }
 }
 

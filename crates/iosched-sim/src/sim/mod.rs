@@ -69,6 +69,9 @@ struct IoSlot {
     /// Where fio's completion latency (clat) starts: the submission call's start for a sync engine (psync), when
     /// the call returns for an async one (libaio, io_uring; see `ProcessParams::clat_after_call`).
     issue_ns: u64,
+    /// When the submission call that issued this bio started (fio's io_u start time): an async engine's
+    /// submission latency (slat) runs from it to `issue_ns`, and its total latency (lat) from it to completion.
+    call_ns: u64,
     core: u32,
     hctx: u32,
     dispatch_hctx: u32,
@@ -681,6 +684,7 @@ mod tests {
             bytes: 4096,
             request_bytes: 4096,
             issue_ns: 0,
+            call_ns: 0,
             core: 0,
             hctx: 0,
             dispatch_hctx: 0,

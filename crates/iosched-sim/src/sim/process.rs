@@ -205,6 +205,9 @@ impl Ramp {
 pub(super) struct ProcessStats {
     pub(super) read: LatencyStats,
     pub(super) write: LatencyStats,
+    /// Per direction, an async engine's submission latency and total latency (fio's slat and lat).
+    pub(super) slat: [LatencyStats; 2],
+    pub(super) lat: [LatencyStats; 2],
     pub(super) cpu: CpuAccount,
     /// Per direction, every completion since the last time-series sample, ramp included (fio's logs have it).
     pub(super) interval: [Counts; 2],

@@ -162,6 +162,8 @@ impl Simulation<'_> {
         let mut merged: Vec<(LatencyStats, LatencyStats)> = vec![Default::default(); jobs.len()];
         let mut samples: Vec<[(SampleStats, SampleStats); 2]> =
             vec![Default::default(); jobs.len()];
+        let mut totals: Vec<[(LatencyStats, LatencyStats); 2]> =
+            vec![Default::default(); jobs.len()];
         for proc in self.processes.iter().filter(|p| p.is_job_process()) {
             let job = &mut jobs[proc.params.job as usize];
             let end = proc
@@ -181,6 +183,8 @@ impl Simulation<'_> {
             let with_samples = |mut d: DirectionResult, direction: usize| {
                 d.iops_samples = proc.stats.iops_samples[direction].summary();
                 d.bw_kib_samples = proc.stats.bw_kib_samples[direction].summary();
+                d.slat = submission(&proc.stats.slat[direction]);
+                d.lat = submission(&proc.stats.lat[direction]);
                 d
             };
             for (sum, n) in job.depth_levels.iter_mut().zip(proc.stats.depth_levels) {
@@ -202,15 +206,26 @@ impl Simulation<'_> {
                 let pooled = &mut samples[proc.params.job as usize][direction];
                 pooled.0.merge(&proc.stats.iops_samples[direction]);
                 pooled.1.merge(&proc.stats.bw_kib_samples[direction]);
+                let (slat, lat) = &mut totals[proc.params.job as usize][direction];
+                slat.merge(&proc.stats.slat[direction]);
+                lat.merge(&proc.stats.lat[direction]);
             }
         }
         // Group reporting pools the clones' window samples (fio's sum_stat): the statistics of one clone's rate.
-        for ((job, (read, write)), pooled) in jobs.iter_mut().zip(&merged).zip(&samples) {
+        for (job_index, ((job, (read, write)), pooled)) in
+            jobs.iter_mut().zip(&merged).zip(&samples).enumerate()
+        {
             job.read = read.result();
             job.write = write.result();
-            for (d, (iops, bw)) in [&mut job.read, &mut job.write].into_iter().zip(pooled) {
+            for (direction, (d, (iops, bw))) in [&mut job.read, &mut job.write]
+                .into_iter()
+                .zip(pooled)
+                .enumerate()
+            {
                 d.iops_samples = iops.summary();
                 d.bw_kib_samples = bw.summary();
+                d.slat = submission(&totals[job_index][direction].0);
+                d.lat = submission(&totals[job_index][direction].1);
             }
         }
         jobs
@@ -255,6 +270,11 @@ impl Simulation<'_> {
     }
 }
 
+/// An async engine's slat or lat as a result (None when nothing was recorded: a sync engine).
+fn submission(stats: &LatencyStats) -> Option<Box<DirectionResult>> {
+    (stats.ios > 0).then(|| Box::new(stats.result()))
+}
+
 /// fio's statistics windows (iops_avg_time, bw_avg_time; log_avg_msec where the job logs): once a process
 /// has been measured for its job's window since the last one closed, the window's IOPS and KiB/s become one
 /// sample each, per direction the job does. Windows close at samples, so one shorter than the sample interval
@@ -286,7 +306,7 @@ fn close_stats_window(job: &JobConfig, proc: &mut Process, now: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Rw;
+    use crate::config::{IoEngine, Rw};
     use crate::testkit::{config, job};
 
     #[test]
@@ -421,5 +441,26 @@ mod tests {
         // A reader has no write samples (fio leaves them at 0).
         assert_eq!(jobs[0].write.iops_samples.samples, 0);
         assert_eq!(jobs[0].processes[1].read.iops_samples.mean, 3_000.0);
+    }
+
+    #[test]
+    fn an_async_engines_lat_is_its_slat_plus_its_clat_and_a_sync_engine_has_neither() {
+        // Per I/O, fio's lat runs from the submission call's start to completion: slat (the call) + clat (after
+        // it). So the means add up exactly, over the same I/Os. psync's call is the I/O: no slat, no lat apart.
+        let mut sync = job("s", Rw::Randread, 1, 1);
+        sync.ioengine = IoEngine::Psync;
+        let c = config("none", vec![job("a", Rw::Randread, 4, 1), sync]);
+        let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+        let read = &result.jobs[0].read;
+        let (slat, lat) = (read.slat.as_ref().unwrap(), read.lat.as_ref().unwrap());
+        assert_eq!((slat.ios, lat.ios), (read.ios, read.ios));
+        assert!(slat.clat_mean_ns > 0.0);
+        let sum = slat.clat_mean_ns + read.clat_mean_ns;
+        assert!(
+            (lat.clat_mean_ns - sum).abs() < 1e-6 * sum,
+            "{} vs {sum}",
+            lat.clat_mean_ns
+        );
+        assert!(result.jobs[1].read.slat.is_none() && result.jobs[1].read.lat.is_none());
     }
 }

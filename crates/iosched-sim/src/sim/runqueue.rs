@@ -41,6 +41,7 @@ pub(super) struct Woken {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Completion {
     pub(super) issue_ns: u64,
+    pub(super) call_ns: u64,
     pub(super) bytes: u32,
     pub(super) write: bool,
     pub(super) work_ns: u64,
@@ -209,6 +210,7 @@ mod tests {
     fn completion(work_ns: u64) -> Completion {
         Completion {
             issue_ns: 0,
+            call_ns: 0,
             bytes: 4096,
             write: false,
             work_ns,
