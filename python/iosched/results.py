@@ -229,20 +229,26 @@ def latency_buckets(dirs: list[dict[str, Any]]) -> tuple[dict, dict, dict]:
 
 
 DEPTH_LEVELS = ("1", "2", "4", "8", "16", "32", ">=64")
+SUBMIT_LEVELS = ("0", "4", "8", "16", "32", "64", ">=64")
 
 
 def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window_ns: int, ramp_ns: int,
              usr_ns: int, sys_ns: int, ctx: int, nproc: int, pct_list: list[float], clat_pcts: bool = True,
-             lat_pcts: bool = False, depth_levels: list[int] | None = None, iodepth: int = 1) -> dict[str, Any]:
-    """One job entry of fio's json+. What fio counts and the simulator does not (iodepth_submit and
-    iodepth_complete, the batches of its submit and reap calls; majf and minf, page faults) is left out rather
-    than written as 0."""
+             lat_pcts: bool = False, depth_levels: list[int] | None = None, iodepth: int = 1,
+             submit_levels: list[int] | None = None) -> dict[str, Any]:
+    """One job entry of fio's json+. What fio counts and the simulator does not (iodepth_complete, the batches of
+    its reap calls, which the simulator reaps one completion at a time; majf and minf, page faults) is left out
+    rather than written as 0."""
     lat_ns, lat_us, lat_ms = latency_buckets([read, write])
     cpu_den = window_ns * nproc
-    levels = list(depth_levels or [0] * len(DEPTH_LEVELS))
-    total = sum(levels)
-    # fio's io_u_map: the share of submissions that brought the job to each depth bucket.
-    depth = {k: 100.0 * n / total if total else 0.0 for k, n in zip(DEPTH_LEVELS, levels)}
+
+    def shares(keys: tuple[str, ...], counts: list[int] | None) -> dict[str, float]:
+        counts = list(counts or [0] * len(keys))
+        total = sum(counts)
+        return {k: 100.0 * n / total if total else 0.0 for k, n in zip(keys, counts)}
+
+    # fio's io_u_map (the depth each submission brought the job to) and io_u_submit (I/Os per submit call).
+    depth = shares(DEPTH_LEVELS, depth_levels)
     return {
         "jobname": name, "groupid": 0, "job_start": 0, "error": 0, "eta": 0,
         "elapsed": int(round((ramp_ns + window_ns) / 1e9)), "job options": options,
@@ -253,7 +259,7 @@ def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window
         "job_runtime": window_ns // 1_000_000,
         "usr_cpu": 100.0 * usr_ns / cpu_den if cpu_den else 0.0,
         "sys_cpu": 100.0 * sys_ns / cpu_den if cpu_den else 0.0,
-        "ctx": ctx, "iodepth_level": depth,
+        "ctx": ctx, "iodepth_level": depth, "iodepth_submit": shares(SUBMIT_LEVELS, submit_levels),
         "latency_ns": lat_ns, "latency_us": lat_us, "latency_ms": lat_ms,
         "latency_depth": iodepth, "latency_target": 0, "latency_percentile": 100.0, "latency_window": 0,
     }
@@ -271,13 +277,13 @@ def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
             jobs.append(_fio_job(jr["name"], rj.options, jr["read"], jr["write"], jr["window_ns"], ramp,
                                  jr["usr_ns"], jr["sys_ns"], jr["context_switches"],
                                  max(1, len(jr["processes"])), pct_list, rj.clat_percentiles, rj.lat_percentiles,
-                                 jr.get("depth_levels"), rj.config["iodepth"]))
+                                 jr.get("depth_levels"), rj.config["iodepth"], jr.get("submit_levels")))
         else:
             for pr in jr["processes"]:
                 jobs.append(_fio_job(jr["name"], rj.options, pr["read"], pr["write"], jr["window_ns"], ramp,
                                      pr["usr_ns"], pr["sys_ns"], pr["context_switches"], 1, pct_list,
                                      rj.clat_percentiles, rj.lat_percentiles, pr.get("depth_levels"),
-                                     rj.config["iodepth"]))
+                                     rj.config["iodepth"], pr.get("submit_levels")))
     # No timestamp: a simulated run has no wall-clock time (same spec and seed, same bytes).
     return {"fio version": f"iosched-{__version__}", "global options": {}, "jobs": jobs, "disk_util": []}
 

@@ -4,7 +4,7 @@
 
 use iosched_policy::SECTOR_BYTES;
 
-use super::process::{depth_level, Ramp};
+use super::process::{batch_level, depth_level, Ramp};
 use super::runqueue::Completion;
 use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
@@ -93,6 +93,10 @@ impl Simulation<'_> {
         let (submit_ns, clat_after_call) =
             (proc.params.cost.submit_ns, proc.params.clat_after_call);
         let booked = self.run_process(process, at, submit_ns * batch as u64);
+        let proc = &mut self.processes[process as usize];
+        if proc.state.ramp == Ramp::Over && booked.start_ns >= proc.state.stats_start_ns {
+            proc.stats.submit_levels[batch_level(batch)] += 1;
+        }
         let path = self.processes[process as usize].params.locks;
         let locks = path.submit_call as u64 + batch as u64 * path.submit as u64;
         self.count_lock_calls(

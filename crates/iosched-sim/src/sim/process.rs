@@ -220,6 +220,22 @@ pub(super) struct ProcessStats {
     /// fio's io_u_map: each measured submission counted at the depth it brought the process to, in fio's buckets
     /// 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more.
     pub(super) depth_levels: [u64; 7],
+    /// fio's io_u_submit: each measured submission call counted by how many I/Os it submitted, in fio's buckets
+    /// 0, 1-4, 5-8, 9-16, 17-32, 33-64, more.
+    pub(super) submit_levels: [u64; 7],
+}
+
+/// fio's bucket (io_u_submit / io_u_complete) for the number of I/Os one call handled.
+pub(super) fn batch_level(n: u32) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
 }
 
 /// fio's bucket (io_u_mark_depth) for a queue depth: 1, 2-3, 4-7, 8-15, 16-31, 32-63, >= 64.
@@ -361,6 +377,12 @@ mod tests {
             .map(|&d| depth_level(d))
             .collect();
         assert_eq!(buckets, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
+        // io_u_submit: 0 | 1-4 | 5-8 | 9-16 | 17-32 | 33-64 | more.
+        let batches: Vec<usize> = [0, 1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65]
+            .iter()
+            .map(|&n| batch_level(n))
+            .collect();
+        assert_eq!(batches, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6]);
     }
 
     #[test]

@@ -190,8 +190,12 @@ impl Simulation<'_> {
             for (sum, n) in job.depth_levels.iter_mut().zip(proc.stats.depth_levels) {
                 *sum += n;
             }
+            for (sum, n) in job.submit_levels.iter_mut().zip(proc.stats.submit_levels) {
+                *sum += n;
+            }
             job.processes.push(ProcessResult {
                 depth_levels: proc.stats.depth_levels,
+                submit_levels: proc.stats.submit_levels,
                 clone: proc.params.clone,
                 core_affinity: proc.params.allowed_cores.clone(),
                 read: with_samples(proc.stats.read.result(), 0),
@@ -396,6 +400,9 @@ mod tests {
         }
         let summed: u64 = job.processes.iter().map(|p| p.depth_levels[2]).sum();
         assert_eq!(job.depth_levels[2], summed);
+        // iodepth_batch_submit 1: every call submits one I/O (bucket 1-4).
+        let [none, one_to_four, rest @ ..] = job.submit_levels;
+        assert!(none == 0 && one_to_four > 0 && rest == [0; 5]);
     }
 
     #[test]
