@@ -208,8 +208,9 @@ def test_percentile_list_reaches_fio_json(tmp_path):
 
 def test_clat_and_lat_percentiles_choose_what_fio_json_lists(tmp_path):
     """As fio 3.33 writes json+ (checked against `fio --output-format=json+`): by default clat_ns has percentiles and
-    bins and lat_ns neither; lat_percentiles=1 adds them to lat_ns (the simulator has no submission latency: the
-    same values); clat_percentiles=0 leaves clat_ns with its five statistics."""
+    bins and lat_ns neither; lat_percentiles=1 adds them to lat_ns (io_uring's lat adds the submission call to each
+    I/O's clat, so every percentile is at least clat's); clat_percentiles=0 leaves clat_ns with its five
+    statistics."""
     jobs = fio_jobs_of_one_run(tmp_path, '[[job]]\nname = "d"\nrw = "randread"\n'
                                          '[[job]]\nname = "l"\nrw = "randread"\nlat_percentiles = 1\n'
                                          '[[job]]\nname = "n"\nrw = "randread"\nclat_percentiles = 0\n')
@@ -217,5 +218,7 @@ def test_clat_and_lat_percentiles_choose_what_fio_json_lists(tmp_path):
     five = {"min", "max", "mean", "stddev", "N"}
     assert set(d["clat_ns"]) == five | {"percentile", "bins"} and set(d["lat_ns"]) == five
     assert set(lp["lat_ns"]) == five | {"percentile", "bins"}
-    assert lp["lat_ns"]["percentile"] == lp["clat_ns"]["percentile"]
+    lat, clat = lp["lat_ns"]["percentile"], lp["clat_ns"]["percentile"]
+    assert list(lat) == list(clat) and all(lat[k] >= clat[k] for k in lat)
+    assert abs(lp["lat_ns"]["mean"] - lp["clat_ns"]["mean"] - lp["slat_ns"]["mean"]) < 1e-6 * lp["lat_ns"]["mean"]
     assert set(n["clat_ns"]) == five and set(n["lat_ns"]) == five and n["total_ios"] > 0
