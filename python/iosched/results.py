@@ -295,7 +295,8 @@ def fio_logs(run: ResolvedRun, result: dict[str, Any]) -> dict[str, str]:
     """fio's averaged logs (write_bw_log, write_iops_log, write_lat_log with log_avg_msec) from the run's samples:
     file name (logs/PREFIX_KIND.N.log, N the job's first process's number among all, from 1) -> text, one line
     "time_ms, value, direction, 0, 0" per sample and direction the job does, as fio 3.33 writes them (bw in KiB/s,
-    IOPS, mean latency in ns; lat is clat, the simulator having no submission latency, and no slat log)."""
+    IOPS, mean latency in ns; the lat log holds clat's means too, the samples having no per-interval submission
+    time, and there is no slat log)."""
     return log_files([(rj.config, rj.logs) for rj in run.jobs], result)
 
 
