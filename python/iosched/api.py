@@ -58,13 +58,17 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     ``--devices``, ``--jobs``). ``backend``: "sim" (default) or "kernel" (``device``: the block device(s); needs
     root and fio). ``progress``: a tqdm bar (a widget in a notebook). Bad input raises SpecError, as the command
     line reports it."""
-    from .spec import Overrides, experiment_from_data, load_experiment
+    from .spec import Overrides, expand_runs, experiment_from_data, load_experiment
 
     if backend not in ("sim", "kernel"):
         raise SpecError(None, "backend", f'expected "sim" or "kernel" (the VM lab: iosched run --backend vm), '
                                          f"got {backend!r}")
     sets_list = [f"{k}={v}" for k, v in (sets or {}).items()]
-    out_path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="iosched-run-"))
+
+    def out_folder() -> Path:
+        # Made once the input has been checked: bad input leaves no empty temporary folder behind.
+        return Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="iosched-run-"))
+
     if isinstance(spec, dict):
         label = str(Path.cwd() / f"{spec.get('name', 'experiment')}.toml")
         make = lambda ov: experiment_from_data(label, spec, "toml", ov)    # noqa: E731
@@ -77,9 +81,13 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
 
         if not device:
             raise SpecError(None, "device", "the kernel backend needs the block device(s) to run on")
+        if host is not None:
+            raise SpecError(None, "host", "picks a simulated host; the kernel backend runs on this machine")
         ov = Overrides(devices=devices, scheduler=scheduler, sets=sets_list, duration=duration, seed=seed)
         if isinstance(spec, dict):
             raise SpecError(None, "spec", "the kernel backend takes a spec file (write the dict to a .toml)")
+        make(ov)                                  # the spec's shape checked before any device is touched
+        out_path = out_folder()
         options = Options(devices=[device] if isinstance(device, str) else list(device), out=out_path)
         run_on_kernel(label, ov, options, report=report, echo=_quiet)
         from .backends.kernel.runner import manifest_name
@@ -95,6 +103,8 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=sets_list,
                    duration=duration, seed=seed)
     exp = make(ov)
+    expand_runs(exp)                              # every run checked before a folder is made for them
+    out_path = out_folder()
     rids = run_simulated(label, ov, out_path, jobs=jobs, cluster=None, report=report, echo=_quiet, experiment=exp,
                          progress="tqdm" if progress else False, summaries=False)
     return Results(out_path, exp.data["name"], rids)

@@ -4,7 +4,8 @@ bench-fio (fio-plot's benchmark driver) writes, per device and block size, one f
 and fio's logs named after them; fio-plot reads that layout (`-i OUT/<experiment>/<variant>/<bs> -r randread -L`,
 `-g` for the logs). Each run's first job is the one bench-fio would have run: its rw, bs, iodepth and numjobs name
 the files, and its logs (IOPS, bandwidth, latency) are written from the run's samples at the run's sample
-interval. A variant is what else tells runs apart (the scheduler, its tunables, the other swept variables)."""
+interval; a measured run (kernel or VM backend) brings fio's own json+ and logs, renamed. A variant is what else
+tells runs apart (the scheduler, its tunables, the other swept variables)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ def _variant(spec: dict[str, Any], first_job: str) -> str:
 
 
 def export_bench_fio(results: Path, out: Path) -> tuple[list[Path], dict[str, int]]:
-    """Write every finished simulated run of ``results`` (repetition 0) into ``out`` in bench-fio's layout; returns
-    the JSON files written and how many runs were left out, by why (other repetitions; measured runs, whose fio
-    wrote its own files; runs whose first job replays a trace, which has no rw and iodepth to be named by)."""
+    """Write every finished run of ``results`` (repetition 0) into ``out`` in bench-fio's layout; returns the JSON
+    files written and how many runs were left out, by why (other repetitions; runs without recorded job configs;
+    runs whose first job replays a trace, which has no rw and iodepth to be named by)."""
     results, out = Path(results), Path(out)
     rids = store.finished_runs(results)
     if not rids:

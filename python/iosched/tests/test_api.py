@@ -48,12 +48,20 @@ def test_run_a_spec_file_into_a_temporary_folder_with_notes_as_warnings(tmp_path
         shutil.rmtree(res.dir)
 
 
-def test_bad_input_is_a_spec_error_naming_the_key(tmp_path):
+def test_bad_input_is_a_spec_error_naming_the_key(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match=r"job\[0\]|unknown|bogus"):
         iosched.run({"duration": "5ms", "job": [{"name": "r", "bogus": 1}]}, out=tmp_path / "o", progress=False)
     with pytest.raises(SpecError, match='backend: expected "sim" or "kernel"'):
         iosched.run(SWEEP, backend="cloud", out=tmp_path / "o")
     assert not (tmp_path / "o").exists()
+    # Without out, bad input leaves no empty temporary folder behind.
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    with pytest.raises(SpecError):
+        iosched.run({"duration": "5ms", "job": [{"name": "r", "bogus": 1}]}, progress=False)
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_the_docs_notebook_runs(tmp_path, monkeypatch):
