@@ -42,12 +42,10 @@ def _experiment(name: str, ssds: int, duration_ns: int, scheduler: str):
 
 def spec_toml(ssds: int, duration_ns: int, scheduler: str = "none") -> str:
     """The scenario as a spec file, for timing a whole `iosched run`."""
-    files = ":".join(spec_mod.device_names(["nvme"] * ssds))
-    jobs = "".join(f'\n[[job]]\nname = "p{i}"\nrw = "randread"\nbs = "4k"\niodepth = 128\nioengine = "io_uring"\n'
-                   f'cpus_allowed = "{i}"\nfilename = "{files}"\n' for i in range(10))
-    return (f'name = "bench"\nduration = "{duration_ns}ns"\nseed = 1\n[host]\npreset = "xeon-silver-4210r-10c"\n'
-            f'[[devices]]\npreset = "samsung-980pro-1tb"\ncount = {ssds}\n[scheduler]\nname = "{scheduler}"\n'
-            + jobs)
+    from .report.build import to_toml
+
+    _, data, jobs = _experiment("cli", ssds, duration_ns, scheduler)
+    return to_toml({**data, "job": [{"name": j.name, **j.options} for j in jobs]})
 
 
 def _callgrind_script(ssds: int, scheduler: str, ms: int) -> str:

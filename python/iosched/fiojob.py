@@ -635,9 +635,9 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         if time_based:
             implied["time_based"] = "1"
         if "runtime" not in opts and runtime < 3600 * 10**9:
-            implied["runtime"] = _fio_time(runtime)
+            implied["runtime"] = fio_time(runtime)
         if "ramp_time" not in opts and ramp:
-            implied["ramp_time"] = _fio_time(ramp)
+            implied["ramp_time"] = fio_time(ramp)
         for k, v in implied.items():
             if k not in opts and k not in display_opts and not (k == "direct" and "buffered" in opts):
                 display_opts[k] = v
@@ -652,12 +652,11 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
                        log_avg_ms=log_avg_ms)
 
 
-def _fio_time(ns: int) -> str:
-    """A time as fio takes it, exactly: whole seconds, milliseconds or microseconds, else nanoseconds."""
-    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
-        if ns % size == 0:
-            return f"{ns // size}{unit}"
-    return f"{ns}ns"
+def fio_time(ns: int) -> str:
+    """fio keeps times in microseconds: ms when whole, else us (sub-microsecond parts are rounded up)."""
+    if ns % 1_000_000 == 0:
+        return f"{ns // 1_000_000}ms"
+    return f"{-(-ns // 1000)}us"
 
 
 def _bssplit(raw: RawJob, opts: dict[str, Any]) -> list[list[tuple[int, int]]]:

@@ -205,9 +205,7 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
         # as text; fio_json builds every object in a fixed order, so the bytes stay reproducible.
         (tmp / "fio.json").write_bytes((json.dumps(fio_json(run, result), indent=2) + "\n").encode())
         for name, text in fio_logs(run, result).items():     # names checked when the job was resolved
-            path = inside(tmp, name)
-            path.parent.mkdir(exist_ok=True)
-            path.write_bytes(text.encode())
+            write_text(tmp, name, text)
         place_run_dir(out, rid, tmp, run_spec(run, rid), result, job_rows(run, rid, result),
                       result.get("timeseries", []))
     except BaseException:

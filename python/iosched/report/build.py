@@ -14,6 +14,7 @@ from typing import Any
 from .. import store
 from ..safepath import file_name
 from .figures import Figure, Panel, Table, Trace, cdf, fmt, render_static
+from .sweep import RUNS_PER_PANEL, RunData, split_runs, sweep_figures
 
 
 @dataclass
@@ -118,7 +119,10 @@ def _run_rows(out: Path, entry: dict[str, Any]) -> list[dict[str, Any]]:
                      "repetition": r.get("repetition", 0), "seed": r.get("seed", spec.get("seed", "")),
                      "scheduler": spec.get("scheduler", ""), "tunables": spec.get("tunables", {}),
                      "code_version": spec.get("code_version", ""), "iosched_version": spec.get("iosched_version", ""),
-                     "host": host, "devices": devices, "backend": spec.get("backend", "sim"), "done": done})
+                     "host": host, "devices": devices, "backend": spec.get("backend", "sim"), "done": done,
+                     # Each simulated job's rw (None for a trace replay): the directions it does.
+                     "job_rw": {c["name"]: None if "trace" in c else c.get("rw")
+                                for c in (spec.get("sim_config") or {}).get("jobs", [])}})
     return rows
 
 
@@ -151,7 +155,7 @@ def paper_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
     return sec
 
 
-CDF_RUNS_PER_PANEL = 12
+CDF_RUNS_PER_PANEL = RUNS_PER_PANEL
 
 
 def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
@@ -175,14 +179,10 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
             "write KIOPS", "write P99 (µs)", "cores busy", "lock share"]
     table_rows = []
     per_job: dict[str, list[Trace]] = {}
-    from .sweep import RunData, sweep_figures
-
     run_data = []
     for r in done:
         res = store.load_result(out, r["id"])
         run_data.append(RunData(r["id"], r["point"], r["repetition"], r["scheduler"], res))
-        configs = store.load_run_spec(out, r["id"]).get("sim_config", {}).get("jobs", [])
-        rws = {c["name"]: None if "trace" in c else c.get("rw") for c in configs}
         busy = sum(c["busy_ns"] for c in res["cores"]) / res["window_ns"] if res["window_ns"] else 0.0
         tot = sum(c["busy_ns"] for c in res["cores"])
         lock = sum(c["lock_ns"] for c in res["cores"]) / tot if tot else 0.0
@@ -193,7 +193,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
             w = j["window_ns"] / 1e9 if j["window_ns"] else float("nan")
             rd, wr = j["read"], j["write"]
             # A direction the job does not do is blank, not 0 (a writer starved of its writes still shows 0).
-            does = directions(rws.get(j["name"]))
+            does = directions(r["job_rw"].get(j["name"]))
             read_cells = [fmt(rd["ios"] / w / 1e3), " / ".join(fmt(percentile(rd, p) / 1e3) for p in (50.0, 99.0, 99.9))] \
                 if rd["ios"] or does[0] else ["", ""]
             write_cells = [fmt(wr["ios"] / w / 1e3), fmt(percentile(wr, 99.0) / 1e3)] \
@@ -213,10 +213,7 @@ def spec_section(out: Path, name: str, entry: dict[str, Any]) -> Section:
         # run is left out of the figure.
         panels = []
         for k, traces in per_job.items():
-            for i in range(0, len(traces), CDF_RUNS_PER_PANEL):
-                chunk = traces[i:i + CDF_RUNS_PER_PANEL]
-                split = len(traces) > CDF_RUNS_PER_PANEL
-                part = f" (runs {i + 1}-{i + len(chunk)} of {len(traces)})" if split else ""
+            for part, chunk in split_runs(traces):
                 panels.append(Panel(f"{k}: completion latency{part}", "cdf", chunk, xlabel="latency (µs)",
                                     ylabel="CDF", xlog=True))
         # The figure's id names its files (figures/<id>.png) and its place in the page: made safe from the name.

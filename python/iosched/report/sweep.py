@@ -15,6 +15,20 @@ from .figures import Figure, Heat, Panel, Trace, cdf, fmt
 RUNS_PER_PANEL = 12
 
 
+def split_runs(traces: list[Trace], numbered: bool = False):
+    """The traces in panels of at most RUNS_PER_PANEL, each with what its title adds when there are several:
+    " (runs 1-12 of 16)", or " (1)" with ``numbered``."""
+    for i in range(0, len(traces), RUNS_PER_PANEL):
+        chunk = traces[i:i + RUNS_PER_PANEL]
+        if len(traces) <= RUNS_PER_PANEL:
+            part = ""
+        elif numbered:
+            part = f" ({i // RUNS_PER_PANEL + 1})"
+        else:
+            part = f" (runs {i + 1}-{i + len(chunk)} of {len(traces)})"
+        yield part, chunk
+
+
 @dataclass
 class RunData:
     """One finished run: its sweep point, repetition, scheduler and stored result (the simulator's shape)."""
@@ -57,6 +71,12 @@ def _label(point: dict[str, Any], keys: list[str]) -> str:
                      if k in point) or "all runs"
 
 
+def _run_label(r: RunData, axes: list[str]) -> str:
+    """One run's curve: its swept values (else its scheduler), and its repetition when not the first."""
+    label = _label(r.point, axes) if axes else r.scheduler
+    return label + (f" rep {r.repetition}" if r.repetition else "")
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -97,10 +117,9 @@ def _against(name, runs, metrics, jobs, x_axis, others) -> Figure:
                 continue           # one per run: drawn once
             traces = [Trace(label, xs, [_mean([metrics[r.rid].get(job, {}).get(metric) for r in by_x.get(x, [])])
                                         for x in xs]) for label, by_x in series.items()]
-            for i in range(0, len(traces), RUNS_PER_PANEL):
-                part = f" ({i // RUNS_PER_PANEL + 1})" if len(traces) > RUNS_PER_PANEL else ""
+            for part, chunk in split_runs(traces, numbered=True):
                 title = (metric if metric == "cores busy" else f"{job}: {metric}") + part
-                panels.append(Panel(title, "lines", traces[i:i + RUNS_PER_PANEL], xlabel=x_axis, ylabel=metric,
+                panels.append(Panel(title, "lines", chunk, xlabel=x_axis, ylabel=metric,
                                     xlog=all(x > 0 for x in xs) and max(xs) / min(xs) >= 16))
     return Figure(file_name(f"{name}-vs-{x_axis}"), "", f"Each job's IOPS and tail latency against {x_axis}",
                   panels, caption="Means over repetitions; one line per scheduler and the other swept values. The "
@@ -139,9 +158,7 @@ def _heatmaps(name, runs, metrics, job, axes) -> Figure:
 def _tails(name, runs, axes) -> Figure | None:
     per_job: dict[str, list[Trace]] = {}
     for r in runs:
-        label = _label(r.point, axes) if axes else r.scheduler
-        if r.repetition:
-            label += f" rep {r.repetition}"
+        label = _run_label(r, axes)
         for j in r.result["jobs"]:
             for d in ("read", "write"):
                 dr = j[d]
@@ -155,10 +172,8 @@ def _tails(name, runs, axes) -> Figure | None:
                         Trace(label, [p[0] for p in pts], [p[1] for p in pts]))
     panels = []
     for key, traces in per_job.items():
-        for i in range(0, len(traces), RUNS_PER_PANEL):
-            part = f" (runs {i + 1}-{i + len(traces[i:i + RUNS_PER_PANEL])} of {len(traces)})" \
-                if len(traces) > RUNS_PER_PANEL else ""
-            panels.append(Panel(f"{key}: tail{part}", "tail", traces[i:i + RUNS_PER_PANEL], xlabel="latency (µs)",
+        for part, chunk in split_runs(traces):
+            panels.append(Panel(f"{key}: tail{part}", "tail", chunk, xlabel="latency (µs)",
                                 ylabel="1 - CDF", xlog=True, ylog=True))
     if not panels:
         return None
@@ -172,9 +187,7 @@ def _over_time(name, runs, axes) -> list[Figure]:
     (a feature the workload does not use) is left out."""
     groups: dict[str, dict[str, list[Trace]]] = {}
     for r in runs:
-        label = _label(r.point, axes) if axes else r.scheduler
-        if r.repetition:
-            label += f" rep {r.repetition}"
+        label = _run_label(r, axes)
         by_key: dict[tuple[str, str], dict[float, float]] = {}
         for s in r.result.get("timeseries", []):
             t_s = s["t_ns"] / 1e9
@@ -200,9 +213,8 @@ def _over_time(name, runs, axes) -> list[Figure]:
             values = {v for t in traces for v in t.y}
             if group != "jobs" and len(values) <= 1:
                 continue
-            for i in range(0, len(traces), RUNS_PER_PANEL):
-                part = f" ({i // RUNS_PER_PANEL + 1})" if len(traces) > RUNS_PER_PANEL else ""
-                panels.append(Panel(key + part, "lines", traces[i:i + RUNS_PER_PANEL], xlabel="time (s)",
+            for part, chunk in split_runs(traces, numbered=True):
+                panels.append(Panel(key + part, "lines", chunk, xlabel="time (s)",
                                     ylabel=key.split(": ", 1)[1]))
         if not panels:
             continue

@@ -10,18 +10,11 @@ from __future__ import annotations
 import re
 
 from ...errors import SpecError
-from ...fiojob import random_distribution_option
+from ...fiojob import fio_time, random_distribution_option
 from ...spec import ResolvedRun
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.+-]+")
 PATH_RE = re.compile(r"/[A-Za-z0-9_./+-]+")
-
-
-def fio_time(ns: int) -> str:
-    """fio keeps times in microseconds: ms when whole, else us (sub-microsecond parts are rounded up)."""
-    if ns % 1_000_000 == 0:
-        return f"{ns // 1_000_000}ms"
-    return f"{-(-ns // 1000)}us"
 
 
 def check_job_names(run: ResolvedRun) -> None:
