@@ -641,13 +641,16 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         for k, v in implied.items():
             if k not in opts and k not in display_opts and not (k == "direct" and "buffered" in opts):
                 display_opts[k] = v
+    lat_percentiles = _bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False
+    if lat_percentiles:
+        config["lat_percentiles"] = True      # the simulator keeps lat's histogram only then
     logs, log_avg_ms = _logs(raw, opts, numjobs, notes)
     if log_avg_ms is not None:
         config["stats_window_ns"] = log_avg_ms * 1_000_000
     return ResolvedJob(config=config, group_reporting=group_reporting, options=display_opts, notes=notes,
                        trace=summary, percentiles=_percentile_list(raw, opts),
                        clat_percentiles=_bool(raw, *opts["clat_percentiles"]) if "clat_percentiles" in opts else True,
-                       lat_percentiles=_bool(raw, *opts["lat_percentiles"]) if "lat_percentiles" in opts else False,
+                       lat_percentiles=lat_percentiles,
                        io_uring_options=tuple(io_uring_options), fio_engine=fio_engine, logs=logs,
                        log_avg_ms=log_avg_ms)
 

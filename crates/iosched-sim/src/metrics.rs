@@ -106,6 +106,20 @@ impl LatencyStats {
         self.max_ns = self.max_ns.max(latency_ns);
     }
 
+    /// Count, bytes and moments only, without the histogram (no percentiles or bins in the result): for the
+    /// latencies fio reports as five statistics unless asked (slat; lat without lat_percentiles), which would
+    /// otherwise cost a histogram update per I/O on the hot path.
+    #[inline]
+    pub fn record_moments(&mut self, latency_ns: u64, bytes: u64) {
+        self.ios += 1;
+        self.bytes += bytes;
+        let l = latency_ns as f64;
+        self.sum_ns += l;
+        self.sum_sq_ns += l * l;
+        self.min_ns = self.min_ns.min(latency_ns);
+        self.max_ns = self.max_ns.max(latency_ns);
+    }
+
     pub fn merge(&mut self, other: &LatencyStats) {
         if let Some(h) = &other.histogram {
             match &mut self.histogram {
@@ -122,9 +136,6 @@ impl LatencyStats {
     }
 
     pub fn result(&self) -> DirectionResult {
-        let Some(h) = &self.histogram else {
-            return DirectionResult::default();
-        };
         if self.ios == 0 {
             return DirectionResult::default();
         }
@@ -142,25 +153,28 @@ impl LatencyStats {
             clat_max_ns: self.max_ns,
             clat_mean_ns: mean,
             clat_stddev_ns: variance.sqrt(),
-            percentiles: FIO_PERCENTILES
-                .iter()
-                .map(|&p| {
-                    (
-                        p,
-                        h.highest_equivalent(h.value_at_quantile(p / 100.0))
-                            .min(self.max_ns),
-                    )
-                })
-                .collect(),
-            bins: h
-                .iter_recorded()
-                .map(|v| {
-                    (
-                        h.highest_equivalent(v.value_iterated_to()),
-                        v.count_at_value(),
-                    )
-                })
-                .collect(),
+            percentiles: self.histogram.as_ref().map_or_else(Vec::new, |h| {
+                FIO_PERCENTILES
+                    .iter()
+                    .map(|&p| {
+                        (
+                            p,
+                            h.highest_equivalent(h.value_at_quantile(p / 100.0))
+                                .min(self.max_ns),
+                        )
+                    })
+                    .collect()
+            }),
+            bins: self.histogram.as_ref().map_or_else(Vec::new, |h| {
+                h.iter_recorded()
+                    .map(|v| {
+                        (
+                            h.highest_equivalent(v.value_iterated_to()),
+                            v.count_at_value(),
+                        )
+                    })
+                    .collect()
+            }),
             ..Default::default()
         }
     }

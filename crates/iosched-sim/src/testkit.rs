@@ -120,6 +120,7 @@ pub fn job(name: &str, rw: Rw, iodepth: u32, numjobs: u32) -> JobConfig {
         randseed: None,
         stats_window_ns: None,
         bssplit: None,
+        lat_percentiles: false,
         loops: None,
         random_distribution: None,
         trace: None,

@@ -311,6 +311,7 @@ mod tests {
             randseed: None,
             stats_window_ns: None,
             bssplit: None,
+            lat_percentiles: false,
             loops: None,
             random_distribution: None,
             trace: None,

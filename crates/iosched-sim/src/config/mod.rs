@@ -431,6 +431,10 @@ pub struct JobConfig {
     /// every I/O is `bs_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bssplit: Option<[Vec<BlockShare>; 2]>,
+    /// fio's lat_percentiles: keep a histogram of the total latency (lat) for its percentiles and bins; without
+    /// it lat is five statistics, as fio reports it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lat_percentiles: bool,
     /// fio's statistics window for its IOPS and bandwidth samples (iops_avg_time and bw_avg_time, 500 ms by
     /// default; log_avg_msec where the job writes logs). None: fio's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -402,9 +402,15 @@ impl Simulation<'_> {
         if counted && proc.params.clat_after_call {
             // fio's slat (the submission call) and lat (from the call's start to completion) of an async engine;
             // for a sync one the call is the I/O, and fio reports neither apart from clat.
+            // Five statistics each, as fio reports them; lat's percentiles only where the job asks for them.
             let d = io.write as usize;
-            proc.stats.slat[d].record(io.issue_ns - io.call_ns, 0);
-            proc.stats.lat[d].record(booked.end_ns - io.call_ns, 0);
+            proc.stats.slat[d].record_moments(io.issue_ns - io.call_ns, 0);
+            let lat_ns = booked.end_ns - io.call_ns;
+            if self.config.jobs[proc.params.job as usize].lat_percentiles {
+                proc.stats.lat[d].record(lat_ns, 0);
+            } else {
+                proc.stats.lat[d].record_moments(lat_ns, 0);
+            }
         }
         proc.state.inflight -= 1;
         self.ios_completed += 1;

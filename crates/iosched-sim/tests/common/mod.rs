@@ -80,6 +80,7 @@ pub fn job(
         randseed: None,
         stats_window_ns: None,
         bssplit: None,
+        lat_percentiles: false,
         loops: None,
         random_distribution: None,
         trace: None,
