@@ -48,21 +48,25 @@ class Results:
 def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | None = None, backend: str = "sim",
         scheduler: str | None = None, sets: dict[str, int] | None = None, duration: str | None = None,
         seed: int | None = None, host: str | None = None, device: str | list[str] | None = None,
-        devices: int | None = None, jobs: int | None = 1, report: bool = True, progress: bool = True) -> Results:
+        devices: int | None = None, jobs: int | None = 1, report: bool = True, progress: bool = True,
+        vm: dict[str, Any] | None = None, lab: str | os.PathLike | None = None) -> Results:
     """Run an experiment and return its Results.
 
     ``spec``: a spec file (TOML) or fio job file, or a dict shaped as a TOML spec (``{"duration": "1s", "job":
     [{"name": "r", "rw": "randread"}], "sweep": {...}}``; a ``jobfile`` in it is relative to the working
     directory). ``out``: the results folder (default: a new temporary folder, kept). The keyword arguments are the
     command line's (``--scheduler``, ``--set`` as a dict, ``--duration``, ``--seed``, ``--host``, ``--device``,
-    ``--devices``, ``--jobs``). ``backend``: "sim" (default) or "kernel" (``device``: the block device(s); needs
-    root and fio). ``progress``: a tqdm bar (a widget in a notebook). Bad input raises SpecError, as the command
-    line reports it."""
+    ``--devices``, ``--jobs``). ``backend``: "sim" (default), "kernel" (``device``: the block device(s); needs
+    root and fio) or "vm" (the QEMU lab of ``iosched vm prepare``; ``device``: its device(s), e.g.
+    ``"nullb:irqmode=2,completion_nsec=1ms"``; ``vm``: the guest as ``--vm`` sets it, ``{"cpus": 2, "memory":
+    "2G", "accel": "tcg"}``; ``lab``: its cache folder). ``progress``: a tqdm bar (a widget in a notebook). Bad
+    input raises SpecError, as the command line reports it; the lab's own failures raise VmError."""
     from .spec import Overrides, expand_runs, experiment_from_data, load_experiment
 
-    if backend not in ("sim", "kernel"):
-        raise SpecError(None, "backend", f'expected "sim" or "kernel" (the VM lab: iosched run --backend vm), '
-                                         f"got {backend!r}")
+    if backend not in ("sim", "kernel", "vm"):
+        raise SpecError(None, "backend", f'expected "sim", "kernel" or "vm", got {backend!r}')
+    if backend != "vm" and (vm or lab):
+        raise SpecError(None, "vm" if vm else "lab", 'only with backend="vm"')
     sets_list = [f"{k}={v}" for k, v in (sets or {}).items()]
 
     def out_folder() -> Path:
@@ -96,6 +100,9 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
         name = manifest_name(make(ov).data["name"])
         entry = read_manifest(out_path)["experiments"][name]
         return Results(out_path, name, [r["id"] for r in entry["runs"]])
+    if backend == "vm":
+        return _run_vm(make, device, host, Overrides(devices=devices, scheduler=scheduler, sets=sets_list,
+                                                     duration=duration, seed=seed), vm or {}, lab, out_folder, report)
     from .running import run_simulated
 
     if isinstance(device, list):
@@ -108,6 +115,32 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     rids = run_simulated(label, ov, out_path, jobs=jobs, cluster=None, report=report, echo=_quiet, experiment=exp,
                          progress="tqdm" if progress else False, summaries=False)
     return Results(out_path, exp.data["name"], rids)
+
+
+def _run_vm(make, device, host, ov, vm: dict[str, Any], lab, out_folder, report: bool) -> Results:
+    from .backends.vm.runner import Options, manifest_name, parse_vm_options, run_vm
+
+    if not device:
+        raise SpecError(None, "device", 'the VM backend needs the lab\'s device(s), e.g. '
+                                        '"nullb:irqmode=2,completion_nsec=1ms" (iosched vm devices)')
+    if host is not None:
+        raise SpecError(None, "host", "picks a simulated host; the VM backend runs the lab's guest")
+    if ov.seed is not None and ov.seed < 0:
+        raise SpecError(None, "seed", f"expected an integer >= 0, got {ov.seed}")
+    devices = [device] if isinstance(device, str) else list(device)
+    # `vm` as the command line's --vm KEY=VALUE items: one parser, one set of checks and messages.
+    opts = parse_vm_options([f"{k}={v}" for k, v in vm.items()],
+                            Options(devices=devices, out=Path("."), lab=None if lab is None else str(lab)))
+    exp = make(ov)                                # the spec checked before the lab boots or a folder is made
+    opts.out = out_folder()
+    outcome = run_vm(exp, opts, echo=_quiet)
+    for warning in outcome.warnings:
+        _quiet(f"note: {warning}")
+    if report:
+        from .report.build import build
+
+        build(opts.out, static=False)
+    return Results(opts.out, manifest_name(exp.data["name"]), [rid for rid, _ in outcome.runs])
 
 
 class IoschedNote(UserWarning):

@@ -51,8 +51,15 @@ def test_run_a_spec_file_into_a_temporary_folder_with_notes_as_warnings(tmp_path
 def test_bad_input_is_a_spec_error_naming_the_key(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match=r"job\[0\]|unknown|bogus"):
         iosched.run({"duration": "5ms", "job": [{"name": "r", "bogus": 1}]}, out=tmp_path / "o", progress=False)
-    with pytest.raises(SpecError, match='backend: expected "sim" or "kernel"'):
+    with pytest.raises(SpecError, match='backend: expected "sim", "kernel" or "vm"'):
         iosched.run(SWEEP, backend="cloud", out=tmp_path / "o")
+    with pytest.raises(SpecError, match='vm: only with backend="vm"'):
+        iosched.run(SWEEP, vm={"cpus": 2}, out=tmp_path / "o")
+    # The VM backend's input is checked before the lab is looked for or booted.
+    with pytest.raises(SpecError, match="the VM backend needs the lab's device"):
+        iosched.run(SWEEP, backend="vm", out=tmp_path / "o")
+    with pytest.raises(SpecError, match="--vm: cpus=0: cpus: expected 1..64"):
+        iosched.run(SWEEP, backend="vm", device="nullb", vm={"cpus": 0}, out=tmp_path / "o")
     assert not (tmp_path / "o").exists()
     # Without out, bad input leaves no empty temporary folder behind.
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))

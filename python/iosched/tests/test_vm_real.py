@@ -130,6 +130,20 @@ def test_one_run_per_scheduler(batch):
     assert "vm-smoke@vm" in manifest["experiments"] and manifest["experiments"]["vm-smoke@vm"]["backend"] == "vm"
 
 
+def test_iosched_run_from_python(tmp_path):
+    """iosched.run(backend="vm") with a dict spec: one boot, the spec's scheduler, Results over the lab's runs."""
+    import iosched
+
+    spec = {"name": "vm-api", "duration": "1s", "ramp": "200ms", "scheduler": {"name": "mq-deadline"},
+            "job": [{"name": "r", "rw": "randread", "ioengine": "libaio", "iodepth": 4}]}
+    res = iosched.run(spec, backend="vm", device=NULLB, vm={"cpus": 2}, out=tmp_path / "out", report=False)
+    assert res.experiment == "vm-api@vm" and len(res.run_ids) == 1
+    df = res.df
+    assert df["backend"].tolist() == ["vm"] and df["scheduler"].tolist() == ["mq-deadline"]
+    # 4 outstanding on a 0.5 ms null_blk: at most 8,000 IOPS, and far more than one I/O at a time gives.
+    assert 2_500 < df["read_iops"].iloc[0] <= 8_100
+
+
 def test_weighted_cgroups_under_bfq(batch):
     out, _ = batch
     runs = _runs(out)
