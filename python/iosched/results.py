@@ -235,10 +235,9 @@ SUBMIT_LEVELS = ("0", "4", "8", "16", "32", "64", ">=64")
 def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window_ns: int, ramp_ns: int,
              usr_ns: int, sys_ns: int, ctx: int, nproc: int, pct_list: list[float], clat_pcts: bool = True,
              lat_pcts: bool = False, depth_levels: list[int] | None = None, iodepth: int = 1,
-             submit_levels: list[int] | None = None) -> dict[str, Any]:
-    """One job entry of fio's json+. What fio counts and the simulator does not (iodepth_complete, the batches of
-    its reap calls, which the simulator reaps one completion at a time; majf and minf, page faults) is left out
-    rather than written as 0."""
+             submit_levels: list[int] | None = None, complete_levels: list[int] | None = None) -> dict[str, Any]:
+    """One job entry of fio's json+. What fio counts and the simulator does not (majf and minf, page faults) is
+    left out rather than written as 0."""
     lat_ns, lat_us, lat_ms = latency_buckets([read, write])
     cpu_den = window_ns * nproc
 
@@ -247,7 +246,8 @@ def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window
         total = sum(counts)
         return {k: 100.0 * n / total if total else 0.0 for k, n in zip(keys, counts)}
 
-    # fio's io_u_map (the depth each submission brought the job to) and io_u_submit (I/Os per submit call).
+    # fio's io_u_map (the depth each submission brought the job to), io_u_submit (I/Os per submit call) and
+    # io_u_complete (completions per reap).
     depth = shares(DEPTH_LEVELS, depth_levels)
     return {
         "jobname": name, "groupid": 0, "job_start": 0, "error": 0, "eta": 0,
@@ -260,6 +260,7 @@ def _fio_job(name: str, options: dict[str, str], read: dict, write: dict, window
         "usr_cpu": 100.0 * usr_ns / cpu_den if cpu_den else 0.0,
         "sys_cpu": 100.0 * sys_ns / cpu_den if cpu_den else 0.0,
         "ctx": ctx, "iodepth_level": depth, "iodepth_submit": shares(SUBMIT_LEVELS, submit_levels),
+        "iodepth_complete": shares(SUBMIT_LEVELS, complete_levels),
         "latency_ns": lat_ns, "latency_us": lat_us, "latency_ms": lat_ms,
         "latency_depth": iodepth, "latency_target": 0, "latency_percentile": 100.0, "latency_window": 0,
     }
@@ -277,13 +278,15 @@ def fio_json(run: ResolvedRun, result: dict[str, Any]) -> dict[str, Any]:
             jobs.append(_fio_job(jr["name"], rj.options, jr["read"], jr["write"], jr["window_ns"], ramp,
                                  jr["usr_ns"], jr["sys_ns"], jr["context_switches"],
                                  max(1, len(jr["processes"])), pct_list, rj.clat_percentiles, rj.lat_percentiles,
-                                 jr.get("depth_levels"), rj.config["iodepth"], jr.get("submit_levels")))
+                                 jr.get("depth_levels"), rj.config["iodepth"], jr.get("submit_levels"),
+                                 jr.get("complete_levels")))
         else:
             for pr in jr["processes"]:
                 jobs.append(_fio_job(jr["name"], rj.options, pr["read"], pr["write"], jr["window_ns"], ramp,
                                      pr["usr_ns"], pr["sys_ns"], pr["context_switches"], 1, pct_list,
                                      rj.clat_percentiles, rj.lat_percentiles, pr.get("depth_levels"),
-                                     rj.config["iodepth"], pr.get("submit_levels")))
+                                     rj.config["iodepth"], pr.get("submit_levels"),
+                                     pr.get("complete_levels")))
     # No timestamp: a simulated run has no wall-clock time (same spec and seed, same bytes).
     return {"fio version": f"iosched-{__version__}", "global options": {}, "jobs": jobs, "disk_util": []}
 

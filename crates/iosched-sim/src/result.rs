@@ -53,6 +53,9 @@ pub struct ProcessResult {
     /// Measured submission calls by how many I/Os each submitted, in fio's buckets 0, 4, 8, 16, 32, 64, >=64.
     #[serde(default)]
     pub submit_levels: [u64; 7],
+    /// Measured reaps by how many completions each took in, in the same buckets.
+    #[serde(default)]
+    pub complete_levels: [u64; 7],
     pub clone: u32,
     pub core_affinity: Vec<u32>,
     pub read: DirectionResult,
@@ -73,11 +76,13 @@ pub struct JobResult {
     pub usr_ns: u64,
     pub sys_ns: u64,
     pub context_switches: u64,
-    /// The processes' depth_levels and submit_levels summed.
+    /// The processes' depth_levels, submit_levels and complete_levels summed.
     #[serde(default)]
     pub depth_levels: [u64; 7],
     #[serde(default)]
     pub submit_levels: [u64; 7],
+    #[serde(default)]
+    pub complete_levels: [u64; 7],
     pub processes: Vec<ProcessResult>,
 }
 

@@ -38,6 +38,7 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     # fio's "IO depths": a QD-4 job's submissions almost all bring it to 4 (fio prints "4=100.0%").
     assert job["iodepth_level"]["4"] > 99 and job["latency_depth"] == 4
     assert job["iodepth_submit"]["4"] == 100.0      # fio's default batch: one I/O per submit call (1-4)
+    assert job["iodepth_complete"]["4"] == 100.0    # 4 in flight: no reap takes in more than 4 completions
     # An async engine's slat is the submission call; its lat runs from the call's start, so lat = slat + clat.
     assert r["slat_ns"]["N"] == r["clat_ns"]["N"] == r["lat_ns"]["N"] > 0 and r["slat_ns"]["mean"] > 0
     assert abs(r["lat_ns"]["mean"] - r["slat_ns"]["mean"] - r["clat_ns"]["mean"]) < 1e-6 * r["lat_ns"]["mean"]

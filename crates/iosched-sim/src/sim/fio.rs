@@ -44,7 +44,7 @@ impl Simulation<'_> {
             if self.processes[process as usize].state.unreaped.is_empty() {
                 return;
             }
-            match self.reap(process, at) {
+            match self.reap(process, at, 0) {
                 Some(end) => at = end,
                 None => return,
             }
@@ -53,8 +53,10 @@ impl Simulation<'_> {
 
     /// Reap every completion waiting for the process. Returns when it may submit again, or None if it stopped or
     /// thinks first.
-    pub(super) fn reap(&mut self, process: u32, at: u64) -> Option<u64> {
+    /// `reaped_before`: completions this same reap already took in (the one a woken process reaps first).
+    pub(super) fn reap(&mut self, process: u32, at: u64, reaped_before: u32) -> Option<u64> {
         let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
+        self.count_reap(process, at, reaped_before + unreaped.len() as u32);
         let mut end = at;
         for &io in &unreaped {
             end = self
@@ -64,6 +66,14 @@ impl Simulation<'_> {
         unreaped.clear();
         self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
         self.after_reap(process, end)
+    }
+
+    /// Count one reap of `n` completions in fio's io_u_complete buckets, once the process measures.
+    pub(super) fn count_reap(&mut self, process: u32, at: u64, n: u32) {
+        let proc = &mut self.processes[process as usize];
+        if proc.state.ramp == Ramp::Over && at >= proc.state.stats_start_ns {
+            proc.stats.complete_levels[batch_level(n)] += 1;
+        }
     }
 
     /// What the process does after reaping: stop, think, or submit from `end` (returned).
@@ -319,6 +329,7 @@ impl Simulation<'_> {
         let Some(end) = self.reap_bio(io, now, sleeping) else {
             return; // queued on its core: `pick_next` goes on
         };
+        self.count_reap(process, now, 1);
         if let Some(at) = self.after_reap(process, end) {
             self.try_issue(process, at);
         }

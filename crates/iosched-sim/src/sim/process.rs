@@ -223,6 +223,10 @@ pub(super) struct ProcessStats {
     /// fio's io_u_submit: each measured submission call counted by how many I/Os it submitted, in fio's buckets
     /// 0, 1-4, 5-8, 9-16, 17-32, 33-64, more.
     pub(super) submit_levels: [u64; 7],
+    /// fio's io_u_complete: each measured reap counted by how many completions it took in, in the same buckets.
+    /// One completion reaped as it arrives (the process waited for it), or the batch that arrived while the
+    /// process was busy submitting or waited in its core's run queue, taken in together.
+    pub(super) complete_levels: [u64; 7],
 }
 
 /// fio's bucket (io_u_submit / io_u_complete) for the number of I/Os one call handled.

@@ -193,9 +193,17 @@ impl Simulation<'_> {
             for (sum, n) in job.submit_levels.iter_mut().zip(proc.stats.submit_levels) {
                 *sum += n;
             }
+            for (sum, n) in job
+                .complete_levels
+                .iter_mut()
+                .zip(proc.stats.complete_levels)
+            {
+                *sum += n;
+            }
             job.processes.push(ProcessResult {
                 depth_levels: proc.stats.depth_levels,
                 submit_levels: proc.stats.submit_levels,
+                complete_levels: proc.stats.complete_levels,
                 clone: proc.params.clone,
                 core_affinity: proc.params.allowed_cores.clone(),
                 read: with_samples(proc.stats.read.result(), 0),
@@ -403,6 +411,40 @@ mod tests {
         // iodepth_batch_submit 1: every call submits one I/O (bucket 1-4).
         let [none, one_to_four, rest @ ..] = job.submit_levels;
         assert!(none == 0 && one_to_four > 0 && rest == [0; 5]);
+        // With 4 in flight no reap can take in more than 4 completions (bucket 1-4), and none takes in 0.
+        let [none, one_to_four, rest @ ..] = job.complete_levels;
+        assert!(
+            none == 0 && one_to_four > 0 && rest == [0; 5],
+            "{:?}",
+            job.complete_levels
+        );
+    }
+
+    #[test]
+    fn completions_that_arrive_while_the_process_submits_are_reaped_together() {
+        // 32 in flight, submitted 16 per call under mq-deadline with hooks of 3 us per insert and 2 us per
+        // dispatch: a call's submission path lasts 16 x (3 + 2) = 80 us and more, and the reads that complete
+        // meanwhile wait for the call to end, then are reaped in one go (fio's getevents returns every completion
+        // there is). Reaps of 5 and more show up, and none is larger than the depth.
+        let mut reader = job("a", Rw::Randread, 32, 1);
+        reader.iodepth_batch_submit = 16;
+        let mut c = config("mq-deadline", vec![reader]);
+        let hooks = crate::config::SchedulerCost {
+            insert_ns: 3_000,
+            dispatch_ns: 2_000,
+            complete_ns: 0,
+        };
+        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+        let levels = result.jobs[0].complete_levels;
+        assert!(
+            levels[1] > 0 && levels[2] + levels[3] + levels[4] > 0,
+            "{levels:?}"
+        );
+        assert!(
+            levels[0] == 0 && levels[5] == 0 && levels[6] == 0,
+            "{levels:?}"
+        );
     }
 
     #[test]

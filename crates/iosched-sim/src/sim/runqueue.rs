@@ -143,9 +143,10 @@ impl Simulation<'_> {
                 let booked = self.run_process_on(core, process, now, io.work_ns);
                 let end = self.reaped(process, &io, booked, true);
                 let next = if self.processes[process as usize].state.unreaped.is_empty() {
+                    self.count_reap(process, now, 1);
                     self.after_reap(process, end)
                 } else {
-                    self.reap(process, end)
+                    self.reap(process, end, 1)
                 };
                 if let Some(at) = next {
                     self.try_issue(process, at);
