@@ -61,7 +61,14 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     ``"nullb:irqmode=2,completion_nsec=1ms"``; ``vm``: the guest as ``--vm`` sets it, ``{"cpus": 2, "memory":
     "2G", "accel": "tcg"}``; ``lab``: its cache folder). ``progress``: a tqdm bar (a widget in a notebook). Bad
     input raises SpecError, as the command line reports it; the lab's own failures raise VmError."""
+    import multiprocessing
+
     from .spec import Overrides, expand_runs, experiment_from_data, load_experiment
+
+    if multiprocessing.parent_process() is not None and multiprocessing.current_process().name.startswith("Spawn"):
+        # A worker of a sweep is starting by running the caller's script (Python's spawn), which calls run again.
+        raise SpecError(None, "jobs", 'called while a worker process starts: a script that calls iosched.run with '
+                                      'jobs > 1 must do so under `if __name__ == "__main__":`')
 
     if backend not in ("sim", "kernel", "vm"):
         raise SpecError(None, "backend", f'expected "sim", "kernel" or "vm", got {backend!r}')

@@ -332,6 +332,13 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
             executor.close()
         except Exception:  # noqa: BLE001 - the error on its way out matters, not this
             pass
+        from concurrent.futures.process import BrokenProcessPool
+
+        if isinstance(sys.exc_info()[1], BrokenProcessPool):
+            raise SpecError(None, "jobs", f"a worker process ended abruptly ({len(outcome.done)} run(s) written "
+                            "before it): killed or out of memory, or, from a Python script that calls iosched.run "
+                            "with jobs > 1, the script ran again in the worker (Python starts workers by running "
+                            'the main script: put the call under `if __name__ == "__main__":`)') from None
         raise
     finally:
         outcome.wall_s = time.monotonic() - t0

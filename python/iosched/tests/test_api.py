@@ -88,3 +88,20 @@ def test_the_docs_notebook_runs(tmp_path, monkeypatch):
     text = json.dumps([o for o in outputs])
     assert "Results('qd-sweep': 16 run(s)" in text and "read_iops" in text
     assert [p.name[:12] for p in tmp_path.iterdir() if p.name.startswith("iosched-run-")] == ["iosched-run-"]
+
+
+def test_a_script_without_a_main_guard_gets_one_clear_line(tmp_path):
+    """A script that calls iosched.run(jobs=2) at top level: Python's spawn runs it again in each worker, which
+    would call run again. The worker refuses, and the caller gets a SpecError that says what to do."""
+    import subprocess
+    import sys
+
+    native_or_skip()
+    script = tmp_path / "sweep.py"
+    script.write_text(f"import iosched\niosched.run({SWEEP!r}, out={str(tmp_path / 'o')!r}, jobs=2, progress=False, "
+                      "report=False)\n")
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode != 0
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("iosched.errors.SpecError: jobs: a worker process ended abruptly"), res.stderr
+    assert 'if __name__ == "__main__":' in last
