@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import __version__, kernel_version, store
+from ... import kernel_version, store
+from ...version import __version__
 from ...errors import SpecError, show
 from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, expand_runs, validate_spec
