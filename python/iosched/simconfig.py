@@ -96,14 +96,14 @@ class Job:
 
 def jobs_config(host: dict[str, Any], device: dict[str, Any], jobs: Iterable[Job], runtime_s: float, ramp_s: float, *,
                 file: str, seed: int = 1, scheduler: str = "none", tunables: Iterable[tuple[str, int]] = (),
-                ssds: int = 1) -> dict[str, Any]:
+                ssds: int = 1, per_device: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """A SimConfig for `Job`s (time-based, with these runtime and ramp) on one device, or on ``ssds`` copies of it
-    (NVMe), every job on all of them."""
+    (NVMe), every job on all of them; ``per_device``: DeviceConfig fields over the copy of that index."""
     devices = [device]
     resolved = fio_jobs(((j.name, j.options()) for j in jobs), host, devices, runtime_s=runtime_s, ramp_s=ramp_s,
                         file=file)
     if ssds > 1:  # the jobs are resolved on the first device (its capacity), then spread over every copy
-        devices = [dict(device, name=f"/dev/nvme{i}n1") for i in range(ssds)]
+        devices = [dict(device, name=f"/dev/nvme{i}n1", **(per_device or {}).get(i, {})) for i in range(ssds)]
         for job in resolved:
             job["devices"] = list(range(ssds))
     return sim_config(seed=seed, host=host, devices=devices, jobs=resolved, scheduler=scheduler, tunables=tunables)
@@ -111,10 +111,11 @@ def jobs_config(host: dict[str, Any], device: dict[str, Any], jobs: Iterable[Job
 
 def testbed_config(host: str, device: str, jobs: Iterable[Job], runtime_s: float, ramp_s: float, *, file: str,
                    seed: int = 1, scheduler: str = "none", tunables: Iterable[tuple[str, int]] = (),
-                   ssds: int = 1, device_options: dict[str, Any] | None = None) -> dict[str, Any]:
+                   ssds: int = 1, device_options: dict[str, Any] | None = None,
+                   per_device: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """`jobs_config` with host and device straight from their presets (``device_options``: DeviceConfig fields
-    over the preset's, e.g. a drive state)."""
+    over the preset's, e.g. a drive state; ``per_device``: over one copy's)."""
     host_params, device_params = preset_params(host, device)
     device_params = dict(device_params, **(device_options or {}))
     return jobs_config(host_params, device_params, jobs, runtime_s, ramp_s, file=file, seed=seed, scheduler=scheduler,
-                       tunables=tunables, ssds=ssds)
+                       tunables=tunables, ssds=ssds, per_device=per_device)

@@ -38,6 +38,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         write_buffer_bytes: 1 << 20,
         waiting_write_slots: 0,
         read_buffer_bytes: None,
+        waiting_read_slots: 0,
         buffer_fill_bytes_per_s: None,
         overprovision_bytes: 1 << 26,
         gc_free_units_low: 4,

@@ -9,7 +9,9 @@ import pytest
 from iosched.papers import registry, scoring
 from iosched.papers import seed000 as s
 from iosched.papers.scoring import CALIBRATION, CONSTRUCTION, FINDING, NOT_SIMULATED, Key
+from iosched.simconfig import Job
 
+from .conftest import native_or_skip
 from .test_registry import FakeResults
 
 CHECKS = (s.fig1_checks_from, s.latency_checks_from, s.throughput_checks_from, s.interference_checks_from,
@@ -176,13 +178,14 @@ def test_setups_follow_the_artifact():
     one = lambda sp, job: next(j for j in sp["job"] if j["name"] == job)  # noqa: E731
     assert one(spec("seed000-fig1", "a"), "r")["cpus_allowed"] == "2"
     assert "cpus_allowed" not in one(spec("seed000-fig1", "b"), "r")
-    assert spec("seed000-fig1", "c")["devices"][0]["count"] == 8
+    drives = lambda sp: sum(d["count"] for d in sp["devices"])  # noqa: E731
+    assert drives(spec("seed000-fig1", "c")) == 8
     assert one(spec("seed000-latency", "inter1"), "l")["cpus_allowed"] == "1"
     assert "cpus_allowed_policy" not in one(spec("seed000-latency", "inter1"), "l")   # all N share CPU 1
     assert "cpus_allowed" not in one(spec("seed000-latency", "inter10"), "l")
     for series in ("8ssd", "ssds8"):
         sp = spec("seed000-throughput", series)
-        assert sp["devices"][0]["count"] == 8 and one(sp, "t")["filename"].count(":") == 7
+        assert drives(sp) == 8 and one(sp, "t")["filename"].count(":") == 7
     inter = spec("seed000-interference", "fig11d")
     assert inter["sweep"]["job.t.numjobs"] == [1, 2, 4, 8, 16, 32] and one(inter, "t")["bs"] == "64k"
     assert one(inter, "t")["group_reporting"] == 0 and "cpus_allowed" not in one(inter, "t")
@@ -217,3 +220,24 @@ def test_write_depth_prints_the_artifacts_writers_beside_the_model():
     assert cells["fig-11d", "32"] == "1.28 GB/s"
     assert cells["fig-11d", "1"] == "0.28 GB/s"
     assert cells["table-4", "1"] == "129 KIOPS"
+
+
+def test_the_testbeds_fifth_drive_is_the_slower_reader():
+    """D5 (the fifth of the artifact's drives) reads 64 KiB at 1.92 / 2.12 = 0.907 of the others' rate: the measured
+    ratio of seed000.SLOW_DRIVE_READ_SCALE, on the model's drive with one 64 KiB reader of QD 64 on one core. The
+    drives before it and every testbed of up to 4 drives are the preset's."""
+    assert s.testbed_devices(3) == [{"preset": s.DEVICE, **s.DRIVE_STATE, "count": 3}]
+    eight = s.testbed_devices(8)
+    assert [d["count"] for d in eight] == [4, 1, 3] and [("set" in d) for d in eight] == [False, True, False]
+    assert [d["count"] for d in s.testbed_devices(5)] == [4, 1]
+    from iosched import native
+    from iosched.simconfig import testbed_config
+
+    def gb_s(options):
+        cfg = testbed_config(s.HOST, s.DEVICE, [Job("r", s.R, 64, [2], bs_bytes=65536)], 0.1, 0.02, file="test",
+                             device_options={**s.DRIVE_STATE, **options})
+        job = native.simulate(cfg)["jobs"][0]
+        return job["read"]["bytes"] / job["window_ns"]
+    native_or_skip()
+    ratio = gb_s(s.slow_drive_set()) / gb_s({})
+    assert abs(ratio - 1.923 / 2.120) < 0.02, ratio

@@ -282,10 +282,16 @@ pub struct DeviceConfig {
     #[serde(default)]
     pub waiting_write_slots: u32,
     /// Read data the controller holds in flight: a read command leaving the front end takes its bytes of this
-    /// buffer until its data has crossed to the host; one that finds too little room holds its front-end core,
-    /// and every command behind it waits. None: no limit.
+    /// buffer until its data has crossed to the host; one that finds too little room waits off the front end while
+    /// one of `waiting_read_slots` is free, else holds its front-end core, and every command behind it waits.
+    /// None: no limit.
     #[serde(default)]
     pub read_buffer_bytes: Option<u64>,
+    /// Reads that found the read buffer full and wait in the controller for room without holding a front-end core,
+    /// in arrival order (a read arriving while any wait queues behind them); one more stalls its core. 0: the first
+    /// such read stalls.
+    #[serde(default)]
+    pub waiting_read_slots: u32,
     /// Raw flash bytes beyond the user capacity.
     pub overprovision_bytes: u64,
     /// Garbage collection starts when free space falls below this many program units per flash unit.

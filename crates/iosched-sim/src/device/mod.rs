@@ -12,8 +12,9 @@
 //!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
 //! - A read buffer (`read_buffer_bytes`, optional): a read leaving the front end holds its bytes of it until its
-//!   completion is posted; a read that finds no room holds its front-end core, so reads beyond it wait in arrival
-//!   order whatever their size (`controller.rs`).
+//!   completion is posted; a read that finds no room waits off the front end while one of `waiting_read_slots` is
+//!   free, else holds its front-end core, so reads beyond it wait in arrival order whatever their size
+//!   (`controller.rs`).
 //! - A write buffer absorbs writes: a write completes once its data is in the buffer. Its data goes in piece by
 //!   piece as space frees (a controller fetches a write's data pages into free buffer slots), so a full buffer always
 //!   holds a program unit to drain and no write is too large for it. The buffer drains to flash in program units on
@@ -80,6 +81,9 @@ pub struct Device {
     front_end: Vec<FrontEndCore>,
     /// Writes waiting for buffer space off the front end (`waiting_write_slots`), oldest first.
     waiting_writes: VecDeque<FrontEndCore>,
+    /// Reads waiting for read-buffer room off the front end (`waiting_read_slots`), oldest first, with when each
+    /// began to wait.
+    waiting_reads: VecDeque<(Command, u64)>,
     units: Vec<Unit>,
     idle_units: Vec<u32>,
     channel_free_at_ns: Vec<u64>,
@@ -194,6 +198,7 @@ impl Device {
                 .map(|_| FrontEndCore::IDLE)
                 .collect(),
             waiting_writes: VecDeque::new(),
+            waiting_reads: VecDeque::new(),
             units: (0..nr_units)
                 .map(|_| Unit::new(free_program_units_per_unit))
                 .collect(),
