@@ -506,11 +506,27 @@ impl BlockQueue {
         }
     }
 
-    /// blk-mq: the woken thread of bio `io` asks for a request on `hctx` again, with what it first asked with: true
-    /// if it got one (as request `io`); false if it went back to sleep (on the next wait queue).
-    pub fn retry_tag(&mut self, hctx: u32, io: u32) -> bool {
-        self.tag_waits[hctx as usize].active -= 1; // sbitmap_finish_wait
-        let ask = self.asks[&io];
+    /// blk-mq: the woken thread of bio `io`, asleep on `slept_on`'s tags, asks for a request again, on `hctx` from
+    /// `cpu`, with the shallow depth it first asked with: true if it got one (as request `io`); false if it went
+    /// back to sleep (on `hctx`'s next wait queue). blk_mq_get_tag maps the thread's context again after each sleep,
+    /// so a thread that woke on another CPU asks that CPU's hardware queue; leaving `slept_on`, it counts one freed
+    /// tag there for the threads still asleep on it (`sbitmap_queue_wake_up(bt_prev, 1)`, "so other allocations
+    /// on previous queue won't be starved"): bios that wakes are appended to `woken`.
+    pub fn retry_tag(
+        &mut self,
+        slept_on: u32,
+        hctx: u32,
+        cpu: u32,
+        io: u32,
+        woken: &mut Vec<u32>,
+    ) -> bool {
+        self.tag_waits[slept_on as usize].active -= 1; // sbitmap_finish_wait
+        let mut ask = self.asks[&io];
+        if hctx != slept_on {
+            ask.cpu = cpu;
+            self.asks.insert(io, ask);
+            self.tag_freed(slept_on, woken);
+        }
         if self.take_tag(io, hctx, ask.cpu, ask.shallow) {
             self.asks.remove(&io);
             return true;
@@ -829,9 +845,9 @@ mod tests {
             q.try_take_request_tag(&rq(200, Op::Write, true, 2)),
             "a submitter that never slept takes a freed tag before the woken threads run"
         );
-        assert!(q.retry_tag(0, 100));
+        assert!(q.retry_tag(0, 0, 0, 100, &mut Vec::new()));
         assert!(
-            !q.retry_tag(0, 101),
+            !q.retry_tag(0, 0, 0, 101, &mut Vec::new()),
             "none left: back to sleep, on the next wait queue (5)"
         );
         assert_eq!(q.sleeping_on_tags(0), 4);
@@ -845,6 +861,44 @@ mod tests {
             [102, 103, 104, 101],
             "wake-ups go on from wait queue 2; the loser is last"
         );
+    }
+
+    #[test]
+    fn a_thread_that_wakes_on_another_cpu_asks_there_and_wakes_one_more_sleeper_of_its_old_queue() {
+        // Two hardware queues of 4 tags (wake batch 1); queue 0 full, bios 100 and 101 asleep on it. A freed tag
+        // of queue 0 wakes 100. Its thread runs on CPU 1 now, so it asks queue 1 (blk_mq_get_tag maps its context
+        // again) and gets a tag there; leaving queue 0 it counts one freed tag for those still asleep there, which
+        // wakes 101, who then takes the tag 100 left behind.
+        let setup = || {
+            let mut q = BlockQueue::new(
+                iosched_policy::by_name("none", 2).unwrap(),
+                2,
+                4,
+                None,
+                v("6.3"),
+            );
+            for id in 0..4 {
+                assert!(q.try_take_request_tag(&rq(id, Op::Read, true, 1)));
+            }
+            for io in [100, 101] {
+                q.wait_for_tag(&rq(io, Op::Read, true, 1), io);
+            }
+            let mut woken = Vec::new();
+            q.release_tags(&rq(0, Op::Read, true, 1), 0);
+            q.tag_freed(0, &mut woken);
+            assert_eq!(woken, [100]);
+            q
+        };
+        let mut q = setup();
+        let mut woken = Vec::new();
+        assert!(q.retry_tag(0, 1, 1, 100, &mut woken), "queue 1 has tags");
+        assert_eq!(woken, [101], "the compensating wake-up on queue 0");
+        assert!(q.retry_tag(0, 0, 0, 101, &mut Vec::new()));
+        // Negative control: woken on its old CPU, 100 takes queue 0's freed tag and 101 sleeps on.
+        let mut q = setup();
+        let mut woken = Vec::new();
+        assert!(q.retry_tag(0, 0, 0, 100, &mut woken));
+        assert!(woken.is_empty() && q.sleeping_on_tags(0) == 1);
     }
 
     #[test]

@@ -1051,9 +1051,7 @@ def interference_why(v: Values) -> dict[str, str]:
                  f"{v[Key('fig-11b', 'none', '8', 'lapp_read_clat_p99')]:.1f} ms against 38.5), where the "
                  "artifact's waited about as long as the readers' own I/Os (their P99 43.8 ms); under BFQ the model "
                  "serves the L-app's queue its share of D5 while the merged readers wait in the scheduler (N = 32: "
-                 f"{v[Key('fig-11b', 'bfq', '32', 'lapp_read_clat_p99')]:.0f} ms against 300); under Kyber at N >= 16 "
-                 "and MQ-Deadline at 32 the L-app starves while the backlog waits in the scheduler for D5 (Kyber at "
-                 f"16: {v[Key('fig-11b', 'kyber', '16', 'lapp_read_clat_p99')]:.0f} ms against 96)")
+                 f"{v[Key('fig-11b', 'bfq', '32', 'lapp_read_clat_p99')]:.0f} ms against 300)")
     big_reads_split = (one_slow_drive + ", 4 KiB reads behind 64 KiB ones alike, as in the model, where each "
                        "drive holds at most 1 MiB of reads in flight and takes the rest in order (read_buffer_bytes): "
                        "equal IOPS per process under none, mq-deadline and Kyber. BFQ at N >= 8: the model's BFQ merges "

@@ -47,12 +47,31 @@ impl Simulation<'_> {
 
     /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
     /// enters the elevator and its thread goes on.
+    /// A thread of a fio job asks from the core it woke on (an unpinned process may have moved, and its request
+    /// then belongs to that core's hardware queue); the flusher's bios keep theirs.
     pub(super) fn tag_retry(&mut self, io: u32, now: u64) {
-        let (device, hctx) = {
+        let (device, slept_on, kind, process) = {
             let s = &self.slots[io as usize];
-            (s.device, s.hctx)
+            (s.device, s.hctx, s.kind, s.process)
         };
-        if !self.queues[device as usize].retry_tag(hctx, io) {
+        let (core, hctx) = if kind == BioKind::Fio {
+            let core = self.processes[process as usize].state.core;
+            (core, core % self.queues[device as usize].nr_hw_queues)
+        } else {
+            (self.slots[io as usize].core, slept_on)
+        };
+        let mut woken = std::mem::take(&mut self.woken_bios);
+        let got = self.queues[device as usize].retry_tag(slept_on, hctx, core, io, &mut woken);
+        if hctx != slept_on {
+            let slot = &mut self.slots[io as usize];
+            (slot.core, slot.hctx, slot.dispatch_hctx) = (core, hctx, hctx);
+        }
+        for &other in &woken {
+            self.wake_tag_sleeper(other, now);
+        }
+        woken.clear();
+        self.woken_bios = woken;
+        if !got {
             return; // asleep again, on the next wait queue
         }
         let rq = self.make_request(io, now);
