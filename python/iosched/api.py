@@ -61,11 +61,9 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     ``"nullb:irqmode=2,completion_nsec=1ms"``; ``vm``: the guest as ``--vm`` sets it, ``{"cpus": 2, "memory":
     "2G", "accel": "tcg"}``; ``lab``: its cache folder). ``progress``: a tqdm bar (a widget in a notebook). Bad
     input raises SpecError, as the command line reports it; the lab's own failures raise VmError."""
-    import multiprocessing
-
     from .spec import Overrides, expand_runs, experiment_from_data, load_experiment
 
-    if multiprocessing.parent_process() is not None and multiprocessing.current_process().name.startswith("Spawn"):
+    if _in_spawned_main_script():
         # A worker of a sweep is starting by running the caller's script (Python's spawn), which calls run again.
         raise SpecError(None, "jobs", 'called while a worker process starts: a script that calls iosched.run with '
                                       'jobs > 1 must do so under `if __name__ == "__main__":`')
@@ -122,6 +120,21 @@ def run(spec: str | os.PathLike | dict[str, Any], *, out: str | os.PathLike | No
     rids = run_simulated(label, ov, out_path, jobs=jobs, cluster=None, report=report, echo=_quiet, experiment=exp,
                          progress="tqdm" if progress else False, summaries=False)
     return Results(out_path, exp.data["name"], rids)
+
+
+def _in_spawned_main_script() -> bool:
+    """Whether this call comes from the main script that multiprocessing's spawn runs again as a worker starts (its
+    `_fixup_main_from_path`), not from a worker's task: a spawned worker may call iosched.run legitimately."""
+    import sys
+
+    spawn_py = os.path.join("multiprocessing", "spawn.py")
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("_fixup_main_from_path", "_fixup_main_from_name") and code.co_filename.endswith(spawn_py):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _run_vm(make, device, host, ov, vm: dict[str, Any], lab, out_folder, report: bool) -> Results:

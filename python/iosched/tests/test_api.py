@@ -105,3 +105,18 @@ def test_a_script_without_a_main_guard_gets_one_clear_line(tmp_path):
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("iosched.errors.SpecError: jobs: a worker process ended abruptly"), res.stderr
     assert 'if __name__ == "__main__":' in last
+
+
+def _one_tiny_run(out: str) -> int:
+    return len(iosched.run({"duration": "5ms", "job": [{"name": "r", "rw": "randread"}]}, out=out, progress=False,
+                           report=False).run_ids)
+
+
+def test_a_spawned_workers_task_may_call_run(tmp_path):
+    """Negative control of the guard above: a task running in a spawned worker (the user's own pool) runs."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    native_or_skip()
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        assert pool.submit(_one_tiny_run, str(tmp_path / "o")).result(timeout=120) == 1
