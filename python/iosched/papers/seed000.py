@@ -165,8 +165,8 @@ DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.32}
 # one after each I/O, so the drives complete I/Os at the same rate and the slowest sets it; its queue takes whatever
 # the others do not need. The artifact's disk stats show that drive, and only for 64 KiB reads: in Figs. 11b and 12a
 # D5 holds 64 of the 128 outstanding reads with one background app, 197 of 256 with two, 4,022 of 4,096 with 32,
-# while every other drive holds its own 8-10 (disk_util.csv; in the 4 KiB runs no drive stands out, and D5 is
-# never the busiest in Figs. 1c, 10 or 11a). Its rate is a measured input of the testbed, read off the data and
+# while every other drive holds its own 8-10 (disk_util.csv; in the 4 KiB runs no drive stands out: D5 holds the
+# most in none of Figs. 1c's and 10's runs and in 1 of Fig. 11a's 40). Its rate is a measured input of the testbed, read off the data and
 # not a plotted point: the 8-drive 64 KiB rate with one background reader, 15.39 GB/s / 8 = 1.92 GB/s (Fig. 11b,
 # none, N = 1: the background app's and the L-app's bytes), against D4's ceiling, 2.12 GB/s (Fig. 1a, 64 KiB,
 # flat from QD 32 to 256): 0.907. Why D5 is slower is not known (its firmware, temperature or data layout); the
