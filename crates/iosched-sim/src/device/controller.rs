@@ -110,7 +110,7 @@ impl Device {
         } else if self.waiting_reads.is_empty() && self.take_read_buffer(command.bytes) {
             self.start_read(command, events);
         } else if self.waiting_reads.len() < self.config.waiting_read_slots as usize {
-            self.waiting_reads.push_back((command, events.now_ns));
+            self.waiting_reads.push_back(command);
         } else {
             self.front_end[core as usize].stalled_since_ns = Some(events.now_ns);
             return;
@@ -145,12 +145,11 @@ impl Device {
         self.read_buffer_used_bytes -= tracking.buffer_bytes as u64;
         tracking.buffer_bytes = 0;
         // The reads waiting off the front end first, oldest first: they came before any a front-end core holds.
-        while let Some(&(command, since)) = self.waiting_reads.front() {
+        while let Some(&command) = self.waiting_reads.front() {
             if !self.take_read_buffer(command.bytes) {
                 break;
             }
             self.waiting_reads.pop_front();
-            self.stats.read_buffer_full_stall_ns += events.now_ns - since;
             self.start_read(command, events);
         }
         for core in 0..self.front_end.len() {
@@ -164,13 +163,14 @@ impl Device {
                 continue;
             }
             if self.waiting_reads.is_empty() && self.take_read_buffer(command.bytes) {
-                self.stats.read_buffer_full_stall_ns += events.now_ns - since;
                 self.start_read(command, events);
             } else if self.waiting_reads.len() < self.config.waiting_read_slots as usize {
-                self.waiting_reads.push_back((command, since)); // a slot freed: it waits there, the core goes on
+                self.waiting_reads.push_back(command); // a slot freed: it waits there, the core goes on
             } else {
                 continue;
             }
+            // The front end held it until now (the time a read stall counts; waits off the front end do not).
+            self.stats.read_buffer_full_stall_ns += events.now_ns - since;
             self.front_end[core] = FrontEndCore::IDLE;
         }
         self.feed_front_end(events);

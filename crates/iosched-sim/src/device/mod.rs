@@ -81,9 +81,8 @@ pub struct Device {
     front_end: Vec<FrontEndCore>,
     /// Writes waiting for buffer space off the front end (`waiting_write_slots`), oldest first.
     waiting_writes: VecDeque<FrontEndCore>,
-    /// Reads waiting for read-buffer room off the front end (`waiting_read_slots`), oldest first, with when each
-    /// began to wait.
-    waiting_reads: VecDeque<(Command, u64)>,
+    /// Reads waiting for read-buffer room off the front end (`waiting_read_slots`), oldest first.
+    waiting_reads: VecDeque<Command>,
     units: Vec<Unit>,
     idle_units: Vec<u32>,
     channel_free_at_ns: Vec<u64>,
