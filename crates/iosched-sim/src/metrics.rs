@@ -97,13 +97,7 @@ impl LatencyStats {
                 .expect("valid histogram bounds")
         });
         histogram.saturating_record(latency_ns.max(1));
-        self.ios += 1;
-        self.bytes += bytes;
-        let l = latency_ns as f64;
-        self.sum_ns += l;
-        self.sum_sq_ns += l * l;
-        self.min_ns = self.min_ns.min(latency_ns);
-        self.max_ns = self.max_ns.max(latency_ns);
+        self.record_moments(latency_ns, bytes);
     }
 
     /// Count, bytes and moments only, without the histogram (no percentiles or bins in the result): for the

@@ -45,8 +45,10 @@ pub struct SampleSummary {
     pub stddev: f64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ProcessResult {
+/// fio's three I/O-depth tables as counts (its "IO depths", "submit" and "complete" lines), in the result as three
+/// arrays of their own.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct DepthTables {
     /// Measured submissions by the depth they brought the process to, in fio's buckets 1, 2, 4, 8, 16, 32, >=64.
     #[serde(default)]
     pub depth_levels: [u64; 7],
@@ -56,6 +58,28 @@ pub struct ProcessResult {
     /// Measured reaps by how many completions each took in, in the same buckets.
     #[serde(default)]
     pub complete_levels: [u64; 7],
+}
+
+impl DepthTables {
+    /// Add another process's counts (a job's tables are its processes' summed).
+    pub fn add(&mut self, other: &Self) {
+        let pairs = [
+            (&mut self.depth_levels, &other.depth_levels),
+            (&mut self.submit_levels, &other.submit_levels),
+            (&mut self.complete_levels, &other.complete_levels),
+        ];
+        for (sum, counts) in pairs {
+            for (s, n) in sum.iter_mut().zip(counts) {
+                *s += n;
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessResult {
+    #[serde(flatten)]
+    pub depth_tables: DepthTables,
     pub clone: u32,
     pub core_affinity: Vec<u32>,
     pub read: DirectionResult,
@@ -76,13 +100,9 @@ pub struct JobResult {
     pub usr_ns: u64,
     pub sys_ns: u64,
     pub context_switches: u64,
-    /// The processes' depth_levels, submit_levels and complete_levels summed.
-    #[serde(default)]
-    pub depth_levels: [u64; 7],
-    #[serde(default)]
-    pub submit_levels: [u64; 7],
-    #[serde(default)]
-    pub complete_levels: [u64; 7],
+    /// The processes' depth tables summed.
+    #[serde(flatten)]
+    pub depth_tables: DepthTables,
     pub processes: Vec<ProcessResult>,
 }
 

@@ -72,7 +72,7 @@ impl Simulation<'_> {
     pub(super) fn count_reap(&mut self, process: u32, at: u64, n: u32) {
         let proc = &mut self.processes[process as usize];
         if proc.state.ramp == Ramp::Over && at >= proc.state.stats_start_ns {
-            proc.stats.complete_levels[batch_level(n)] += 1;
+            proc.stats.depth_tables.complete_levels[batch_level(n)] += 1;
         }
     }
 
@@ -105,7 +105,7 @@ impl Simulation<'_> {
         let booked = self.run_process(process, at, submit_ns * batch as u64);
         let proc = &mut self.processes[process as usize];
         if proc.state.ramp == Ramp::Over && booked.start_ns >= proc.state.stats_start_ns {
-            proc.stats.submit_levels[batch_level(batch)] += 1;
+            proc.stats.depth_tables.submit_levels[batch_level(batch)] += 1;
         }
         let path = self.processes[process as usize].params.locks;
         let locks = path.submit_call as u64 + batch as u64 * path.submit as u64;
@@ -190,7 +190,7 @@ impl Simulation<'_> {
         let device = proc.params.devices[plan.device_slot];
         proc.state.inflight += 1;
         if proc.state.ramp == Ramp::Over && issue_ns >= proc.state.stats_start_ns {
-            proc.stats.depth_levels[depth_level(proc.state.inflight)] += 1;
+            proc.stats.depth_tables.depth_levels[depth_level(proc.state.inflight)] += 1;
         }
         proc.state.issued += 1;
         self.ios_issued += 1;

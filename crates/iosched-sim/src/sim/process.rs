@@ -11,6 +11,7 @@ use super::tags::TagWait;
 use crate::config::{EngineCost, IoEngine, RampEnd};
 use crate::host::CpuAccount;
 use crate::metrics::{LatencyStats, SampleStats};
+use crate::result::DepthTables;
 use crate::workload::{Generator, TraceReplay};
 
 /// The job index of the writeback flusher, which belongs to no job.
@@ -217,16 +218,12 @@ pub(super) struct ProcessStats {
     /// Per direction, one IOPS and one KiB/s sample per closed statistics window (fio's iops_* and bw_*).
     pub(super) iops_samples: [SampleStats; 2],
     pub(super) bw_kib_samples: [SampleStats; 2],
-    /// fio's io_u_map: each measured submission counted at the depth it brought the process to, in fio's buckets
-    /// 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64 and more.
-    pub(super) depth_levels: [u64; 7],
-    /// fio's io_u_submit: each measured submission call counted by how many I/Os it submitted, in fio's buckets
-    /// 0, 1-4, 5-8, 9-16, 17-32, 33-64, more.
-    pub(super) submit_levels: [u64; 7],
-    /// fio's io_u_complete: each measured reap counted by how many completions it took in, in the same buckets.
-    /// One completion reaped as it arrives (the process waited for it), or the batch that arrived while the
-    /// process was busy submitting or waited in its core's run queue, taken in together.
-    pub(super) complete_levels: [u64; 7],
+    /// fio's io_u_map (each measured submission counted at the depth it brought the process to, buckets 1, 2-3,
+    /// 4-7, 8-15, 16-31, 32-63, 64 and more), io_u_submit (each measured submission call by how many I/Os it
+    /// submitted, buckets 0, 1-4, 5-8, 9-16, 17-32, 33-64, more) and io_u_complete (each measured reap by how many
+    /// completions it took in, the same buckets: one completion reaped as it arrives when the process waited for
+    /// it, or the batch that arrived while it was busy submitting or waited in its core's run queue, together).
+    pub(super) depth_tables: DepthTables,
 }
 
 /// fio's bucket (io_u_submit / io_u_complete) for the number of I/Os one call handled.

@@ -187,23 +187,9 @@ impl Simulation<'_> {
                 d.lat = submission(&proc.stats.lat[direction]);
                 d
             };
-            for (sum, n) in job.depth_levels.iter_mut().zip(proc.stats.depth_levels) {
-                *sum += n;
-            }
-            for (sum, n) in job.submit_levels.iter_mut().zip(proc.stats.submit_levels) {
-                *sum += n;
-            }
-            for (sum, n) in job
-                .complete_levels
-                .iter_mut()
-                .zip(proc.stats.complete_levels)
-            {
-                *sum += n;
-            }
+            job.depth_tables.add(&proc.stats.depth_tables);
             job.processes.push(ProcessResult {
-                depth_levels: proc.stats.depth_levels,
-                submit_levels: proc.stats.submit_levels,
-                complete_levels: proc.stats.complete_levels,
+                depth_tables: proc.stats.depth_tables,
                 clone: proc.params.clone,
                 core_affinity: proc.params.allowed_cores.clone(),
                 read: with_samples(proc.stats.read.result(), 0),
@@ -399,24 +385,28 @@ mod tests {
         // Each process keeps 4 reads in flight once measured: its submissions bring it to depth 4 (bucket 4-7),
         // and the job's depth levels are its processes' summed.
         for p in &job.processes {
-            let [one, two, four, rest @ ..] = p.depth_levels;
+            let [one, two, four, rest @ ..] = p.depth_tables.depth_levels;
             assert!(
                 four > 0 && four >= 10 * (one + two) && rest == [0; 4],
                 "{:?}",
-                p.depth_levels
+                p.depth_tables.depth_levels
             );
         }
-        let summed: u64 = job.processes.iter().map(|p| p.depth_levels[2]).sum();
-        assert_eq!(job.depth_levels[2], summed);
+        let summed: u64 = job
+            .processes
+            .iter()
+            .map(|p| p.depth_tables.depth_levels[2])
+            .sum();
+        assert_eq!(job.depth_tables.depth_levels[2], summed);
         // iodepth_batch_submit 1: every call submits one I/O (bucket 1-4).
-        let [none, one_to_four, rest @ ..] = job.submit_levels;
+        let [none, one_to_four, rest @ ..] = job.depth_tables.submit_levels;
         assert!(none == 0 && one_to_four > 0 && rest == [0; 5]);
         // With 4 in flight no reap can take in more than 4 completions (bucket 1-4), and none takes in 0.
-        let [none, one_to_four, rest @ ..] = job.complete_levels;
+        let [none, one_to_four, rest @ ..] = job.depth_tables.complete_levels;
         assert!(
             none == 0 && one_to_four > 0 && rest == [0; 5],
             "{:?}",
-            job.complete_levels
+            job.depth_tables.complete_levels
         );
     }
 
@@ -436,7 +426,7 @@ mod tests {
         };
         c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
         let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
-        let levels = result.jobs[0].complete_levels;
+        let levels = result.jobs[0].depth_tables.complete_levels;
         assert!(
             levels[1] > 0 && levels[2] + levels[3] + levels[4] > 0,
             "{levels:?}"

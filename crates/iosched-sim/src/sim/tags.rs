@@ -36,6 +36,16 @@ impl Simulation<'_> {
         self.events.schedule(end, Event::TagRetry { io });
     }
 
+    /// Wake the threads of the bios a freed tag woke (`woken`, taken from `woken_bios`, whose allocation it gives
+    /// back empty).
+    fn wake_tag_sleepers(&mut self, mut woken: Vec<u32>, now: u64) {
+        for &io in &woken {
+            self.wake_tag_sleeper(io, now);
+        }
+        woken.clear();
+        self.woken_bios = woken;
+    }
+
     /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
         let sleep_wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns;
@@ -66,11 +76,7 @@ impl Simulation<'_> {
             let slot = &mut self.slots[io as usize];
             (slot.core, slot.hctx, slot.dispatch_hctx) = (core, hctx, hctx);
         }
-        for &other in &woken {
-            self.wake_tag_sleeper(other, now);
-        }
-        woken.clear();
-        self.woken_bios = woken;
+        self.wake_tag_sleepers(woken, now);
         if !got {
             return; // asleep again, on the next wait queue
         }
@@ -156,11 +162,7 @@ impl Simulation<'_> {
         if self.queues[device as usize].layer == BlockLayer::Mq {
             let mut woken = std::mem::take(&mut self.woken_bios);
             self.queues[device as usize].tag_freed(hctx, &mut woken);
-            for &io in &woken {
-                self.wake_tag_sleeper(io, now);
-            }
-            woken.clear();
-            self.woken_bios = woken;
+            self.wake_tag_sleepers(woken, now);
         }
         while let Some(waiting) = self.queues[device as usize].next_tag_waiter(hctx) {
             let waiting_rq = self.make_request(waiting, now);
