@@ -31,10 +31,11 @@ DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
-HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "io_uring",
-               "libaio", "psync", "scheduler_costs", "page_cache", "kernel", "scheduler_dispatch")
-HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "scheduler_costs", "page_cache",
-                 "scheduler_dispatch")
+HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
+               "package_idle_wake_ns", "package_idle_ns", "io_uring", "libaio", "psync", "scheduler_costs", "page_cache",
+               "kernel", "scheduler_dispatch")
+HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
+                 "scheduler_costs", "page_cache", "scheduler_dispatch")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
 SCHEDULER_DISPATCH = ("inline", "kblockd")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")

@@ -67,6 +67,8 @@ METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
     "read_p99_us": lambda job: _percentile(job["read"], 99.0) / 1e3,
     "write_mean_us": lambda job: job["write"]["clat_mean_ns"] / 1e3,
     "write_p99_us": lambda job: _percentile(job["write"], 99.0) / 1e3,
+    # CPU time (usr + sys) per completed I/O, as the ICPE'24 artifact's cpu.csv computes it from fio's report.
+    "cpu_us_per_io": lambda job: (job["usr_ns"] + job["sys_ns"]) / 1e3 / max(1, job["read"]["ios"] + job["write"]["ios"]),
 }
 
 

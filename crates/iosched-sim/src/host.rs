@@ -53,6 +53,9 @@ pub struct CpuAccount {
 pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
+    /// `HostConfig::package_idle_wake_ns` and `package_idle_ns`: the extra cost of a wake-up into an idle package.
+    pub package_idle_wake_ns: u64,
+    pub package_idle_ns: u64,
     window_start_ns: u64,
     window_end_ns: u64,
 }
@@ -75,8 +78,26 @@ impl Host {
                 })
                 .collect(),
             context_switch_ns,
+            package_idle_wake_ns: 0,
+            package_idle_ns: 0,
             window_start_ns: 0,
             window_end_ns: u64::MAX,
+        }
+    }
+
+    /// The extra CPU time of a wake-up at `at_ns`: `package_idle_wake_ns` if no core has had work booked during the
+    /// `package_idle_ns` before it (the whole package idle that long), else 0. Every core's booked work ends at its
+    /// `free_at_ns`, so one pass over the cores tells; a core with work booked past `at_ns` is busy.
+    #[inline]
+    pub fn package_idle_extra_ns(&self, at_ns: u64) -> u64 {
+        if self.package_idle_wake_ns == 0 {
+            return 0;
+        }
+        let idle_since = at_ns.saturating_sub(self.package_idle_ns);
+        if self.cores.iter().all(|c| c.free_at_ns <= idle_since) {
+            self.package_idle_wake_ns
+        } else {
+            0
         }
     }
 
@@ -547,6 +568,40 @@ mod tests {
         assert_eq!(host.run(0, 2, 1_000, 500, &mut b), (2_000, 3_500));
         assert_eq!(host.run(0, 1, 3_500, 1_000, &mut a), (3_500, 5_500));
         assert_eq!((a.context_switches, b.context_switches), (1, 1));
+    }
+
+    /// Two cores, a wake-up into an idle package costing 2,570 ns extra once every core has been idle 20 us (the
+    /// Xeon preset's values). Core 0 works 0-5,000; at 30,000 both cores have been idle since 5,000, i.e. 25 us >= 20
+    /// us: the wake-up pays. At 20,000 they have been idle only 15 us; and with core 1 busy until 40,000 the package
+    /// is not idle at 30,000 either: neither pays (the negative controls).
+    #[test]
+    fn a_wake_up_pays_extra_only_after_the_whole_package_idled_long_enough() {
+        let mut host = Host::new(2, 0);
+        host.package_idle_wake_ns = 2_570;
+        host.package_idle_ns = 20_000;
+        let mut a = CpuAccount::default();
+        host.run(0, 1, 0, 5_000, &mut a);
+        assert_eq!(host.package_idle_extra_ns(30_000), 2_570, "idle 25 us");
+        assert_eq!(
+            host.package_idle_extra_ns(25_000),
+            2_570,
+            "idle exactly 20 us"
+        );
+        assert_eq!(host.package_idle_extra_ns(20_000), 0, "idle only 15 us");
+        host.run(1, 2, 10_000, 30_000, &mut a);
+        assert_eq!(
+            host.package_idle_extra_ns(30_000),
+            0,
+            "core 1 busy until 40,000"
+        );
+        assert_eq!(
+            host.package_idle_extra_ns(60_000),
+            2_570,
+            "both idle since 40,000"
+        );
+        // Off (every other host preset): never anything.
+        host.package_idle_wake_ns = 0;
+        assert_eq!(host.package_idle_extra_ns(1_000_000), 0);
     }
 
     #[test]

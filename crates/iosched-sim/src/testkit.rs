@@ -71,6 +71,8 @@ pub fn host(cores: u32) -> HostConfig {
         lock_handoff_ns: 0,
         uncontended_lock_ns: 0,
         completion_irq_ns: 0,
+        package_idle_wake_ns: 0,
+        package_idle_ns: 0,
         scheduler_costs: iosched_policy::REGISTRY
             .iter()
             .filter(|s| s.is_elevator())

@@ -96,6 +96,16 @@ pub struct HostConfig {
     /// runs a core's woken processes varies (`Simulation::pick_next`). 0: charged to the woken process.
     #[serde(default)]
     pub completion_irq_ns: u64,
+    /// Extra CPU time of a wake-up (a sleeping process woken for its completion) that finds every core of the host
+    /// idle for at least `package_idle_ns`: with all cores idle the package lowers its uncore (the shared cache and
+    /// memory controller's clock) and the cores' own clocks, and the woken process's first microseconds of work run
+    /// slower, on cold shared state. It is charged as work on the waking path (CPU time and latency alike). 0: off.
+    #[serde(default)]
+    pub package_idle_wake_ns: u64,
+    /// How long every core must have been idle for a wake-up to pay `package_idle_wake_ns` (an idle state's target
+    /// residency: a shorter idle spell does not enter it).
+    #[serde(default)]
+    pub package_idle_ns: u64,
     /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host
     /// needs an entry; `none` has no elevator and costs nothing, and has none (see
     /// [`HostConfig::check_scheduler_costs`]).

@@ -612,8 +612,10 @@ impl Simulation<'_> {
         if self.inner_lock_uses_pending(device) {
             self.book_inner_locks(device, core, process, now, now); // the wake-up, in the completion's interrupt
         }
-        // Whether the process had gone to sleep is decided when the interrupt arrives, before any work is booked.
+        // Whether the process had gone to sleep, and whether the package was idle, are decided when the interrupt
+        // arrives, before any work is booked.
         let sleeping = self.asleep_at(process, now);
+        self.irq_package_idle_extra_ns = Some(self.host.package_idle_extra_ns(now));
         self.charge_interrupt(core, process, now);
         let mut path_start = now;
         if self.costs.complete_ns > 0 {
@@ -661,6 +663,7 @@ impl Simulation<'_> {
         }
         self.arm_timer(device, now);
         self.complete_bios(request, core, sleeping, path_start);
+        self.irq_package_idle_extra_ns = None;
     }
 
     /// Each bio of the completed request headed by `request` completes from `path_start_ns` on its submitting core:

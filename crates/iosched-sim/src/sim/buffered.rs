@@ -229,7 +229,9 @@ impl Simulation<'_> {
             {
                 continue;
             }
-            let work = self.processes[p].params.cost.sleep_wake_ns + self.copy_ns(c * PAGE_BYTES);
+            let work = self.processes[p].params.cost.sleep_wake_ns
+                + self.package_idle_wake_extra_ns(at)
+                + self.copy_ns(c * PAGE_BYTES);
             let done = self.run_process(p as u32, at, work).end_ns;
             self.finish_call(p as u32, done);
         }
@@ -245,7 +247,8 @@ impl Simulation<'_> {
                 .as_ref()
                 .is_some_and(|b| b.write && b.waiting);
             if waiting_writer {
-                let work = self.processes[p].params.cost.sleep_wake_ns;
+                let work = self.processes[p].params.cost.sleep_wake_ns
+                    + self.package_idle_wake_extra_ns(at);
                 let done = self.run_process(p as u32, at, work).end_ns;
                 self.finish_call(p as u32, done);
             }

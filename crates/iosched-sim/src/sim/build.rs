@@ -57,6 +57,8 @@ impl<'c> Simulation<'c> {
             None
         };
         let mut host = Host::new(cores, config.host.context_switch_ns);
+        host.package_idle_wake_ns = config.host.package_idle_wake_ns;
+        host.package_idle_ns = config.host.package_idle_ns;
         host.set_window(window_start_ns, end_ns);
         let queues_runs = queues
             .iter()
@@ -84,6 +86,7 @@ impl<'c> Simulation<'c> {
             ios_completed: 0,
             woken_hctxs: Vec::new(),
             woken_bios: Vec::new(),
+            irq_package_idle_extra_ns: None,
             kworker_cpu: CpuAccount::default(),
             kblockd_runs: queues_runs,
             inner_lock_uses: Vec::new(),

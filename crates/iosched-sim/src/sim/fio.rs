@@ -368,7 +368,12 @@ impl Simulation<'_> {
         };
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
-        let work = cost.complete_ns + if sleeping { cost.sleep_wake_ns } else { 0 };
+        let work = cost.complete_ns
+            + if sleeping {
+                cost.sleep_wake_ns + self.package_idle_wake_extra_ns(now)
+            } else {
+                0
+            };
         let lock_calls = locks.complete + if sleeping { locks.sleep_wake } else { 0 };
         let io = Completion {
             issue_ns,

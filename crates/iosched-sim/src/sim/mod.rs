@@ -155,6 +155,9 @@ pub struct Simulation<'c> {
     woken_hctxs: Vec<u32>,
     /// Scratch: bios whose threads a freed request tag woke.
     woken_bios: Vec<u32>,
+    /// While a completion's interrupt is handled: what a wake-up on its path pays for the package's idleness, as
+    /// found when the interrupt arrived (before its own work was booked; `Host::package_idle_extra_ns`).
+    irq_package_idle_extra_ns: Option<u64>,
     /// CPU time of kblockd workers (on the cores' busy time, in no job's).
     kworker_cpu: CpuAccount,
     /// Per device and hardware queue: kblockd runs so far, for the CPU the next one runs on.
@@ -422,6 +425,13 @@ impl Simulation<'_> {
     /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
     /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
     /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
+    /// The extra work of a wake-up at `at_ns` into an idle package: as the interrupt in progress found the package,
+    /// or, outside a completion's interrupt, as it is at `at_ns`.
+    fn package_idle_wake_extra_ns(&self, at_ns: u64) -> u64 {
+        self.irq_package_idle_extra_ns
+            .unwrap_or_else(|| self.host.package_idle_extra_ns(at_ns))
+    }
+
     fn asleep_at(&self, process: u32, at_ns: u64) -> bool {
         match self.processes.get(process as usize) {
             Some(proc) => at_ns >= proc.state.busy_until_ns,
@@ -619,11 +629,31 @@ mod tests {
     /// CPU time per I/O of `processes` QD-1 readers pinned to core 0 of the test host, on a drive fast enough
     /// (64 flash units, 1 us per command) that the core is the bottleneck.
     fn cpu_ns_per_io_of_qd1_processes_on_one_core(processes: u32) -> f64 {
+        cpu_ns_per_io_of_qd1_processes("none", processes, 0)
+    }
+
+    /// As `cpu_ns_per_io_of_qd1_processes_on_one_core`, on a host whose wake-ups into a package idle for 20 us cost
+    /// `package_idle_wake_ns` more.
+    fn cpu_ns_per_io_of_qd1_processes(
+        scheduler: &str,
+        processes: u32,
+        package_idle_wake_ns: u64,
+    ) -> f64 {
         let mut readers = job("a", Rw::Randread, 1, processes);
         readers.cpus_allowed = vec![0];
         readers.runtime_ns = 50_000_000;
-        let mut c = config("none", vec![readers]);
+        let mut c = config(scheduler, vec![readers]);
         c.devices[0].units_per_channel = 32;
+        c.host.package_idle_wake_ns = package_idle_wake_ns;
+        c.host.package_idle_ns = 20_000;
+        if let Some(cost) = c.host.scheduler_costs.get_mut(scheduler) {
+            // A completion hook booked in the interrupt before the wake-up (the Xeon's mq-deadline costs).
+            *cost = crate::config::SchedulerCost {
+                insert_ns: 200,
+                dispatch_ns: 200,
+                complete_ns: 50,
+            };
+        }
         let mut sim = Simulation::new(&c).unwrap();
         sim.start_and_run_until(|sim| sim.active_processes == 0);
         // CPU time and I/Os, both inside the measurement window (50 ms).
@@ -647,6 +677,23 @@ mod tests {
         // saturate the core (it waits ~50 us for the flash each time), so this counts CPU per I/O, not time.
         let alone = cpu_ns_per_io_of_qd1_processes_on_one_core(1);
         assert!((alone - 6_500.0).abs() < 130.0, "{alone}");
+    }
+
+    #[test]
+    fn a_wake_up_into_an_idle_package_costs_its_extra_only_when_no_core_kept_the_package_busy() {
+        // One QD-1 reader alone: each I/O leaves every core idle for the ~50 us of its flash read, more than the
+        // 20 us the package needs, so each wake-up pays the 2,570 ns: 6,500 + 2,570 = 9,070 ns per I/O (within 2%).
+        let alone = cpu_ns_per_io_of_qd1_processes("none", 1, 2_570);
+        assert!((alone - 9_070.0).abs() < 180.0, "{alone}");
+        // With an elevator the completion hook runs in the interrupt first; the package was idle when the
+        // interrupt came, so the wake-up pays all the same.
+        let mq_deadline = cpu_ns_per_io_of_qd1_processes("mq-deadline", 1, 2_570)
+            - cpu_ns_per_io_of_qd1_processes("mq-deadline", 1, 0);
+        assert!((mq_deadline - 2_570.0).abs() < 60.0, "{mq_deadline}");
+        // Negative control: 32 of them keep core 0 busy, so no wake-up finds the package idle: 7.5 us per I/O, as
+        // without the extra.
+        let busy = cpu_ns_per_io_of_qd1_processes("none", 32, 2_570);
+        assert!((busy - 7_500.0).abs() < 150.0, "{busy}");
     }
 
     #[test]
