@@ -68,6 +68,10 @@ TARGETS: tuple[Target, ...] = (
     Target("8K QD1 randread mean", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2], bs_bytes=8192),),
            "read_mean_us", "r", 113.95, runtime_s=1.0,
            device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+    # The host's wake-up into an idle package (package_idle_wake_ns), fitted to its added input: the ICPE'24
+    # artifact's CPU per I/O of one process reading 4 KiB at QD 1 on CPU 2 (cpu.csv, Fig. 1a bs=4k QD 1; not plotted).
+    Target("QD1 randread CPU per I/O", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2]),), "cpu_us_per_io", "r",
+           7.269),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),
