@@ -419,12 +419,6 @@ impl Simulation<'_> {
             && min.saturating_sub(proc.vruntime_ns) > w.wakeup_granularity_ns
     }
 
-    /// Whether `process` is asleep at `at_ns`, waiting for a completion: the work booked for it has ended (it
-    /// blocked in io_uring_enter, io_getevents or its read/write call). Its wake-up then costs the sleep/wake path
-    /// whether its core went idle or ran other processes meanwhile: try_to_wake_up and the switch back in are paid
-    /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
-    /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
-    /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
     /// The extra work of a wake-up at `at_ns` into an idle package: as the interrupt in progress found the package,
     /// or, outside a completion's interrupt, as it is at `at_ns`.
     fn package_idle_wake_extra_ns(&self, at_ns: u64) -> u64 {
@@ -432,6 +426,12 @@ impl Simulation<'_> {
             .unwrap_or_else(|| self.host.package_idle_extra_ns(at_ns))
     }
 
+    /// Whether `process` is asleep at `at_ns`, waiting for a completion: the work booked for it has ended (it
+    /// blocked in io_uring_enter, io_getevents or its read/write call). Its wake-up then costs the sleep/wake path
+    /// whether its core went idle or ran other processes meanwhile: try_to_wake_up and the switch back in are paid
+    /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
+    /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
+    /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
     fn asleep_at(&self, process: u32, at_ns: u64) -> bool {
         match self.processes.get(process as usize) {
             Some(proc) => at_ns >= proc.state.busy_until_ns,
