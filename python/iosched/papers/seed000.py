@@ -286,6 +286,12 @@ WRITE_CALIBRATION_POINTS: dict[tuple[str, str, str], str] = {
     ("fig-12b", "none", "32"): "calibration input (seed 000's drive state, as Fig. 11d none 32): 64 KiB writers, "
                                "32 on 8 SSDs",
 }
+# Each table with the quantities its points measure (a figure's other quantities at the same x stay findings).
+CALIBRATION_TABLES: tuple[tuple[dict[tuple[str, str, str], str], tuple[str, ...]], ...] = (
+    (CALIBRATION_POINTS, ("read_lat_mean", "read_clat_p99")),
+    (WRITE_CALIBRATION_POINTS, ("bg_write_gb_s",)),
+    (CPU_CALIBRATION_POINTS, ("cpu_cores",)),
+)
 
 
 def classify(p: RefPoint) -> tuple[str, str]:
@@ -296,15 +302,10 @@ def classify(p: RefPoint) -> tuple[str, str]:
                                "kernel-bypass host path")
     if p.figure.startswith("fig-6") and p.series == "none" and p.x_value == "1":
         return CONSTRUCTION, "the heat map's normalisation base (P99 of none at 1 over itself): 1 by definition"
-    note = CALIBRATION_POINTS.get((p.figure, p.series, p.at))
-    if note and p.y_name in ("read_lat_mean", "read_clat_p99"):
-        return CALIBRATION, note
-    note = WRITE_CALIBRATION_POINTS.get((p.figure, p.series, p.at))
-    if note and p.y_name == "bg_write_gb_s":
-        return CALIBRATION, note
-    note = CPU_CALIBRATION_POINTS.get((p.figure, p.series, p.at))
-    if note and p.y_name == "cpu_cores":
-        return CALIBRATION, note
+    for table, quantities in CALIBRATION_TABLES:
+        note = table.get((p.figure, p.series, p.at))
+        if note and p.y_name in quantities:
+            return CALIBRATION, note
     return FINDING, ""
 
 

@@ -48,11 +48,11 @@ impl Simulation<'_> {
 
     /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
-        let sleep_wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns
+        let wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns
             + self.package_idle_wake_extra_ns(now);
-        let booked = self.run_process(process, now, sleep_wake_ns);
+        let booked = self.run_process(process, now, wake_ns);
         let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
-        self.count_lock_calls(booked.core, booked.start_ns, locks, sleep_wake_ns);
+        self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
         booked.end_ns
     }
 
