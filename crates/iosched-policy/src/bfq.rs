@@ -1776,13 +1776,24 @@ impl Elevator for Bfq {
         Locking::Device
     }
 
-    /// bfq_bio_merge and bfq_insert_requests take bfqd->lock on submission, bfq_dispatch_request on every call
-    /// (also one that finds nothing to dispatch); bfq_finish_requeue_request takes it again on completion.
+    /// On submission bfq_bio_merge and bfq_insert_requests take bfqd->lock, and the request's io context is looked
+    /// up twice under the queue's `queue_lock` (bfq_prepare_request's ioc_find_get_icq, before 5.16
+    /// blk_mq_sched_assign_ioc; bfq_bio_merge's bfq_bic_lookup). From 5.18 bfq_limit_depth looks it up a third time
+    /// and bfqq_request_over_limit takes bfqd->lock (when the queue is on a service tree or in service, as under
+    /// load; counted always). bfq_dispatch_request takes bfqd->lock on every call (also one that finds nothing to
+    /// dispatch); bfq_finish_requeue_request takes it again on completion. The `queue_lock` look-ups and
+    /// bfqq_request_over_limit's holding (a walk up the queue's parents) are counted for the lock share only, not
+    /// booked on a lock: a simplification that leaves out their contention (under it, a hand-off of bfqd->lock
+    /// more per request).
+    /// Yu Kuai's series "block, bfq: don't grab queue_lock from io path" (posted July 2025) drops the `queue_lock`
+    /// lookups in a release after 6.17 not read here; they are counted for every version.
     fn lock_acquisitions(&self) -> LockAcquisitions {
+        let over_limit = u32::from(self.kernel.has(&kernel::BFQ_REQUEST_OVER_LIMIT));
         LockAcquisitions {
             submit: 2,
             dispatch: 1,
             complete: 1,
+            submit_unbooked: 2 + 2 * over_limit,
         }
     }
 

@@ -155,6 +155,7 @@ impl Elevator for K2 {
             submit: 2,
             dispatch: 2,
             complete: 1,
+            submit_unbooked: 0,
         }
     }
 

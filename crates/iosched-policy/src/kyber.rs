@@ -607,12 +607,16 @@ impl Elevator for Kyber {
 
     /// kyber_bio_merge and kyber_insert_requests take the submitting CPU's kcq lock, kyber_dispatch_request the
     /// hctx lock; completion releases the domain token and records latency without a lock. The simulator books
-    /// all three on the hctx lock, which with one hardware queue per CPU is the same contention.
+    /// those on the hctx lock, which with one hardware queue per CPU is the same contention. A dispatch that finds
+    /// the domain's list empty flushes the busy kcqs into it (kyber_flush_busy_kcqs), taking each one's lock: once
+    /// per request when each is dispatched as it arrives (fewer when requests wait for tokens and flush together),
+    /// counted for the lock share only (a per-CPU lock, rarely contended).
     fn lock_acquisitions(&self) -> LockAcquisitions {
         LockAcquisitions {
             submit: 2,
             dispatch: 1,
             complete: 0,
+            submit_unbooked: 1,
         }
     }
 

@@ -120,6 +120,10 @@ pub struct LockAcquisitions {
     pub dispatch: u32,
     /// Per completed request.
     pub complete: u32,
+    /// Per bio entering the elevator: acquisitions of other locks than the one the hooks run under (BFQ's io
+    /// context look-ups under the queue's `queue_lock`, Kyber's flush of a per-CPU queue), or holdings too short to
+    /// book. Counted for the lock share only, as if never contended: not booked on any lock.
+    pub submit_unbooked: u32,
 }
 
 /// The legacy request_queue's `queue_lock` per request, as every legacy elevator runs under it (Linux 4.19
@@ -131,6 +135,7 @@ pub const LEGACY_QUEUE_LOCK: LockAcquisitions = LockAcquisitions {
     submit: 2,
     dispatch: 0, // dispatch is part of the unplug's acquisition (the second on submission)
     complete: 2,
+    submit_unbooked: 0,
 };
 
 /// One acquisition of one of the policy's inner locks (see [`Elevator::inner_locks`]).

@@ -334,6 +334,7 @@ impl Elevator for MqDeadline {
             submit: 2,
             dispatch: 1,
             complete: 0,
+            submit_unbooked: 0,
         }
     }
 

@@ -96,6 +96,13 @@ impl Simulation<'_> {
             c.submit_acquisitions,
             HookContext::Task,
         );
+        // The insert's work ran up to `ready`; lock calls inside it that nobody waits on.
+        self.count_lock_calls(
+            core,
+            ready.saturating_sub(c.insert_ns),
+            c.submit_unbooked_acquisitions as u64,
+            c.insert_ns,
+        );
         let mut call_end = ready;
         if c.dispatch_ns > 0
             && c.dispatch_context == SchedulerDispatch::Inline

@@ -176,6 +176,7 @@ fn scheduler_costs(config: &SimConfig, queue: &BlockQueue) -> SchedulerCosts {
                 submit_acquisitions: acquisitions.submit,
                 dispatch_acquisitions: acquisitions.dispatch,
                 complete_acquisitions: acquisitions.complete,
+                submit_unbooked_acquisitions: acquisitions.submit_unbooked,
                 dispatch_context: config.host.scheduler_dispatch,
             }
         })

@@ -113,6 +113,8 @@ struct SchedulerCosts {
     submit_acquisitions: u32,
     dispatch_acquisitions: u32,
     complete_acquisitions: u32,
+    /// Per bio entering the elevator, lock calls counted for the lock share only (`LockAcquisitions`).
+    submit_unbooked_acquisitions: u32,
     /// Who runs the hardware queue after an insert: the submitter, or a kblockd worker.
     dispatch_context: SchedulerDispatch,
 }
