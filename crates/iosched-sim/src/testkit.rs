@@ -73,6 +73,7 @@ pub fn host(cores: u32) -> HostConfig {
         completion_irq_ns: 0,
         package_idle_wake_ns: 0,
         package_idle_ns: 0,
+        io_page_ns: 0,
         scheduler_costs: iosched_policy::REGISTRY
             .iter()
             .filter(|s| s.is_elevator())

@@ -1089,7 +1089,12 @@ def interference_why(v: Values) -> dict[str, str]:
                  f"{v[Key('fig-11b', 'none', '8', 'lapp_read_clat_p99')]:.1f} ms against 38.5), where the "
                  "artifact's waited about as long as the readers' own I/Os (their P99 43.8 ms); under BFQ the model "
                  "serves the L-app's queue its share of D5 while the merged readers wait in the scheduler (N = 32: "
-                 f"{v[Key('fig-11b', 'bfq', '32', 'lapp_read_clat_p99')]:.0f} ms against 300)")
+                 f"{v[Key('fig-11b', 'bfq', '32', 'lapp_read_clat_p99')]:.0f} ms against 300). With one reader the "
+                 "artifact's is CPU-bound under the schedulers (4.8-5.8 µs per 64 KiB read, 172-206 K, below D5's "
+                 "rate), so D5 holds no backlog and the L-app's P99 is 0.25-0.31 ms; the model's reader costs as much "
+                 "(the host's cost per page, fitted to none's 4.2 µs) but its D5 is slower (213 K in all), so Kyber's "
+                 "and MQ-Deadline's readers still reach it and the L-app waits behind a queue there ("
+                 f"{v[Key('fig-11b', 'kyber', '1', 'lapp_read_clat_p99')]:.2f} ms under Kyber)")
     big_reads_split = (one_slow_drive + ", 4 KiB reads behind 64 KiB ones alike, as in the model, where each "
                        "drive holds at most 1 MiB of reads in flight and takes the rest in order (read_buffer_bytes): "
                        "equal IOPS per process under none, mq-deadline and Kyber. BFQ at N >= 8: the model's BFQ merges "
