@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use iosched_policy::kernel::{self, KernelVersion, SchedTags};
 use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Request};
 
-use crate::host::SpinLock;
+use crate::host::{SpinLock, HANDOFF_CACHE_LINES, WAIT_QUEUE_HANDOFF_LINES};
 use crate::sq::RequestList;
 
 /// A bio waiting for a request: (arrival order, bio, operation, sync).
@@ -438,11 +438,15 @@ impl BlockQueue {
         }
     }
 
-    /// Cost of moving the scheduler's lock between cores (the host's `lock_handoff_ns`).
+    /// Cost of moving the scheduler's lock between cores (the host's `lock_handoff_ns`, priced for
+    /// `HANDOFF_CACHE_LINES`); an inner (wait-queue) lock moves `WAIT_QUEUE_HANDOFF_LINES` of those lines.
     pub fn set_lock_handoff_ns(&mut self, handoff_ns: u64) {
         self.device_lock.handoff_ns = handoff_ns;
-        for lock in self.hctx_locks.iter_mut().chain(&mut self.inner_locks) {
+        for lock in self.hctx_locks.iter_mut() {
             lock.handoff_ns = handoff_ns;
+        }
+        for lock in self.inner_locks.iter_mut() {
+            lock.handoff_ns = handoff_ns * WAIT_QUEUE_HANDOFF_LINES / HANDOFF_CACHE_LINES;
         }
     }
 
@@ -683,6 +687,17 @@ mod tests {
         let mut elevator = iosched_policy::by_name(scheduler, 1).unwrap();
         elevator.set_kernel_version(v(kernel));
         BlockQueue::new(elevator, 1, 1023, nr_requests, v(kernel))
+    }
+
+    /// A hand-off prices 6 cache lines (`lock_handoff_ns` = 600 ns: 100 ns a line). Kyber's hardware-queue lock
+    /// moves all 6; a token wait queue's lock moves its head's line and the entry linked under it: 2 x 100 = 200 ns.
+    #[test]
+    fn a_wait_queue_lock_hands_off_its_two_lines_only() {
+        let mut q = queue("kyber", Some(256), "6.3");
+        q.set_lock_handoff_ns(600);
+        assert_eq!(q.hctx_locks[0].handoff_ns, 600);
+        assert!(!q.inner_locks.is_empty());
+        assert!(q.inner_locks.iter().all(|l| l.handoff_ns == 200));
     }
 
     #[test]

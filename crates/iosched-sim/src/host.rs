@@ -307,6 +307,11 @@ impl ForkPlacement {
 /// once around a list on its own line, is all lock-function time.
 pub const HANDOFF_CACHE_LINES: u64 = 6;
 
+/// Cache lines a hand-off of a wait queue's lock moves: the head's line (its spinlock and list head share a
+/// `wait_queue_head`, 24 bytes) and the entry linked or unlinked under it (a waiter's `wait_queue_entry`, in the
+/// waiting hardware queue's own data). Priced per line as `HANDOFF_CACHE_LINES`.
+pub const WAIT_QUEUE_HANDOFF_LINES: u64 = 2;
+
 /// A spinlock: one holder at a time; a CPU that finds it held spins (burning CPU) until it is free.
 ///
 /// Taking the lock on a different core than its last holder costs a hand-off (`handoff_ns`): the lock word and
