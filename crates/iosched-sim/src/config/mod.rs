@@ -107,9 +107,9 @@ pub struct HostConfig {
     #[serde(default)]
     pub package_idle_ns: u64,
     /// CPU time per 4 KiB page of an I/O beyond its first: the block layer's and the driver's work that grows with
-    /// the transfer (the bio's segments, mapping them for DMA and back, the NVMe driver's PRP list). Booked on the
-    /// submission path with the engine's `submit_ns` (a job's block size, its smallest with a bssplit; its unmapping
-    /// at completion included there). 0: off.
+    /// the transfer (the bio's segments, mapping them for DMA and back, the NVMe driver's PRP list). Added to a job's
+    /// `submit_ns` by its block size (its smallest with a bssplit), the unmapping at completion included; the
+    /// writeback flusher's bios pay none. 0: off.
     #[serde(default)]
     pub io_page_ns: u64,
     /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host

@@ -96,12 +96,14 @@ impl Simulation<'_> {
             c.submit_acquisitions,
             HookContext::Task,
         );
-        // The insert's work ran up to `ready`; lock calls inside it that nobody waits on.
+        // The insert's work ran up to `ready`; lock calls inside it that nobody waits on, within what of that work
+        // the booked acquisitions' calls left.
+        let booked_calls_ns = c.submit_acquisitions as u64 * self.config.host.uncontended_lock_ns;
         self.count_lock_calls(
             core,
             ready.saturating_sub(c.insert_ns),
             c.submit_unbooked_acquisitions as u64,
-            c.insert_ns,
+            c.insert_ns.saturating_sub(booked_calls_ns),
         );
         let mut call_end = ready;
         if c.dispatch_ns > 0
