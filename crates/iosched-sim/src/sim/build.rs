@@ -449,7 +449,9 @@ fn mark_may_sleep_on_tags(processes: &mut [Process], queues: &[BlockQueue]) {
 
 /// The 4 KiB pages of an I/O of `bytes` beyond its first (`HostConfig::io_page_ns`).
 fn extra_pages(bytes: u64) -> u64 {
-    bytes.div_ceil(4096).saturating_sub(1)
+    bytes
+        .div_ceil(crate::pagecache::PAGE_BYTES)
+        .saturating_sub(1)
 }
 
 #[cfg(test)]
