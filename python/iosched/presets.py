@@ -32,10 +32,11 @@ DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "max_sectors_kb", "write_
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
-               "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "io_uring", "libaio", "psync", "scheduler_costs", "page_cache",
+               "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
+               "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "page_cache",
                "kernel", "scheduler_dispatch")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
-                 "io_page_ns",
+                 "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
                  "scheduler_costs", "page_cache", "scheduler_dispatch")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
 SCHEDULER_DISPATCH = ("inline", "kblockd")

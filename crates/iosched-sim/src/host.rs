@@ -18,9 +18,15 @@
 
 use std::collections::VecDeque;
 
+/// Process ids from here on are the simulation's kernel threads (the kblockd worker), which `Host::refill_ns` does
+/// not track.
+const KERNEL_THREADS_FROM: usize = (u32::MAX - 16) as usize;
+
 pub struct Core {
     pub free_at_ns: u64,
     last_process: u32,
+    /// Processes switched in on this core so far (`Host::refill_ns`).
+    switch_ins: u64,
     pub busy_ns: u64,
     pub lock_ns: u64,
 }
@@ -50,9 +56,21 @@ pub struct CpuAccount {
     pub context_switches: u64,
 }
 
+/// The cores' private caches and a process's state in them (`HostConfig::core_cache_bytes`, `process_cache_bytes`,
+/// `cache_refill_ns`; any of them 0: off).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CacheFootprint {
+    pub core_cache_bytes: u64,
+    pub process_cache_bytes: u64,
+    pub refill_ns: u64,
+}
+
 pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
+    pub cache: CacheFootprint,
+    /// Per process: the core it was last switched in on and that core's `switch_ins` then (u32::MAX: never).
+    last_switch_in: Vec<(u32, u64)>,
     /// `HostConfig::package_idle_wake_ns` and `package_idle_ns`: the extra cost of a wake-up into an idle package.
     pub package_idle_wake_ns: u64,
     pub package_idle_ns: u64,
@@ -73,11 +91,14 @@ impl Host {
                 .map(|_| Core {
                     free_at_ns: 0,
                     last_process: u32::MAX,
+                    switch_ins: 0,
                     busy_ns: 0,
                     lock_ns: 0,
                 })
                 .collect(),
             context_switch_ns,
+            cache: CacheFootprint::default(),
+            last_switch_in: Vec::new(),
             package_idle_wake_ns: 0,
             package_idle_ns: 0,
             window_start_ns: 0,
@@ -124,8 +145,40 @@ impl Host {
                 account.context_switches += 1;
             }
             c.last_process = process;
+            cost += self.refill_ns(core, process);
         }
         self.run_in_interrupt(core, at_ns, cost, account)
+    }
+
+    /// Count `process` switched in on `core` and return what refilling its state in the core's private cache
+    /// costs (`HostConfig::core_cache_bytes`): the share of its state evicted since it was last switched in there,
+    /// estimated as the share of the states switched in since (its own included) that the cache cannot hold, or
+    /// all of it when it last ran on another core (or never ran). Simplifications: each switch-in counts as a
+    /// state of its own (a process switched in twice since counts twice); interrupt work and the kblockd worker's
+    /// state evict nothing, and the worker pays no refill.
+    fn refill_ns(&mut self, core: u32, process: u32) -> u64 {
+        let c = &mut self.cores[core as usize];
+        c.switch_ins += 1;
+        let switch_ins = c.switch_ins;
+        let cache = self.cache;
+        if cache.refill_ns == 0 || cache.process_cache_bytes == 0 || cache.core_cache_bytes == 0 {
+            return 0;
+        }
+        let slot = process as usize;
+        if slot >= KERNEL_THREADS_FROM {
+            return 0;
+        }
+        if self.last_switch_in.len() <= slot {
+            self.last_switch_in.resize(slot + 1, (u32::MAX, 0));
+        }
+        let (last_core, then) =
+            std::mem::replace(&mut self.last_switch_in[slot], (core, switch_ins));
+        if last_core != core {
+            return cache.refill_ns;
+        }
+        let states_bytes = (switch_ins - then) * cache.process_cache_bytes;
+        let resident = (cache.core_cache_bytes as f64 / states_bytes as f64).min(1.0);
+        (cache.refill_ns as f64 * (1.0 - resident)).round() as u64
     }
 
     /// Book `work_ns` on `core` from `at_ns` (after the work booked there) as interrupt work: it runs in whatever
@@ -156,15 +209,21 @@ impl Host {
     pub fn run_preempting(
         &mut self,
         core: u32,
+        process: u32,
         at_ns: u64,
         work_ns: u64,
         switch_in: bool,
         account: &mut CpuAccount,
     ) -> (u64, u64) {
+        let refill = if switch_in {
+            self.refill_ns(core, process)
+        } else {
+            0
+        };
         let window = (self.window_start_ns, self.window_end_ns);
         let c = &mut self.cores[core as usize];
         let switches = if switch_in { 2 } else { 0 };
-        let cost = work_ns + switches * self.context_switch_ns;
+        let cost = work_ns + switches * self.context_switch_ns + refill;
         account.context_switches += switches / 2;
         let (start, end) = (at_ns, at_ns + cost);
         c.free_at_ns = c.free_at_ns.max(at_ns) + cost;
@@ -573,6 +632,63 @@ mod tests {
         assert_eq!(host.run(0, 2, 1_000, 500, &mut b), (2_000, 3_500));
         assert_eq!(host.run(0, 1, 3_500, 1_000, &mut a), (3_500, 5_500));
         assert_eq!((a.context_switches, b.context_switches), (1, 1));
+    }
+
+    /// A process switched in refills what the states switched in since pushed out of the core's cache. A 1 MiB
+    /// cache, 48 KiB states, 2,200 ns to refill a whole one, a 1,000 ns context switch:
+    /// - first run on a core: nothing of it there, 2,200 (no switch: the core ran nothing before);
+    /// - two processes taking turns: 2 x 48 = 96 KiB since, all of it fits: the switch only, 1,000;
+    /// - 32 taking turns: 32 x 48 = 1,536 KiB since, the cache holds 1,024 / 1,536 = 2/3 of each state:
+    ///   1,000 + 2,200 / 3 = 1,733;
+    /// - on another core than last time: all of it, 2,200 (that core's first work: no switch);
+    /// - the core's last process again: no switch, no refill, 0; and with the mechanism off a switch costs 1,000.
+    #[test]
+    fn a_switch_in_refills_what_the_states_switched_in_since_pushed_out() {
+        let cached = |cores| {
+            let mut host = Host::new(cores, 1_000);
+            host.cache = CacheFootprint {
+                core_cache_bytes: 1 << 20,
+                process_cache_bytes: 48 << 10,
+                refill_ns: 2_200,
+            };
+            host
+        };
+        let mut acc = CpuAccount::default();
+        let mut cost = |host: &mut Host, core: u32, process: u32| {
+            let at = host.cores[core as usize].free_at_ns;
+            let (start, end) = host.run(core, process, at, 0, &mut acc);
+            end - start
+        };
+        let mut host = cached(2);
+        assert_eq!(cost(&mut host, 0, 0), 2_200, "first run: cold");
+        assert_eq!(
+            cost(&mut host, 0, 1),
+            1_000 + 2_200,
+            "another's first run: cold"
+        );
+        assert_eq!(cost(&mut host, 0, 0), 1_000, "two taking turns: 96 KiB fit");
+        assert_eq!(cost(&mut host, 0, 1), 1_000, "two taking turns: 96 KiB fit");
+        assert_eq!(cost(&mut host, 1, 1), 2_200, "migrated: all of it");
+        assert_eq!(
+            cost(&mut host, 1, 1),
+            0,
+            "the core's last process: no switch"
+        );
+        let mut host = cached(1);
+        for p in 0..32 {
+            cost(&mut host, 0, p);
+        }
+        for p in 0..32 {
+            assert_eq!(
+                cost(&mut host, 0, p),
+                1_000 + 733,
+                "32 taking turns, process {p}"
+            );
+        }
+        let mut off = Host::new(1, 1_000);
+        assert_eq!(cost(&mut off, 0, 0), 0);
+        assert_eq!(cost(&mut off, 0, 1), 1_000, "off: the switch only");
+        assert_eq!(cost(&mut off, 0, 0), 1_000, "off: the switch only");
     }
 
     /// Two cores, a wake-up into an idle package costing 2,570 ns extra once every core has been idle 20 us (the

@@ -74,6 +74,9 @@ pub fn host(cores: u32) -> HostConfig {
         package_idle_wake_ns: 0,
         package_idle_ns: 0,
         io_page_ns: 0,
+        core_cache_bytes: 0,
+        process_cache_bytes: 0,
+        cache_refill_ns: 0,
         scheduler_costs: iosched_policy::REGISTRY
             .iter()
             .filter(|s| s.is_elevator())

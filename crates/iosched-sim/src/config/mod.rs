@@ -112,6 +112,20 @@ pub struct HostConfig {
     /// writeback flusher's bios pay none. 0: off.
     #[serde(default)]
     pub io_page_ns: u64,
+    /// Each core's private cache (its L2) in bytes. A process switched in on a core finds the state its I/O path
+    /// touches (`process_cache_bytes`) partly evicted by the other processes switched in there since it last ran:
+    /// with F the bytes of all those states and its own, a share `1 - core_cache_bytes / F` of it (none while F
+    /// fits), all of it after running on another core; it pays `cache_refill_ns` times that share (`Host::run`).
+    /// 0 (any of the three): off.
+    #[serde(default)]
+    pub core_cache_bytes: u64,
+    /// The bytes of a process's own state its I/O path touches between two switches (stacks, its task and ring
+    /// structures, fio's per-I/O data): how much of `core_cache_bytes` it occupies.
+    #[serde(default)]
+    pub process_cache_bytes: u64,
+    /// CPU time to bring all of `process_cache_bytes` back into a core's private cache from the shared one.
+    #[serde(default)]
+    pub cache_refill_ns: u64,
     /// Scheduler CPU costs per request, by scheduler name: every scheduler with an elevator that runs on this host
     /// needs an entry; `none` has no elevator and costs nothing, and has none (see
     /// [`HostConfig::check_scheduler_costs`]).

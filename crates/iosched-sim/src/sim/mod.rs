@@ -464,9 +464,14 @@ impl Simulation<'_> {
         switch_in: bool,
     ) -> CpuBooking {
         let proc = &mut self.processes[process as usize];
-        let (start_ns, end_ns) =
-            self.host
-                .run_preempting(core, at_ns, work_ns, switch_in, &mut proc.stats.cpu);
+        let (start_ns, end_ns) = self.host.run_preempting(
+            core,
+            process,
+            at_ns,
+            work_ns,
+            switch_in,
+            &mut proc.stats.cpu,
+        );
         self.account_vruntime(process, core, end_ns - start_ns);
         self.core_runner[core as usize] = (process, end_ns);
         let proc = &mut self.processes[process as usize];
