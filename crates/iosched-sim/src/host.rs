@@ -18,10 +18,6 @@
 
 use std::collections::VecDeque;
 
-/// Process ids from here on are the simulation's kernel threads (the kblockd worker), which `Host::refill_ns` does
-/// not track.
-const KERNEL_THREADS_FROM: usize = (u32::MAX - 16) as usize;
-
 pub struct Core {
     pub free_at_ns: u64,
     last_process: u32,
@@ -68,8 +64,9 @@ pub struct CacheFootprint {
 pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
-    pub cache: CacheFootprint,
-    /// Per process: the core it was last switched in on and that core's `switch_ins` then (u32::MAX: never).
+    cache: CacheFootprint,
+    /// Per tracked process (`set_cache`): the core it was last switched in on and that core's `switch_ins` then
+    /// (u32::MAX: never).
     last_switch_in: Vec<(u32, u64)>,
     /// `HostConfig::package_idle_wake_ns` and `package_idle_ns`: the extra cost of a wake-up into an idle package.
     pub package_idle_wake_ns: u64,
@@ -150,6 +147,13 @@ impl Host {
         self.run_in_interrupt(core, at_ns, cost, account)
     }
 
+    /// Price switch-ins by `cache` for the processes 0..`processes` (the simulation's kernel threads, such as the
+    /// kblockd worker, have ids beyond them and are not tracked).
+    pub fn set_cache(&mut self, cache: CacheFootprint, processes: usize) {
+        self.cache = cache;
+        self.last_switch_in = vec![(u32::MAX, 0); processes];
+    }
+
     /// Count `process` switched in on `core` and return what refilling its state in the core's private cache
     /// costs (`HostConfig::core_cache_bytes`): the share of its state evicted since it was last switched in there,
     /// estimated as the share of the states switched in since (its own included) that the cache cannot hold, or
@@ -164,15 +168,10 @@ impl Host {
         if cache.refill_ns == 0 || cache.process_cache_bytes == 0 || cache.core_cache_bytes == 0 {
             return 0;
         }
-        let slot = process as usize;
-        if slot >= KERNEL_THREADS_FROM {
+        let Some(last) = self.last_switch_in.get_mut(process as usize) else {
             return 0;
-        }
-        if self.last_switch_in.len() <= slot {
-            self.last_switch_in.resize(slot + 1, (u32::MAX, 0));
-        }
-        let (last_core, then) =
-            std::mem::replace(&mut self.last_switch_in[slot], (core, switch_ins));
+        };
+        let (last_core, then) = std::mem::replace(last, (core, switch_ins));
         if last_core != core {
             return cache.refill_ns;
         }
@@ -646,11 +645,12 @@ mod tests {
     fn a_switch_in_refills_what_the_states_switched_in_since_pushed_out() {
         let cached = |cores| {
             let mut host = Host::new(cores, 1_000);
-            host.cache = CacheFootprint {
+            let cache = CacheFootprint {
                 core_cache_bytes: 1 << 20,
                 process_cache_bytes: 48 << 10,
                 refill_ns: 2_200,
             };
+            host.set_cache(cache, 32);
             host
         };
         let mut acc = CpuAccount::default();

@@ -41,6 +41,7 @@ RUN_METRICS = {
 }
 
 _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
+_SEED000_STATE = tuple(seed000.DRIVE_STATE.items())   # the 980 PRO in seed 000's state (its runs' device options)
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
 _P4500 = ("2x-e5-2620-16c", "intel-p4500-2tb")
 
@@ -69,12 +70,12 @@ TARGETS: tuple[Target, ...] = (
     Target("64K randwrite, seed 000 state", "ICPE'24 artifact", *_980,
            (Job("w", "randwrite", 128, [], bs_bytes=65536, numjobs=32),), "write_kiops", "w", 156.1,
            runtime_s=1.0, ramp_s=2.0, ssds=8,
-           device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+           device_options=_SEED000_STATE),
     # The 980 PRO's normal page read (page_read_extra_ns), fitted to its one added read input: the ICPE'24
     # artifact's 8 KiB random reads at QD 1 on one core (Fig. 1a bs=8k, pinned to CPU 2), mean total latency.
     Target("8K QD1 randread mean", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2], bs_bytes=8192),),
            "read_mean_us", "r", 113.95, runtime_s=1.0,
-           device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+           device_options=_SEED000_STATE),
     # The host's wake-up into an idle package (package_idle_wake_ns), fitted to its added input: the ICPE'24
     # artifact's CPU per I/O of one process reading 4 KiB at QD 1 on CPU 2 (cpu.csv, Fig. 1a bs=4k QD 1; not plotted).
     Target("QD1 randread CPU per I/O", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2]),), "cpu_us_per_io", "r",
@@ -84,7 +85,7 @@ TARGETS: tuple[Target, ...] = (
     # core at 234.6 KIOPS; its CPU is not plotted).
     Target("64K randread CPU per I/O", "ICPE'24 artifact", *_980, (Job("t", "randread", 128, [], bs_bytes=65536),),
            "cpu_us_per_io", "t", 4.163, ssds=8,
-           device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+           device_options=_SEED000_STATE),
     # The host's uncontended lock call (uncontended_lock_ns), fitted to its added input: the ICPE'24 artifact's share
     # of cycles in lock functions with one unpinned QD-128 reader under none on one SSD (Fig. 8a none at 1,
     # lock_overhead.csv), where no lock is ever waited on.
@@ -95,7 +96,7 @@ TARGETS: tuple[Target, ...] = (
     # plots its cores, 1.0).
     Target("256 QD1 on 1 core CPU/IO", "ICPE'24 artifact", *_980,
            (Job("l", "randread", 1, [1], numjobs=256),), "cpu_us_per_io", "l", 8.208,
-           device_options=(("condition", "preconditioned"), ("trimmed_fraction", 0.32))),
+           device_options=_SEED000_STATE),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),

@@ -59,11 +59,12 @@ impl<'c> Simulation<'c> {
         let mut host = Host::new(cores, config.host.context_switch_ns);
         host.package_idle_wake_ns = config.host.package_idle_wake_ns;
         host.package_idle_ns = config.host.package_idle_ns;
-        host.cache = crate::host::CacheFootprint {
+        let footprint = crate::host::CacheFootprint {
             core_cache_bytes: config.host.core_cache_bytes,
             process_cache_bytes: config.host.process_cache_bytes,
             refill_ns: config.host.cache_refill_ns,
         };
+        host.set_cache(footprint, processes.len());
         host.set_window(window_start_ns, end_ns);
         let queues_runs = queues
             .iter()
