@@ -660,6 +660,10 @@ def latency_why(v: Values) -> dict[str, str]:
                   f"{r('fig-5a', 'none', 256):.2f}x (none): " + TEN_CORES_SPREAD,
         "fig-5b": f"the schedulers with 1-4 processes (Kyber {r('fig-5b', 'kyber', 1, 'cpu_cores'):.2f}x at 1, "
                   f"{r('fig-5b', 'kyber', 4, 'cpu_cores'):.2f}x at 4): " + SCHED_CPU_AT_QD1
+                  + "; and Fig. 5's runs found the drive as fast as Fig. 1a's did (none, one process: 18.1 K reads "
+                  "per second, mean 52 µs, P10-P30 21-26 µs in results.csv, where the model's drive gives Fig. 2's "
+                  "14.5 K), so one process's cores there are 1.12-1.15x those of the same workload in Figs. 2-4 (none "
+                  f"at 1, a calibration point: {r('fig-5b', 'none', 1, 'cpu_cores'):.2f}x at the same CPU per I/O)"
                   + f"; with 256 processes none uses {r('fig-5b', 'none', 256, 'cpu_cores'):.2f}x the artifact's "
                   "cores (both grow with the processes: in the model each process that moves to another core "
                   "reloads its state there, presets/README.md)",
