@@ -65,8 +65,8 @@ pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
     cache: CacheFootprint,
-    /// Per tracked process (`set_cache`): the core it was last switched in on and that core's `switch_ins` then
-    /// (u32::MAX: never).
+    /// Per tracked process (`set_cache`; empty when the mechanism is off): the core it was last switched in on and
+    /// that core's `switch_ins` then (u32::MAX: never).
     last_switch_in: Vec<(u32, u64)>,
     /// `HostConfig::package_idle_wake_ns` and `package_idle_ns`: the extra cost of a wake-up into an idle package.
     pub package_idle_wake_ns: u64,
@@ -148,10 +148,16 @@ impl Host {
     }
 
     /// Price switch-ins by `cache` for the processes 0..`processes` (the simulation's kernel threads, such as the
-    /// kblockd worker, have ids beyond them and are not tracked).
+    /// kblockd worker, have ids beyond them and are not tracked). With any of its three values 0 nothing is tracked,
+    /// so no switch-in pays a refill.
     pub fn set_cache(&mut self, cache: CacheFootprint, processes: usize) {
+        let on = cache.refill_ns > 0 && cache.process_cache_bytes > 0 && cache.core_cache_bytes > 0;
         self.cache = cache;
-        self.last_switch_in = vec![(u32::MAX, 0); processes];
+        self.last_switch_in = if on {
+            vec![(u32::MAX, 0); processes]
+        } else {
+            Vec::new()
+        };
     }
 
     /// Count `process` switched in on `core` and return what refilling its state in the core's private cache
@@ -165,11 +171,8 @@ impl Host {
         c.switch_ins += 1;
         let switch_ins = c.switch_ins;
         let cache = self.cache;
-        if cache.refill_ns == 0 || cache.process_cache_bytes == 0 || cache.core_cache_bytes == 0 {
-            return 0;
-        }
         let Some(last) = self.last_switch_in.get_mut(process as usize) else {
-            return 0;
+            return 0; // untracked: the mechanism is off, or a kernel thread
         };
         let (last_core, then) = std::mem::replace(last, (core, switch_ins));
         if last_core != core {
@@ -689,6 +692,16 @@ mod tests {
         assert_eq!(cost(&mut off, 0, 0), 0);
         assert_eq!(cost(&mut off, 0, 1), 1_000, "off: the switch only");
         assert_eq!(cost(&mut off, 0, 0), 1_000, "off: the switch only");
+        // Any of the three values 0 turns it off too (the hosts of seeds 001-004).
+        let mut zero = Host::new(1, 1_000);
+        let no_core_cache = CacheFootprint {
+            core_cache_bytes: 0,
+            process_cache_bytes: 48 << 10,
+            refill_ns: 2_200,
+        };
+        zero.set_cache(no_core_cache, 32);
+        assert_eq!(cost(&mut zero, 0, 0), 0, "off: first run is free");
+        assert_eq!(cost(&mut zero, 0, 1), 1_000, "off: the switch only");
     }
 
     /// Two cores, a wake-up into an idle package costing 2,570 ns extra once every core has been idle 20 us (the
