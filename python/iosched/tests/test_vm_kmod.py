@@ -2,14 +2,15 @@
 demand, measured and unloaded.
 
 One boot runs four runs of the shipped experiments' jobs (experiments/vm-k2-table2.fio, vm-kyber-fairness-fig4.fio;
-5 s each, no ramp, so that fio counts every request) on a null_blk that serves 16 requests at once in 32 ms each
-(500 IOPS: device-bound even under TCG on a busy host): none and K2-8 with seed 002's real-time reader against
-three best-effort readers, none and kyber-fairness with seed 001's four weighted cgroups.  A second, shorter boot runs the
-documented command line (`iosched run SPEC --backend vm --scheduler k2 --set max_inflight=...`).  The criteria are
-kmod_checks' (each with its negative control in test_kmod_unit.py).
+5 s each, no ramp, so that fio counts every request) on a virtio-blk disk that QEMU serves at 1,000 requests/s,
+holding the rest in its own queue in order, as an SSD holds them (device-bound even under TCG on a busy host): none
+and K2-8 with seed 002's real-time reader against three best-effort readers, none and kyber-fairness with seed 001's
+four weighted cgroups.  A second, shorter boot runs the documented command line (`iosched run SPEC --backend vm
+--scheduler k2 --set max_inflight=...`).  The criteria are kmod_checks' (each with its negative control in
+test_kmod_unit.py).
 
 Without qemu or a prepared lab these tests skip with the reason; IOSCHED_REQUIRE_VM=1 turns the skips into failures.
-About 1.5-2 minutes under TCG on two shared cores.
+About 1-1.5 minutes under TCG on two shared cores.
 """
 
 import json
@@ -31,7 +32,10 @@ from .test_vm_real import _vm_or_skip  # noqa: F401  (the module-wide skip, or f
 
 REPO = Path(__file__).resolve().parents[3]
 EXPERIMENTS = REPO / "experiments"
-DEVICE = "nullb:irqmode=2,completion_nsec=32ms,hw_queue_depth=16"
+# 256 GiB (sparse): random 4 KiB reads almost never land next to a queued one, so no bio merges (the counts below
+# compare requests with fio's I/Os).  null_blk's timer mode, used before, has no queue: K2's bound had nothing to
+# act on and its gain over none came from races for the 16 tags (a tie under host contention).
+DEVICE = "virtio:size=256G,iops_total=1000"
 WEIGHTS = {"w100": 100, "w250": 250, "w500": 500, "w1000": 1000}
 
 
@@ -125,18 +129,18 @@ def test_k2_holds_max_inflight(boot):
 
 
 def test_k2_cuts_the_real_time_tail(boot):
-    """K2-8's real-time P99.9 at least 2x below none's.  The P99.9 of a few hundred requests is their worst one, and
-    a host short of CPU stalls the guest's timers (a request's completion then comes late by the stall): where the
-    lab flagged host contention in either run, only the direction is asserted (as test_vm_real does)."""
+    """K2-8's real-time P99.9 at least 2x below none's.  The device serves 1,000 requests/s in order: under none the
+    real-time read queues behind the background's 96 (about 96 ms), under K2-8 behind at most 8 (measured 17-20 ms
+    against none's 100-102 ms in four boots, all flagged for host contention), so the margin covers a host that
+    stalls the guest's timers for a few ms."""
     runs, _, _ = boot
     k2, none = runs["k2-8"]["rows"]["rt"], runs["k2-none"]["rows"]["rt"]
-    contended = any("host CPU contention" in w for r in ("k2-8", "k2-none") for w in runs[r]["warnings"])
-    factor = 1.0 if contended else checks.RT_GAIN
     print(f"real-time P99.9: K2-8 {k2['read_clat_p99_9_ns'] / 1e6:.1f} ms, none {none['read_clat_p99_9_ns'] / 1e6:.1f} "
-          f"ms ({none['read_clat_p99_9_ns'] / k2['read_clat_p99_9_ns']:.1f}x; asserted {factor:g}x"
-          f"{', host contention' if contended else ''}); background {runs['k2-8']['rows']['bg']['read_iops']:.0f} vs "
-          f"{runs['k2-none']['rows']['bg']['read_iops']:.0f} IOPS")
-    assert checks.rt_gain(k2["read_clat_p99_9_ns"], none["read_clat_p99_9_ns"], factor) == []
+          f"ms ({none['read_clat_p99_9_ns'] / k2['read_clat_p99_9_ns']:.1f}x); background "
+          f"{runs['k2-8']['rows']['bg']['read_iops']:.0f} vs {runs['k2-none']['rows']['bg']['read_iops']:.0f} IOPS")
+    assert checks.rt_gain(k2["read_clat_p99_9_ns"], none["read_clat_p99_9_ns"]) == []
+    # The device, not the guest's CPU, set the pace: the background kept the device's rate under both.
+    assert all(runs[r]["rows"]["bg"]["read_iops"] > 850 for r in ("k2-8", "k2-none"))
 
 
 def test_kyber_fairness_shares_by_weight(boot):
@@ -155,8 +159,8 @@ def test_kyber_fairness_shares_by_weight(boot):
 
 def test_the_command_line_loads_k2_on_demand(tmp_path):
     """The documented command (`--scheduler k2 --set max_inflight=N` on a spec of none), with a bound K2 never
-    reaches here (blk-mq holds dispatches once the device's 16 tags are taken): the bound check must fail on it, so
-    it is not vacuous."""
+    reaches here (the jobs keep at most 97 requests outstanding): the bound check must fail on it, so it is not
+    vacuous."""
     spec = _spec(tmp_path, "k2-cli", "vm-k2-table2.fio", '{ name = "none" }')
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -169,6 +173,7 @@ def test_the_command_line_loads_k2_on_demand(tmp_path):
     (s,) = [json.loads(p.read_text()) for p in out.glob("runs/*/spec.json")]
     c = s["scheduler_state"][0]["counters"]
     assert s["scheduler"] == "k2" and c["max_inflight"] == 1000 and s["tunables"]["max_inflight"] == 1000
+    print(f"bound 1000: peak {c['inflight_peak']} in flight")
     assert c["inflight_peak"] > 8 and checks.bound_held(c, 8), c
     assert c["inserted"] == c["dispatched"] == c["completed"] == _device_ios(s)
     manifest = json.loads((out / "manifest.json").read_text())

@@ -75,6 +75,10 @@ def test_device_syntax():
     assert devices.qemu_args(v, "/x/d0.img")[-1] == ("virtio-blk-pci,serial=iosched-d0,drive=d0,"
                                                      "logical_block_size=512,physical_block_size=512,num-queues=2,"
                                                      "queue-size=64")
+    t = devices.parse_device("virtio:iops_total=1000", 0)
+    assert devices.qemu_args(t, "/x/d0.img")[1] == ("file=/x/d0.img,if=none,id=d0,format=raw,cache=writeback,"
+                                                    "throttling.iops-total=1000")
+    assert devices.qemu_args(v, "/x/d0.img")[1].count("throttling") == 0     # not given: no throttle
     assert devices.qemu_args(d, None) == []
 
 

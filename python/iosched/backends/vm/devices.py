@@ -102,6 +102,11 @@ IMAGE_KEYS: dict[str, Key] = {
     "size": Key(_bytes, "the image's size (sparse file)", 1 << 30),
     "logical_block_size": Key(_pow2(512, 4096), "QEMU logical_block_size (and physical_block_size)", 512),
     "cache": Key(_choice(*CACHE_MODES), "QEMU -drive cache= (the host side of the image)", "writeback"),
+    # A device that queues: QEMU holds the requests above the rate in its own FIFO, as an SSD holds them in its
+    # queue (what K2 and Kyber are built against; null_blk's timer mode has no queue and its mbps cap trips a
+    # WARN in 6.12's bandwidth timer when two CPUs submit).
+    "iops_total": Key(_int(0), "QEMU -drive throttling.iops-total (requests/s served; the rest wait in QEMU, in "
+                      "order; 0 none)", shown="0"),
 }
 NVME_KEYS: dict[str, Key] = dict(IMAGE_KEYS, **{
     "max_ioqpairs": Key(_int(1, 65535), "QEMU nvme max_ioqpairs (I/O queue pairs offered)", shown="64"),
@@ -194,6 +199,8 @@ def qemu_args(dev: LabDevice, image: str | None) -> list[str]:
     if image is None or "," in image:
         raise ValueError("an image path without commas is needed")
     drive = f"file={image},if=none,id=d{dev.index},format=raw,cache={dev.value('cache')}"
+    if dev.params.get("iops_total"):
+        drive += f",throttling.iops-total={dev.params['iops_total']}"
     lbs = dev.value("logical_block_size")
     props = [f"serial={dev.serial}", f"drive=d{dev.index}", f"logical_block_size={lbs}", f"physical_block_size={lbs}"]
     if dev.kind == "nvme":
