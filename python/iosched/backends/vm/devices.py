@@ -103,8 +103,8 @@ IMAGE_KEYS: dict[str, Key] = {
     "logical_block_size": Key(_pow2(512, 4096), "QEMU logical_block_size (and physical_block_size)", 512),
     "cache": Key(_choice(*CACHE_MODES), "QEMU -drive cache= (the host side of the image)", "writeback"),
     # A device that queues: QEMU holds the requests above the rate in its own FIFO, as an SSD holds them in its
-    # queue (what K2 and Kyber are built against; null_blk's timer mode has no queue and its mbps cap trips a
-    # WARN in 6.12's bandwidth timer when two CPUs submit).
+    # queue (what K2 and Kyber are built against; null_blk's timer mode has no queue, and its mbps cap raised a
+    # WARN in 6.12's bandwidth timer in our runs with two vCPUs submitting).
     "iops_total": Key(_int(0), "QEMU -drive throttling.iops-total (requests/s served; the rest wait in QEMU, in "
                       "order; 0 none)", shown="0"),
 }
