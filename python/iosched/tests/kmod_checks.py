@@ -12,6 +12,7 @@ from iosched.papers.seed001 import fairness_index
 RT_GAIN = 2.0            # K2-8's real-time P99.9 at least this much lower than none's
 FAIRNESS_MIN = 0.9       # Jain's index over throughput / weight under kyber-fairness
 SHARE_OF_NONE = 0.85     # kyber-fairness's total throughput against none's
+DEVICE_PACED_IOPS = 850  # the background's floor on the module tests' 1,000 IOPS device: the device set the pace
 
 
 def conservation(counters: dict[str, Any], device_ios: int | None, fio_ios: int | None) -> list[str]:
@@ -57,6 +58,12 @@ def rt_gain(p999_k2_ns: float, p999_none_ns: float, factor: float = RT_GAIN) -> 
         return [f"real-time P99.9 {p999_k2_ns / 1e6:.1f} ms under K2 is not {factor:g}x below none's "
                 f"{p999_none_ns / 1e6:.1f} ms"]
     return []
+
+
+def device_paced(iops_by_run: dict[str, float], floor: float = DEVICE_PACED_IOPS) -> list[str]:
+    """The device, not the guest's CPU, set the pace: every run's background kept (nearly) the device's rate."""
+    return [f"{run}: background {iops:.0f} IOPS, not above {floor:g}: the guest, not the device, set the pace"
+            for run, iops in iops_by_run.items() if not iops > floor]
 
 
 def shares_by_weight(throughput: dict[str, float], weights: dict[str, int], none_total: float,

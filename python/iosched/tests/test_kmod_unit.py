@@ -287,6 +287,13 @@ def test_rt_gain_check():
     assert checks.rt_gain(100e6, 180e6) and checks.rt_gain(0, 180e6)
 
 
+def test_device_paced_check():
+    assert checks.device_paced({"k2-8": 937.0, "k2-none": 1003.0}) == []
+    # A CPU-bound guest's background (made up) fails, and names the run.
+    assert checks.device_paced({"k2-8": 937.0, "k2-none": 410.0}) == [
+        "k2-none: background 410 IOPS, not above 850: the guest, not the device, set the pace"]
+
+
 def test_fairness_check():
     weights = {"w100": 100, "w250": 250, "w500": 500, "w1000": 1000}
     by_weight = {"w100": 49, "w250": 116, "w500": 234, "w1000": 430}
