@@ -180,7 +180,7 @@ def test_scripts_load_and_unload_the_modules(tmp_path):
     assert load < main.index("insmod /batch/kmod/kyber-fairness-iosched.ko") < main.index("load null_blk")
     assert main.index("rmmod k2_iosched") > main.index(". /batch/runs/0/run.sh") and "send unload" in main
     assert main.index("/queue/scheduler\nrmmod") > 0                 # queues back to none before rmmod
-    rs = guest.run_script(br, 1, 0.1)
+    rs = guest.run_script(br, 1, 0.1, 60)
     _sh_syntax(rs, tmp_path)
     assert rs.index("diskstat-d0.before") < rs.index("fio --output") < rs.index("diskstat-d0.after")
     assert rs.index("sched_state 0 sched-d0") < rs.index("send r0")

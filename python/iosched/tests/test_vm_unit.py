@@ -262,9 +262,13 @@ def test_scripts(tmp_path):
     assert 'exec_prerun=sh -c "echo $PPID > /sys/fs/cgroup/iosched/heavy/cgroup.procs"' in text
     assert "prioclass=1" in text
     br = guest.BatchRun(0, runs[0], text, groups)
-    rs = guest.run_script(br, 1, 0.1)
+    rs = guest.run_script(br, 1, 0.1, 60)
     assert "queue 0 - bfq 64 slice_idle=0" in rs and "io.bfq.weight io.kyber_fairness.weight io.weight" in rs
     assert "fio --output-format=json+" in rs and "send r0 /work/runs/0" in rs
+    # the stall watch: started as the run begins, stopped before its folder is sent (else it would interleave)
+    assert rs.index("( sleep 60; stalled 0 ) & WATCH=$!") < rs.index("fio --output") < rs.index("kill $WATCH") \
+        < rs.index("send r0")
+    assert runner.run_deadline_s(runs[0], "tcg") - runner.STALL_REPORT_S > runner.expected_s(runs[0]) * 3
     main_sh = guest.main_script(lds, [br], 0.1)
     assert "load null_blk nr_devices=0" in main_sh and "/sys/kernel/config/nullb/nullb0/hw_queue_depth 4" in main_sh
     assert "+io" in main_sh and main_sh.rstrip().endswith("say end")

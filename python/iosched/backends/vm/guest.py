@@ -117,6 +117,26 @@ sched_state() {  # sched_state K DIR: the scheduler's debugfs files of device K 
     for f in "$d"/*; do [ -f "$f" ] && head -c 65536 "$f" > "$2/${f##*/}" 2>/dev/null; done
     return 0
 }
+stalled() {  # stalled I: run I overran its time; what the guest waits on, sent while the host still listens
+    local d=/tmp/stall p h f
+    mkdir -p $d
+    echo w > /proc/sysrq-trigger 2>/dev/null     # the kernel's own list of blocked tasks, into its log
+    for p in /proc/[0-9]*; do
+        case "$(sed -n 's/^State:[[:space:]]*//p' $p/status 2>/dev/null)" in
+            D*) echo "== ${p#/proc/} $(cat $p/comm 2>/dev/null) in $(cat $p/wchan 2>/dev/null)"
+                cat $p/stack 2>/dev/null ;;
+        esac
+    done > $d/blocked.txt
+    # state, busy and dispatch take no queue lock (tags and sched_tags take sysfs_lock, which a stuck switch holds)
+    for h in /sys/kernel/debug/block/*/hctx*; do
+        for f in state busy dispatch; do [ -f $h/$f ] && { echo "== $h/$f"; cat $h/$f; }; done
+    done > $d/hctx.txt 2>&1
+    cat /proc/diskstats > $d/diskstats
+    ps > $d/ps.txt 2>&1
+    dmesg > $d/dmesg.txt
+    say stall $1
+    send stall $d
+}
 sample() {  # one /proc/stat sample: "@ UPTIME" then the cpuN lines (builtins only: no fork)
     local line up rest
     read up rest < /proc/uptime
@@ -196,13 +216,15 @@ def _queue_calls(run: ResolvedRun, n_devices: int, key_prefix: str) -> list[str]
     return [f"queue {k} {q(key_prefix)} {q(run.scheduler)} {q(nr)} {tun}".rstrip() for k in range(n_devices)]
 
 
-def run_script(br: BatchRun, n_devices: int, sample_interval_s: float) -> str:
-    """One run: queue settings, cgroups, sampler, fio, then the folder back."""
+def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_after_s: float) -> str:
+    """One run: queue settings, cgroups, sampler, fio, then the folder back.  A run still going after
+    ``stall_after_s`` (guest time) sends a stall report (``stalled``) before the host's deadline."""
     i = br.index
     rdir = f"/work/runs/{i}"
     lines = [f"# run {i}: {br.run.experiment} {br.run.sweep_point} repetition {br.run.repetition}",
              f"mkdir -p {rdir}/logs && cp /batch/runs/{i}/jobs.fio {rdir}/ && cd {rdir}",
-             f"read up rest < /proc/uptime; say run-begin {i} $up"]
+             f"read up rest < /proc/uptime; say run-begin {i} $up",
+             f"( sleep {stall_after_s:.0f}; stalled {i} ) & WATCH=$!"]
     lines += _queue_calls(br.run, n_devices, "-")
     for k in range(n_devices):
         lines.append(f"snapshot /sys/block/$(cat /work/devices/d{k}.name)/queue > queue-d{k}.txt")
@@ -234,7 +256,8 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float) -> str:
         cg = f"{CGROUP_PARENT}/{g}"
         lines += [f"cat {cg}/io.stat > cgroup-{g}.io.stat 2>/dev/null",
                   f"rmdir {cg} 2>/dev/null"]
-    lines += [f"read up rest < /proc/uptime; echo $up > {rdir}/run.end", f"cd /; say run-end {i} $up",
+    lines += ["kill $WATCH 2>/dev/null; wait $WATCH 2>/dev/null",
+              f"read up rest < /proc/uptime; echo $up > {rdir}/run.end", f"cd /; say run-end {i} $up",
               f"send r{i} {rdir}", f"rm -rf {rdir}"]
     return "\n".join(lines)
 

@@ -49,6 +49,9 @@ VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memo
 BOOT_ATTEMPTS = 2
 RUN_SLACK_S = 60.0            # beyond the runs' own time: fio's start and stop, sending the folder
 TCG_SLOWDOWN = 3.0            # a TCG run's wall time against its fio time, generously
+# A run still going this long before its deadline sends what the guest waits on (guest.stalled: blocked tasks and
+# their kernel stacks, the queues' dispatch state, the kernel log); the host then waits this long for the report.
+STALL_REPORT_S = 30.0
 
 
 @dataclass
@@ -162,6 +165,11 @@ def expected_s(run: ResolvedRun) -> float:
     return sum((j.config["start_ns"] + j.config["ramp_ns"] + j.config["runtime_ns"]) / 1e9 for j in run.jobs)
 
 
+def run_deadline_s(run: ResolvedRun, accel: str) -> float:
+    """How long the host waits for a run's folder after the run began."""
+    return expected_s(run) * (TCG_SLOWDOWN if accel == "tcg" else 1.5) + RUN_SLACK_S
+
+
 def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[str], None] = print) -> Outcome:
     """Run the experiment(s) in one boot (several experiments: their runs one after another, as one batch; they
     must name as many devices as --device gives)."""
@@ -268,7 +276,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         brs.append(br)
         job_notes[i] = notes
         files[f"runs/{i}/jobs.fio"] = text
-        files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9)
+        files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9,
+                                                     run_deadline_s(r, accel) - STALL_REPORT_S)
     files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
     qargs: list[str] = []
     for d in devices:
@@ -324,6 +333,12 @@ def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.La
                 elif w[0] == "tar" and w[1] == "setup":
                     state["setup"] = _setup_info(fr.data, scratch / "setup")
                     deadline = time.monotonic() + 120.0
+                elif w[0] == "stall":
+                    echo(f"note: run {outcome.runs[int(w[1])][0]} overran its time; the guest reports what it "
+                         "waits on")
+                    deadline = time.monotonic() + STALL_REPORT_S
+                elif w[0] == "tar" and w[1] == "stall":
+                    raise _stalled(fr.data, g, outcome, state, opts.out)
                 elif w[0] == "tar" and w[1] == "unload":
                     _unloaded(fr.data, scratch / "unload", outcome, echo)
                 elif w[0] == "run-begin":
@@ -332,8 +347,7 @@ def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.La
                     state["cpu0"] = g.cpu_ns()
                     state["guest_begin"] = float(w[2]) if len(w) > 2 else None
                     _, r = outcome.runs[i]
-                    slow = TCG_SLOWDOWN if accel == "tcg" else 1.5
-                    deadline = time.monotonic() + expected_s(r) * slow + RUN_SLACK_S
+                    deadline = time.monotonic() + run_deadline_s(r, accel)
                     n_done += 1
                     echo(f"[{n_done}/{len(pending)}] {r.experiment}: {r.scheduler} on "
                          f"{', '.join(d.given for d in devices)} ...")
@@ -355,8 +369,9 @@ def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.La
                                   f"{g.proc.returncode}; {g.stderr_tail() or ''} console: "
                                   f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
             if time.monotonic() > deadline:
-                raise _failure(state)(f"the guest did not answer in time ({_where(state, outcome)}); console: "
-                                  f"{g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}")
+                raise _failure(state)(f"the guest did not answer in time ({_where(state, outcome)})"
+                                      f"{_host_share(g, state)}; console: {g.console_tail() or '(empty)'}"
+                                      f"{_kept_console(g, opts.out)}")
             time.sleep(0.1)
         with contextlib.suppress(Exception):
             g.proc.wait(timeout=30)
@@ -382,6 +397,34 @@ def _kept_console(g: qemu.Guest, out: Path) -> str:
     except Exception:  # noqa: BLE001  (the error being raised matters more than this file)
         return ""
     return f" (the whole console: {path})"
+
+
+def _stalled(data: bytes, g: qemu.Guest, outcome: Outcome, state: dict, out: Path) -> VmError:
+    """The error for a run that overran its time, from the guest's stall report (kept as OUT/vm-stall/): its
+    blocked tasks with where each waits, and how much of the time the host gave qemu a CPU (a starved TCG guest is
+    slow, not stuck)."""
+    blocked = kept = ""
+    try:
+        dest = store.make_folder(out, "vm-stall")
+        collect.unpack(data, dest)
+        heads = [ln[3:] for ln in (dest / "blocked.txt").read_text(errors="replace").splitlines()
+                 if ln.startswith("== ")]
+        blocked = (f"; {len(heads)} blocked task(s): {', '.join(heads[:6])}{' ...' if len(heads) > 6 else ''}"
+                   if heads else "; no task was blocked in the kernel")
+        kept = f" (its report: {dest})"
+    except Exception:  # noqa: BLE001  (the error being raised matters more than the report's files)
+        pass
+    return VmError(f"the run did not finish in time ({_where(state, outcome)}){blocked}{_host_share(g, state)}"
+                   f"{kept}{_kept_console(g, out)}")
+
+
+def _host_share(g: qemu.Guest, state: dict) -> str:
+    """How much CPU the host gave qemu since the current run began (nothing between runs)."""
+    if not state["current"]:
+        return ""
+    run_ns, wait_ns = qemu.cpu_delta(state.get("cpu0") or {}, g.cpu_ns())
+    return (f"; in the run's {time.monotonic() - state['current'][1]:.0f} s qemu ran {run_ns / 1e9:.1f} CPU-s and "
+            f"waited {wait_ns / 1e9:.1f} s for a host CPU")
 
 
 def _where(state: dict, outcome: Outcome) -> str:
