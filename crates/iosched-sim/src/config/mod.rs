@@ -143,6 +143,89 @@ pub struct HostConfig {
     /// or in a kblockd worker (see [`SchedulerDispatch`]).
     #[serde(default)]
     pub scheduler_dispatch: SchedulerDispatch,
+    /// How late the host handles a timer's expiry (see [`TimerLateness`]); None: on time.
+    #[serde(default)]
+    pub timer_lateness: Option<TimerLateness>,
+}
+
+/// How late a host's timers fire, measured: the time from a timer's expiry to its handler's work, by the timer's
+/// duration. Under the VM lab's QEMU TCG a null_blk timer of `completion_nsec` ends its request 0.06-0.8 ms late at
+/// the median and 3-5 ms late at the 99th percentile (the vCPU thread is woken by the host, and runs when the host
+/// gives it a CPU), where a bare-metal host's hrtimers are microseconds late. Without it the simulator's null_blk
+/// completes every request exactly `completion_nsec` after it arrived, so jobs that start together stay in phase
+/// for the whole run (the lab's drift apart). Applied to null_blk's timer completions (irqmode 2): the one timer of
+/// the model whose lateness a lab run measures directly.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TimerLateness {
+    /// Probabilities of the measured quantiles, ascending in (0, 1).
+    pub quantiles: Vec<f64>,
+    /// The timer durations measured at, ascending.
+    pub durations_ns: Vec<u64>,
+    /// `late_ns[d][q]`: how late a timer of `durations_ns[d]` fired at quantile `quantiles[q]` (non-decreasing in q).
+    pub late_ns: Vec<Vec<u64>>,
+}
+
+impl TimerLateness {
+    /// How late a timer of `duration_ns` fires for the uniform draw `u` in [0, 1): the inverse of the measured
+    /// distribution, linear between quantiles (flat below the first and above the last: the table's range bounds
+    /// it), and linear in the duration between the two measured durations around it (the nearest outside them).
+    pub fn late_ns(&self, duration_ns: u64, u: f64) -> u64 {
+        let row = |d: usize| -> f64 {
+            let (qs, vs) = (&self.quantiles, &self.late_ns[d]);
+            let k = qs.partition_point(|&q| q <= u);
+            if k == 0 {
+                return vs[0] as f64;
+            }
+            if k == qs.len() {
+                return vs[k - 1] as f64;
+            }
+            let t = (u - qs[k - 1]) / (qs[k] - qs[k - 1]);
+            vs[k - 1] as f64 + t * (vs[k] as f64 - vs[k - 1] as f64)
+        };
+        let ds = &self.durations_ns;
+        let k = ds.partition_point(|&d| d <= duration_ns);
+        let late = if k == 0 {
+            row(0)
+        } else if k == ds.len() {
+            row(k - 1)
+        } else {
+            let t = (duration_ns - ds[k - 1]) as f64 / (ds[k] - ds[k - 1]) as f64;
+            row(k - 1) + t * (row(k) - row(k - 1))
+        };
+        late.round() as u64
+    }
+
+    /// Its shape, checked before a run.
+    pub fn validate(&self) -> Result<(), String> {
+        let ascending = |v: &[f64]| v.windows(2).all(|w| w[0] < w[1]);
+        if self.quantiles.is_empty()
+            || !ascending(&self.quantiles)
+            || self.quantiles[0] <= 0.0
+            || *self.quantiles.last().unwrap() >= 1.0
+        {
+            return Err(
+                "host.timer_lateness.quantiles: expected ascending probabilities in (0, 1)".into(),
+            );
+        }
+        if self.durations_ns.is_empty() || self.durations_ns.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("host.timer_lateness.durations_ns: expected ascending durations".into());
+        }
+        if self.late_ns.len() != self.durations_ns.len()
+            || self
+                .late_ns
+                .iter()
+                .any(|r| r.len() != self.quantiles.len() || r.windows(2).any(|w| w[0] > w[1]))
+        {
+            return Err(format!(
+                "host.timer_lateness.late_ns: expected {} rows (one per duration) of {} non-decreasing values (one \
+                 per quantile)",
+                self.durations_ns.len(),
+                self.quantiles.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn newest_kernel() -> String {
@@ -573,6 +656,56 @@ mod tests {
             "scheduler_costs": costs,
         }))
         .unwrap()
+    }
+
+    /// Two durations, three quantiles: 1 ms timers fire 100 / 200 / 1,000 us late at P10 / P50 / P90, 3 ms timers
+    /// 300 / 600 / 3,000 us.
+    fn lateness() -> TimerLateness {
+        TimerLateness {
+            quantiles: vec![0.1, 0.5, 0.9],
+            durations_ns: vec![1_000_000, 3_000_000],
+            late_ns: vec![
+                vec![100_000, 200_000, 1_000_000],
+                vec![300_000, 600_000, 3_000_000],
+            ],
+        }
+    }
+
+    #[test]
+    fn timer_lateness_inverts_the_measured_distribution() {
+        let t = lateness();
+        // At a measured duration, a measured quantile gives its value.
+        assert_eq!(t.late_ns(1_000_000, 0.5), 200_000);
+        // Between quantiles, linear: u = 0.7 is halfway from P50 to P90: 200 + (1,000 - 200) / 2 = 600 us.
+        assert_eq!(t.late_ns(1_000_000, 0.7), 600_000);
+        // Below the first and above the last quantile, flat: the table bounds what it gives.
+        assert_eq!(t.late_ns(1_000_000, 0.01), 100_000);
+        assert_eq!(t.late_ns(1_000_000, 0.999), 1_000_000);
+        // Between durations, linear: 2 ms is halfway, so at P50 (200 + 600) / 2 = 400 us.
+        assert_eq!(t.late_ns(2_000_000, 0.5), 400_000);
+        // Outside them, the nearest: a 500 us timer as a 1 ms one, a 16 ms timer as a 3 ms one.
+        assert_eq!(t.late_ns(500_000, 0.5), 200_000);
+        assert_eq!(t.late_ns(16_000_000, 0.9), 3_000_000);
+    }
+
+    #[test]
+    fn a_timer_lateness_table_of_the_wrong_shape_is_refused() {
+        assert_eq!(lateness().validate(), Ok(()));
+        let mut t = lateness();
+        t.quantiles = vec![0.5, 0.1, 0.9];
+        assert!(t.validate().unwrap_err().contains("quantiles"));
+        let mut t = lateness();
+        t.quantiles[2] = 1.0;
+        assert!(t.validate().unwrap_err().contains("quantiles"));
+        let mut t = lateness();
+        t.durations_ns = vec![3_000_000, 1_000_000];
+        assert!(t.validate().unwrap_err().contains("durations_ns"));
+        let mut t = lateness();
+        t.late_ns[1] = vec![300_000, 200_000, 3_000_000]; // decreasing
+        assert!(t.validate().unwrap_err().contains("non-decreasing"));
+        let mut t = lateness();
+        t.late_ns.pop();
+        assert!(t.validate().unwrap_err().contains("2 rows"));
     }
 
     #[test]

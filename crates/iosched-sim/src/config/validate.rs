@@ -34,6 +34,9 @@ impl SimConfig {
             "sample_interval_ns: expected > 0".into()
         })?;
         self.host.kernel_version()?;
+        if let Some(t) = &self.host.timer_lateness {
+            t.validate()?;
+        }
         if let Some(pc) = &self.host.page_cache {
             pc.validate()?;
         }

@@ -73,6 +73,10 @@ pub struct Device {
     index: u32,
     salt: u64,
     rng: Pcg64,
+    /// The host's timer lateness (`HostConfig::timer_lateness`), for null_blk's timer completions.
+    timer_lateness: Option<crate::config::TimerLateness>,
+    /// When the host handles the late timer interrupt pending now: timers expiring before then are handled by it.
+    timer_handled_at_ns: u64,
     hw_queues: u32,
     /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
     submission_queues: Vec<VecDeque<Command>>,
@@ -190,6 +194,8 @@ impl Device {
             index,
             salt: mix(0xD1CE ^ index as u64),
             rng,
+            timer_lateness: None,
+            timer_handled_at_ns: 0,
             hw_queues: hw_queues.max(1),
             submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
             next_queue: 0,
@@ -221,6 +227,11 @@ impl Device {
             stats,
             config,
         }
+    }
+
+    /// The host's timers fire this late: null_blk's timer completions (irqmode 2) end that much later.
+    pub fn set_timer_lateness(&mut self, lateness: Option<crate::config::TimerLateness>) {
+        self.timer_lateness = lateness;
     }
 
     pub fn buffer_used_bytes(&self) -> u64 {

@@ -13,10 +13,15 @@
 //! after it reached the driver: `completion_ns` under irqmode 2, 0 under irqmode 0 and 1 (their cost is CPU time,
 //! the host's per-I/O costs). Reads and writes, any size, alike.
 //!
+//! Where the host's timers fire late (`HostConfig::timer_lateness`: the VM lab's TCG guest), a timer completion
+//! comes that much later, drawn per command from the host's measured distribution for `completion_nsec`.
+//!
 //! Simplification: the data copy of `memory_backed=1` (a memcpy per page on the submitting CPU, before the timer
 //! starts) is left to the host's per-I/O costs; the device time is the same with and without it.
 
 use serde::{Deserialize, Serialize};
+
+use rand::RngExt;
 
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
@@ -66,8 +71,23 @@ impl Device {
         } else {
             self.stats.read_ios += 1;
         }
+        let service_ns = null_blk.service_ns();
+        let mut done_ns = events.now_ns + service_ns;
+        if null_blk.irqmode == 2 {
+            if let Some(lateness) = &self.timer_lateness {
+                // One late interrupt handles every timer expired by then (hrtimer_interrupt runs all expired
+                // timers): a timer expiring before the pending handling joins it; a later one waits its own
+                // lateness. Every timer here has the same duration, so expiries come in submission order.
+                if done_ns <= self.timer_handled_at_ns {
+                    done_ns = self.timer_handled_at_ns;
+                } else {
+                    done_ns += lateness.late_ns(service_ns, self.rng.random_range(0.0..1.0));
+                    self.timer_handled_at_ns = done_ns;
+                }
+            }
+        }
         events.schedule(
-            events.now_ns + null_blk.service_ns(),
+            done_ns,
             Event::DeviceComplete {
                 device: self.index,
                 request: command.request,
@@ -109,6 +129,61 @@ mod tests {
         assert_eq!(done[8], (600_000, 8));
         assert_eq!((device.stats.read_ios, device.stats.write_ios), (5, 4));
         assert_eq!(device.stats.max_outstanding_commands, 9);
+    }
+
+    #[test]
+    fn a_late_host_delays_the_timer_completions_by_its_measured_lateness() {
+        // The host's 500 us timers fire 100 us late at P10 and 300 us late at P90. 1,000 commands 1 ms apart (each
+        // timer alone): every one completes 600-800 us after it arrived, half of them (P50: 200 us late) within
+        // 700 us, and the draws differ. Without the timer (irqmode 0) nothing is late.
+        let lateness = crate::config::TimerLateness {
+            quantiles: vec![0.1, 0.5, 0.9],
+            durations_ns: vec![500_000],
+            late_ns: vec![vec![100_000, 200_000, 300_000]],
+        };
+        let mut device = null_blk_device(2, 500_000);
+        device.set_timer_lateness(Some(lateness.clone()));
+        let mut events = EventQueue::new();
+        let mut took = Vec::new();
+        for request in 0..1_000u32 {
+            let arrived = request as u64 * 1_000_000;
+            events.now_ns = arrived;
+            device.submit(0, read(request, 0), &mut events);
+            let done = run_until_idle(&mut device, &mut events);
+            took.push(done[0].0 - arrived);
+        }
+        assert!(
+            took.iter().all(|t| (600_000..=800_000).contains(t)),
+            "{took:?}"
+        );
+        let within_700 = took.iter().filter(|&&t| t <= 700_000).count();
+        assert!((450..=550).contains(&within_700), "{within_700}");
+        let mut device = null_blk_device(0, 500_000);
+        device.set_timer_lateness(Some(lateness));
+        device.submit(0, read(1, 0), &mut events);
+        let now = events.now_ns;
+        assert_eq!(run_until_idle(&mut device, &mut events), vec![(now, 1)]);
+    }
+
+    #[test]
+    fn one_late_interrupt_handles_every_timer_expired_by_then() {
+        // Timers always 200 us late. A at 0 expires at 500 and is handled at 700; B at 100 expires at 600, before
+        // that handling, so the same interrupt ends it at 700; C at 300 expires at 800, after it: its own, at 1,000.
+        let mut device = null_blk_device(2, 500_000);
+        device.set_timer_lateness(Some(crate::config::TimerLateness {
+            quantiles: vec![0.5],
+            durations_ns: vec![500_000],
+            late_ns: vec![vec![200_000]],
+        }));
+        let mut events = EventQueue::new();
+        for (request, at) in [(0, 0), (1, 100_000), (2, 300_000)] {
+            events.now_ns = at;
+            device.submit(0, read(request, 0), &mut events);
+        }
+        assert_eq!(
+            run_until_idle(&mut device, &mut events),
+            vec![(700_000, 0), (700_000, 1), (1_000_000, 2)]
+        );
     }
 
     #[test]

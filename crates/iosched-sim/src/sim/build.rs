@@ -150,12 +150,9 @@ fn block_queues_and_devices(
         }
         queue.set_lock_handoff_ns(config.host.lock_handoff_ns);
         queues.push(queue);
-        devices.push(Device::new(
-            device.clone(),
-            index as u32,
-            nr_hw_queues,
-            config.seed,
-        ));
+        let mut dev = Device::new(device.clone(), index as u32, nr_hw_queues, config.seed);
+        dev.set_timer_lateness(config.host.timer_lateness.clone());
+        devices.push(dev);
     }
     Ok((queues, devices))
 }
