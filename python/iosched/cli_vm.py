@@ -195,11 +195,18 @@ def devices():
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="The host preset to write (e.g. presets/hosts/lab-tcg-2vcpu.toml; the name is the file's stem).")
 @click.option("--cores", type=click.IntRange(1, 64), default=2, show_default=True, help="The guest's vCPUs.")
-def host_preset(results, out, cores):
+@click.option("--timers-only", is_flag=True,
+              help="Update only the timer lateness of the existing preset --out (lab-host-timers runs in RESULTS).")
+def host_preset(results, out, cores, timers_only):
     """Write the lab guest's host preset from the runs of experiments/validation/lab-host-*.toml in RESULTS."""
-    from .devcal.labhost import write_lab_host
+    from .devcal.labhost import update_timer_lateness, write_lab_host
 
-    figures = write_lab_host(Path(results), Path(out), cores)
+    if timers_only:
+        if not Path(out).is_file():
+            raise SpecError("--out", None, f"{out}: no such preset to update (--timers-only keeps its other values)")
+        figures = update_timer_lateness(Path(results), Path(out))
+    else:
+        figures = write_lab_host(Path(results), Path(out), cores)
     for k, v in figures.items():
         click.echo(f"{k}: {v}")
     click.echo(f"wrote {out}")

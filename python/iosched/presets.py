@@ -34,10 +34,12 @@ ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
                "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
                "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "page_cache",
-               "kernel", "scheduler_dispatch")
+               "kernel", "scheduler_dispatch", "timer_lateness")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
                  "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
-                 "scheduler_costs", "page_cache", "scheduler_dispatch")
+                 "scheduler_costs", "page_cache", "scheduler_dispatch", "timer_lateness")
+# HostConfig.timer_lateness (config.rs TimerLateness): how late the host's timers fire, by quantile and duration.
+TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
 SCHEDULER_DISPATCH = ("inline", "kblockd")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
@@ -171,6 +173,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                         raise SpecError(file, f"params.{k}.{ck}", f"expected a percentage 0..100, got {v[ck]!r}")
             elif k == "kernel":
                 kernel_version.check(v, file=file, key="params.kernel")
+            elif k == "timer_lateness":
+                _check_timer_lateness(file, v)
             elif k == "scheduler_dispatch":
                 if v not in SCHEDULER_DISPATCH:
                     raise SpecError(file, f"params.{k}", f'expected "inline" or "kblockd", got {v!r}')
@@ -194,6 +198,27 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                 need_int(k, v)
         if params.get("cores", 0) < 1:
             raise SpecError(file, "params.cores", f"expected an integer >= 1, got {params.get('cores')!r}")
+
+
+def _check_timer_lateness(file: str, v: Any) -> None:
+    """The table's shape: ascending quantiles in (0, 1), ascending durations, a non-decreasing row per duration."""
+    key = "params.timer_lateness"
+    if not isinstance(v, dict):
+        raise SpecError(file, key, "expected a table with quantiles, durations_ns and late_ns")
+    _check_fields(file, f"{key}.", v, TIMER_LATENESS_FIELDS, ())
+    qs, ds, rows = v["quantiles"], v["durations_ns"], v["late_ns"]
+    if not (isinstance(qs, list) and qs and all(isinstance(q, (int, float)) and not isinstance(q, bool) and 0 < q < 1
+                                                 for q in qs) and all(a < b for a, b in zip(qs, qs[1:]))):
+        raise SpecError(file, f"{key}.quantiles", f"expected ascending probabilities in (0, 1), got {qs!r}")
+    if not (isinstance(ds, list) and ds and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in ds)
+            and all(a < b for a, b in zip(ds, ds[1:]))):
+        raise SpecError(file, f"{key}.durations_ns", f"expected ascending durations in ns, got {ds!r}")
+    if not (isinstance(rows, list) and len(rows) == len(ds) and all(
+            isinstance(r, list) and len(r) == len(qs) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                              for x in r) and all(a <= b for a, b in zip(r, r[1:]))
+            for r in rows)):
+        raise SpecError(file, f"{key}.late_ns", f"expected {len(ds)} rows (one per duration) of {len(qs)} "
+                        "non-decreasing lateness values in ns (one per quantile)")
 
 
 def load_preset_file(path: Path, kind: str | None = None) -> Preset:

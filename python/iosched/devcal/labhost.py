@@ -6,19 +6,23 @@ preset, scaled by the measured libaio cost against the base's (a named assumptio
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from .. import kernel_version
+from .. import kernel_version, store
 from ..errors import SpecError
 from ..presets import ENGINES, load_preset
 from .presetfiles import write_preset
 
 ENGINES_EXPERIMENT = "lab-host-engines"
 SCHEDULERS_EXPERIMENT = "lab-host-schedulers"
+TIMERS_EXPERIMENT = "lab-host-timers"
+# The quantiles of fio's clat (its default percentile list) the timer lateness table keeps.
+LATENESS_PERCENTILES = (1.0, 10.0, 50.0, 90.0, 99.0, 99.9)
 BASE = "xeon-silver-4210r-10c"
 MIN_SCHEDULER_NS = 100      # a scheduler whose measured extra cost is below the noise still runs its hooks
 
@@ -101,12 +105,95 @@ def lab_host_params(rows: list[dict[str, Any]], cores: int, source: str) -> tupl
     return params, prov, figures
 
 
-def write_lab_host(results: Path, out: Path, cores: int = 2) -> dict:
+def _sim_qd1_clat_ns(host_params: dict, completion_ns: int) -> float:
+    """The simulator's clat of the timers spec's QD-1 reader on a null_blk of ``completion_ns`` with these host
+    parameters and no timer lateness: the timer plus the modelled CPU path, the same for every read."""
+    from .. import native
+    from ..nullblk import device_params
+    from ..simconfig import Job, jobs_config
+
+    device = dict(device_params(f"nullb:irqmode=2,completion_nsec={completion_ns},hw_queue_depth=16"),
+                  name="/dev/nvme0n1")
+    config = jobs_config(host_params, device, [Job("cal", "randread", 1, [0], ioengine="libaio")], 0.2, 0.0,
+                         file="iosched.devcal.labhost")
+    return native.simulate(config)["jobs"][0]["read"]["clat_mean_ns"]
+
+
+def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict) -> tuple[dict, str, dict] | None:
+    """The guest's timer lateness (HostConfig.timer_lateness), its provenance and figures, from the lab-host-timers
+    runs in ``results`` (None without any): per null_blk completion_nsec, each kept quantile of the QD-1 reader's
+    clat (the median over that duration's runs) less the simulator's clat of the same reader on ``host_params``
+    without lateness, floored at 0."""
+    by_duration: dict[int, list[list[float]]] = {}
+    for r in rows:
+        if r["experiment"] != TIMERS_EXPERIMENT:
+            continue
+        folder = store.run_dir(results, r["run_id"])
+        try:
+            spec = json.loads((folder / "spec.json").read_text())
+            null_blk = spec["devices"][0]["null_blk"]
+            fio = json.loads((folder / "fio.json").read_text())
+            pct = fio["jobs"][0]["read"]["clat_ns"]["percentile"]
+            if null_blk["irqmode"] != "2":
+                continue
+            by_duration.setdefault(int(null_blk["completion_nsec"]), []).append(
+                [float(pct[f"{p:.6f}"]) for p in LATENESS_PERCENTILES])
+        except (OSError, KeyError, IndexError, ValueError) as e:
+            raise SpecError(str(folder), None, f"a {TIMERS_EXPERIMENT} run without its null_blk timer or fio's "
+                            f"clat percentiles ({e.__class__.__name__}: {e})") from None
+    if not by_duration:
+        return None
+    late, figures = [], {}
+    for duration in sorted(by_duration):
+        runs = by_duration[duration]
+        lab = [statistics.median(run[q] for run in runs) for q in range(len(LATENESS_PERCENTILES))]
+        base = _sim_qd1_clat_ns(host_params, duration)
+        row = [max(0, int(round(v - base))) for v in lab]
+        late.append([max(row[:i + 1]) for i in range(len(row))])      # non-decreasing, as quantiles are
+        figures[f"timer_{duration}ns"] = {"lab_clat_ns": [round(v) for v in lab], "sim_clat_ns": round(base),
+                                          "runs": len(runs)}
+    table = {"quantiles": [round(p / 100, 6) for p in LATENESS_PERCENTILES], "durations_ns": sorted(by_duration),
+             "late_ns": late}
+    prov = (f"measured: how late the guest's null_blk timer ends a QD-1 libaio read, by completion_nsec "
+            f"({', '.join(f'{d / 1e6:g} ms' for d in sorted(by_duration))}; {TIMERS_EXPERIMENT} runs, "
+            f"{'-'.join(sorted({str(len(v)) for v in by_duration.values()}))} per duration): "
+            f"fio's clat at P{', P'.join(f'{p:g}' for p in LATENESS_PERCENTILES)} less the simulator's clat of the "
+            "same reader on this preset without lateness (the timer and the CPU path)")
+    return table, prov, figures
+
+
+def _vm_rows(results: Path) -> list[dict[str, Any]]:
     parquet = results / "results.parquet"
     if not parquet.is_file():
         raise SpecError(str(results), None, "no results.parquet: run the lab-host specs into it first")
-    rows = [r for r in pq.read_table(parquet).to_pylist() if r["backend"] == "vm"]
+    return [r for r in pq.read_table(parquet).to_pylist() if r["backend"] == "vm"]
+
+
+def update_timer_lateness(results: Path, preset_path: Path) -> dict:
+    """Re-measure only the timer lateness of the lab host preset at ``preset_path`` from the lab-host-timers runs in
+    ``results``, keeping its other parameters (the CPU costs' runs vary more between lab sessions than the timers
+    need them to)."""
+    from ..presets import load_preset_file
+
+    preset = load_preset_file(preset_path, "host")
+    params = {k: v for k, v in preset.params.items() if k != "timer_lateness"}
+    timers = timer_lateness(results, _vm_rows(results), params)
+    if timers is None:
+        raise SpecError(str(results), None, f"no {TIMERS_EXPERIMENT} run: run experiments/validation/"
+                        f"{TIMERS_EXPERIMENT}.toml into it first (docs/validation.md)")
+    params["timer_lateness"], lateness_prov, figures = timers
+    prov = dict(preset.provenance, timer_lateness=lateness_prov)
+    write_preset(preset_path, "host", preset.description, preset.key_figures, params, prov)
+    return figures
+
+
+def write_lab_host(results: Path, out: Path, cores: int = 2) -> dict:
+    rows = _vm_rows(results)
     params, prov, figures = lab_host_params(rows, cores, str(results))
+    timers = timer_lateness(results, rows, params)
+    if timers is not None:
+        params["timer_lateness"], prov["timer_lateness"], more = timers
+        figures.update(more)
     lib = params["libaio"]
     write_preset(out, "host", "The VM lab's guest: QEMU TCG, 2 vCPUs, Linux 6.12.117 (costs measured in the lab)",
                  {"libaio per I/O": f"{(lib['submit_ns'] + lib['complete_ns']) / 1e3:.1f} us (TCG: about "

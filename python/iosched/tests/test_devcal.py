@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from iosched.devcal import comparison, fit, measure, plan, validate
+from iosched.devcal import comparison, fit, labhost, measure, plan, validate
 from iosched.errors import SpecError
 from iosched.spec import Overrides, expand_runs, load_experiment
 
@@ -169,3 +169,46 @@ def test_the_report_shows_the_drift_check_beside_the_validation(tmp_path):
     assert [t.id for t in sec.tables] == ["validation", "drift"]
     assert [r[-1] for r in sec.tables[1].rows] == ["0.99", "0.75 (drifted)"]
     assert sec.notes[-1] == "the device drifted since calibration: 1 of 2 ceilings beyond ±10%"
+
+
+def _timer_run(results, rid, completion_nsec, clat_ns, irqmode="2"):
+    """A made-up lab-host-timers run folder: its null_blk as the lab records it and fio's clat percentiles."""
+    folder = results / "runs" / rid
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(json.dumps(
+        {"devices": [{"null_blk": {"irqmode": irqmode, "completion_nsec": str(completion_nsec)}}]}))
+    keys = ("1.000000", "10.000000", "50.000000", "90.000000", "99.000000", "99.900000")
+    (folder / "fio.json").write_text(json.dumps(
+        {"jobs": [{"read": {"clat_ns": {"percentile": dict(zip(keys, clat_ns))}}}]}))
+    return {"experiment": labhost.TIMERS_EXPERIMENT, "run_id": rid, "backend": "vm"}
+
+
+def test_timer_lateness_is_the_labs_clat_less_the_simulators(tmp_path):
+    """Two 1 ms runs whose clats are the simulator's plus 0 / 50 / 100 / 300 / 2,000 / 5,000 us (one of them 20 us
+    later at every quantile: their median is taken), a 2 ms run, and an irqmode=0 run that is not a timer run: the
+    table gives each duration's lateness; a lab quantile below the simulator's clat (an early timer) counts 0, and the
+    row stays non-decreasing. The table is one the preset loader accepts."""
+    from iosched import presets
+    from iosched.devcal.presetfiles import write_preset
+
+    host = dict(presets.load_preset("host", "lab-tcg-2vcpu").params)
+    host.pop("timer_lateness")
+    base_1ms = labhost._sim_qd1_clat_ns(host, 1_000_000)
+    assert 1_000_000 < base_1ms < 1_200_000                 # the timer and the modelled CPU path
+    extra = [0, 50_000, 100_000, 300_000, 2_000_000, 5_000_000]
+    rows = [_timer_run(tmp_path, "a", 1_000_000, [base_1ms + e for e in extra]),
+            _timer_run(tmp_path, "b", 1_000_000, [base_1ms + e + 40_000 for e in extra]),
+            _timer_run(tmp_path, "c", 2_000_000, [1_900_000, 2_300_000, 2_300_000, 2_400_000, 2_500_000, 2_600_000]),
+            _timer_run(tmp_path, "d", 4_000_000, [1, 2, 3, 4, 5, 6], irqmode="0")]
+    table, prov, figures = labhost.timer_lateness(tmp_path, rows, host)
+    assert table["durations_ns"] == [1_000_000, 2_000_000] and table["quantiles"][-1] == 0.999
+    assert table["late_ns"][0] == [e + 20_000 for e in extra]
+    base_2ms = labhost._sim_qd1_clat_ns(host, 2_000_000)
+    assert table["late_ns"][1][0] == 0                                      # 1.9 ms: earlier than the timer
+    assert table["late_ns"][1][1] == table["late_ns"][1][2] == round(2_300_000 - base_2ms)
+    assert figures["timer_1000000ns"]["runs"] == 2 and "P99.9" in prov
+    out = tmp_path / "lab.toml"
+    write_preset(out, "host", "made up", {}, dict(host, timer_lateness=table),
+                 dict(presets.load_preset("host", "lab-tcg-2vcpu").provenance, timer_lateness=prov))
+    assert presets.load_preset_file(out, "host").params["timer_lateness"] == table
+    assert labhost.timer_lateness(tmp_path, rows[3:], host) is None         # no timer run: nothing to write
