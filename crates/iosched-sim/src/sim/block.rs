@@ -622,8 +622,16 @@ impl Simulation<'_> {
             self.book_inner_locks(device, core, process, now, now); // the wake-up, in the completion's interrupt
         }
         // Whether the process had gone to sleep, and whether the package was idle, are decided when the interrupt
-        // arrives, before any work is booked.
-        let sleeping = self.asleep_at(process, now);
+        // arrives, before any work is booked. null_blk's irqmode 0 ends the request inside queue_rq, before the
+        // submitter's call returns: it never slept for it (the lab host's costs are measured that way, at QD 1),
+        // even when its booked submission work ends at that very moment. (irqmode 1's softirq, raised from task
+        // context, may run after the call returns: left to the general rule.)
+        let inline = self.devices[device as usize]
+            .config
+            .null_blk
+            .as_ref()
+            .is_some_and(|n| n.irqmode == 0);
+        let sleeping = !inline && self.asleep_at(process, now);
         self.irq_package_idle_extra_ns = Some(self.host.package_idle_extra_ns(now));
         self.charge_interrupt(core, process, now);
         let mut path_start = now;
