@@ -207,16 +207,19 @@ def _check_timer_lateness(file: str, v: Any) -> None:
         raise SpecError(file, key, "expected a table with quantiles, durations_ns and late_ns")
     _check_fields(file, f"{key}.", v, TIMER_LATENESS_FIELDS, ())
     qs, ds, rows = v["quantiles"], v["durations_ns"], v["late_ns"]
-    if not (isinstance(qs, list) and qs and all(isinstance(q, (int, float)) and not isinstance(q, bool) and 0 < q < 1
-                                                 for q in qs) and all(a < b for a, b in zip(qs, qs[1:]))):
+
+    def numbers(x: Any, kind: type | tuple[type, ...]) -> bool:
+        return isinstance(x, list) and bool(x) and all(isinstance(e, kind) and not isinstance(e, bool) for e in x)
+
+    def ascending(x: list, strict: bool = True) -> bool:
+        return all(a < b if strict else a <= b for a, b in zip(x, x[1:]))
+
+    if not (numbers(qs, (int, float)) and all(0 < q < 1 for q in qs) and ascending(qs)):
         raise SpecError(file, f"{key}.quantiles", f"expected ascending probabilities in (0, 1), got {qs!r}")
-    if not (isinstance(ds, list) and ds and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in ds)
-            and all(a < b for a, b in zip(ds, ds[1:]))):
+    if not (numbers(ds, int) and ds[0] > 0 and ascending(ds)):
         raise SpecError(file, f"{key}.durations_ns", f"expected ascending durations in ns, got {ds!r}")
-    if not (isinstance(rows, list) and len(rows) == len(ds) and all(
-            isinstance(r, list) and len(r) == len(qs) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                                              for x in r) and all(a <= b for a, b in zip(r, r[1:]))
-            for r in rows)):
+    if not (isinstance(rows, list) and len(rows) == len(ds)
+            and all(numbers(r, int) and len(r) == len(qs) and r[0] >= 0 and ascending(r, strict=False) for r in rows)):
         raise SpecError(file, f"{key}.late_ns", f"expected {len(ds)} rows (one per duration) of {len(qs)} "
                         "non-decreasing lateness values in ns (one per quantile)")
 

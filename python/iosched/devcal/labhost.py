@@ -6,6 +6,7 @@ preset, scaled by the measured libaio cost against the base's (a named assumptio
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -130,12 +131,11 @@ def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict)
             continue
         folder = store.run_dir(results, r["run_id"])
         try:
-            spec = json.loads((folder / "spec.json").read_text())
-            null_blk = spec["devices"][0]["null_blk"]
-            fio = json.loads((folder / "fio.json").read_text())
-            pct = fio["jobs"][0]["read"]["clat_ns"]["percentile"]
+            null_blk = json.loads((folder / "spec.json").read_text())["devices"][0]["null_blk"]
             if null_blk["irqmode"] != "2":
                 continue
+            fio = json.loads((folder / "fio.json").read_text())
+            pct = fio["jobs"][0]["read"]["clat_ns"]["percentile"]
             by_duration.setdefault(int(null_blk["completion_nsec"]), []).append(
                 [float(pct[f"{p:.6f}"]) for p in LATENESS_PERCENTILES])
         except (OSError, KeyError, IndexError, ValueError) as e:
@@ -143,19 +143,20 @@ def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict)
                             f"clat percentiles ({e.__class__.__name__}: {e})") from None
     if not by_duration:
         return None
+    durations = sorted(by_duration)
     late, figures = [], {}
-    for duration in sorted(by_duration):
+    for duration in durations:
         runs = by_duration[duration]
         lab = [statistics.median(run[q] for run in runs) for q in range(len(LATENESS_PERCENTILES))]
         base = _sim_qd1_clat_ns(host_params, duration)
         row = [max(0, int(round(v - base))) for v in lab]
-        late.append([max(row[:i + 1]) for i in range(len(row))])      # non-decreasing, as quantiles are
+        late.append(list(itertools.accumulate(row, max)))      # non-decreasing, as quantiles are
         figures[f"timer_{duration}ns"] = {"lab_clat_ns": [round(v) for v in lab], "sim_clat_ns": round(base),
                                           "runs": len(runs)}
-    table = {"quantiles": [round(p / 100, 6) for p in LATENESS_PERCENTILES], "durations_ns": sorted(by_duration),
+    table = {"quantiles": [round(p / 100, 6) for p in LATENESS_PERCENTILES], "durations_ns": durations,
              "late_ns": late}
     prov = (f"measured: how late the guest's null_blk timer ends a QD-1 libaio read, by completion_nsec "
-            f"({', '.join(f'{d / 1e6:g} ms' for d in sorted(by_duration))}; {TIMERS_EXPERIMENT} runs, "
+            f"({', '.join(f'{d / 1e6:g} ms' for d in durations)}; {TIMERS_EXPERIMENT} runs, "
             f"{'-'.join(sorted({str(len(v)) for v in by_duration.values()}))} per duration): "
             f"fio's clat at P{', P'.join(f'{p:g}' for p in LATENESS_PERCENTILES)} less the simulator's clat of the "
             "same reader on this preset without lateness (the timer and the CPU path)")

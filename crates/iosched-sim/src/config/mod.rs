@@ -171,29 +171,9 @@ impl TimerLateness {
     /// distribution, linear between quantiles (flat below the first and above the last: the table's range bounds
     /// it), and linear in the duration between the two measured durations around it (the nearest outside them).
     pub fn late_ns(&self, duration_ns: u64, u: f64) -> u64 {
-        let row = |d: usize| -> f64 {
-            let (qs, vs) = (&self.quantiles, &self.late_ns[d]);
-            let k = qs.partition_point(|&q| q <= u);
-            if k == 0 {
-                return vs[0] as f64;
-            }
-            if k == qs.len() {
-                return vs[k - 1] as f64;
-            }
-            let t = (u - qs[k - 1]) / (qs[k] - qs[k - 1]);
-            vs[k - 1] as f64 + t * (vs[k] as f64 - vs[k - 1] as f64)
-        };
-        let ds = &self.durations_ns;
-        let k = ds.partition_point(|&d| d <= duration_ns);
-        let late = if k == 0 {
-            row(0)
-        } else if k == ds.len() {
-            row(k - 1)
-        } else {
-            let t = (duration_ns - ds[k - 1]) as f64 / (ds[k] - ds[k - 1]) as f64;
-            row(k - 1) + t * (row(k) - row(k - 1))
-        };
-        late.round() as u64
+        let row =
+            |d: usize| piecewise_linear(&self.quantiles, u, |q| q, |q| self.late_ns[d][q] as f64);
+        piecewise_linear(&self.durations_ns, duration_ns, |d| d as f64, row).round() as u64
     }
 
     /// Its shape, checked before a run.
@@ -226,6 +206,25 @@ impl TimerLateness {
         }
         Ok(())
     }
+}
+
+/// The value at `x` of the curve through (`xs[k]`, `y(k)`), `xs` ascending: linear between points, flat beyond the
+/// first and the last (`as_f64` gives the positions as numbers).
+fn piecewise_linear<X: Copy + PartialOrd>(
+    xs: &[X],
+    x: X,
+    as_f64: impl Fn(X) -> f64,
+    y: impl Fn(usize) -> f64,
+) -> f64 {
+    let k = xs.partition_point(|&p| p <= x);
+    if k == 0 {
+        return y(0);
+    }
+    if k == xs.len() {
+        return y(k - 1);
+    }
+    let (x0, x1) = (as_f64(xs[k - 1]), as_f64(xs[k]));
+    y(k - 1) + (as_f64(x) - x0) / (x1 - x0) * (y(k) - y(k - 1))
 }
 
 fn newest_kernel() -> String {
