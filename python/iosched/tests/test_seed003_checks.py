@@ -51,39 +51,97 @@ def test_one_panel_has_one_share_row():
     assert [r.what.split(":")[0] for r in rows] == ["baseline table"]
 
 
-# ---------------------------------------------------------------- the configuration plots' messages
+# ---------------------------------------------------------------- Kyber's target grids (the kyber-config artifact)
 
-def _fake_config(paper_like: bool):
-    """Made-up seed003-kyber runs: with ``paper_like`` the slides' messages hold (the favoured class gets the lower
-    latency and the higher throughput, reads vary more than writes over the grid); without, every configuration gives
-    the same numbers."""
-    def make(run):
-        rl = run.sweep_point["scheduler.read_lat_nsec"]
-        wl = run.sweep_point["scheduler.write_lat_nsec"]
-        reads_first = paper_like and rl < wl
-        writes_first = paper_like and wl < rl
-        read_kiops = 200.0 if reads_first else 20.0 if writes_first else 100.0
-        write_kiops = 60.0 if reads_first else 80.0 if writes_first else 70.0
-        p99_us = 2_000.0 if reads_first else 15_000.0 if writes_first else 8_000.0
-        jobs = []
-        for j in run.jobs:
-            kiops = read_kiops if j.config["name"] == "r" else write_kiops
-            side = {"ios": int(kiops * 1e3), "bytes": 0, "percentiles": [[99.0, p99_us * 1e3]]}
-            idle = {"ios": 0, "bytes": 0, "percentiles": [[99.0, 0.0]]}
-            jobs.append({"name": j.config["name"], "window_ns": 10**9,
-                         "read": side if j.config["name"] == "r" else idle,
-                         "write": side if j.config["name"] == "w" else idle})
-        return {"jobs": jobs}
-    return make
+def grid_values(scale: float = 1.0, tokens: tuple[float, float] = (1.0, 0.0)) -> scoring.Values:
+    """The artifact's own grids as if measured: heat-map values scaled, depths x tokens[0] + tokens[1]."""
+    out = {}
+    for k, v in scoring.reference_values(s.grid_reference()).items():
+        out[k] = v * tokens[0] + tokens[1] if k.quantity in s.TOKEN_QUANTITIES else v * scale
+    return out
 
 
-def test_config_checks_hold_for_paper_like_runs_and_fail_when_the_targets_change_nothing(tmp_path):
+def test_a_cell_holds_within_its_repetitions_spread_where_that_is_wider_than_the_band():
+    # R1-W1, R 50 µs, W 20 µs: read 5.912 ± 3.462 KIOPS over 5 repetitions, SD 58.6% of the mean, so the cell holds
+    # from 1 - 0.586 = 0.414x to 1.586x; a cell of 2.1 ± 0.0 keeps [0.8, 1.25].
+    cell = next(p for p in s.grid_reference() if p.figure == "grid-R1-W1" and p.series == "R=50us"
+                and p.x_value == "20us" and p.y_name == "read_kiops")
+    lo, hi = scoring.band_with_spread(cell)
+    assert (round(lo, 3), round(hi, 3)) == (0.414, 1.586)
+    flat = scoring.RefPoint("f", "s", "x", "1", "q", 2.1, "KIOPS", "", "yes", "", 0.0)
+    assert scoring.band_with_spread(flat) == scoring.BAND
+    values = grid_values()
+    key = cell.key
+    for sim, holds in ((5.912 * 0.45, True), (5.912 * 0.40, False), (5.912 * 1.55, True), (5.912 * 1.6, False)):
+        values[key] = sim
+        got = next(p for p in s.GRID_POINTS.score_values(values) if p.point.key == key)
+        assert got.holds is holds, sim
+
+
+def test_the_artifacts_own_grids_hold_every_cell_and_every_check():
+    scored = s.GRID_POINTS.score_values(grid_values())
+    counted = [p for p in scored if p.counted]
+    # 4 quantities x (72 + 90 + 72 + 90) cells; the depths are not plotted, their own check scores them.
+    assert len(counted) == 4 * 324 and all(p.holds for p in counted)
+    checks = s.grid_checks_from(grid_values(), s.grid_reference_values())
+    assert [c.finding for c in checks] == ["priority"] * 4 + ["sensitivity", "tokens"]
+    assert all(c.holds for c in checks), [c.what for c in checks if not c.holds]
+
+
+def test_made_up_grids_three_times_the_artifacts_fail_every_cell():
+    # No cell's repetitions spread more than 67% of its mean (its band: 0.33x to 1.67x at the widest), so 3x and
+    # 1/4x are outside every cell's band.
+    for scale in (3.0, 0.25):
+        scored = s.GRID_POINTS.score_values(grid_values(scale))
+        assert not any(p.holds for p in scored if p.counted)
+        assert not any(c.holds for c in scoring.share_checks(scored))
+
+
+def test_grids_where_the_targets_change_nothing_fail_every_message():
+    # Every cell of a quantity at that quantity's mean over its grid: no corner differs from another.
+    ref = grid_values()
+    flat = {}
+    for k in ref:
+        same = [v for kk, v in ref.items() if kk.figure == k.figure and kk.quantity == k.quantity]
+        flat[k] = sum(same) / len(same)
+    checks = s.grid_checks_from(flat, s.grid_reference_values())
+    messages = [c for c in checks if c.finding != "tokens"]
+    assert len(messages) == 5 and not any(c.holds for c in messages)
+
+
+def test_depths_off_by_a_quarter_and_more_than_a_token_fail_the_depth_check():
+    # 1.3 x + 2 tokens: a depth of 1 becomes 3.3 (2.3 tokens off), one of 128 becomes 168.4 (1.32x).
+    checks = s.grid_checks_from(grid_values(tokens=(1.3, 2.0)), s.grid_reference_values())
+    tokens = next(c for c in checks if c.finding == "tokens")
+    assert not tokens.holds and tokens.simulated.startswith("0 of ")
+    # Within one token passes even where ±25% would not: 1.0 -> 1.9.
+    assert s.tokens_hold(1.9, 1.0) and not s.tokens_hold(2.1, 1.0) and s.tokens_hold(150.0, 128.0)
+
+
+def _fake_grid(run):
+    """A made-up run for any grid cell: enough fields for every check, table, figure and point to read."""
+    jobs = []
+    for j in run.jobs:
+        name = j.config["name"]
+        side = {"ios": 50_000, "bytes": 0, "percentiles": [[99.0, 2_000_000.0]]}
+        idle = {"ios": 0, "bytes": 0, "percentiles": [[99.0, 0.0]]}
+        jobs.append({"name": name, "window_ns": 10**9, "read": side if name == "r" else idle,
+                     "write": side if name == "w" else idle})
+    series = [{"source": "scheduler", "subject": "/dev/nvme0n1", "t_ns": 2 * 10**9, "metric": m, "value": v}
+              for m, v in (("read_tokens", 256.0), ("write_tokens", 128.0))]
+    return {"jobs": jobs, "window_start_ns": 10**9, "timeseries": series}
+
+
+def test_the_grid_experiment_declares_every_run_its_checks_figures_tables_and_points_read(tmp_path):
     from iosched.papers import registry
 
     from .test_registry import FakeResults
 
     exp = registry.get("seed003-kyber")
-    like = exp.checks(FakeResults(tmp_path, exp, _fake_config(True)))
-    assert like and all(c.holds for c in like), [c.what for c in like if not c.holds]
-    flat = exp.checks(FakeResults(tmp_path, exp, _fake_config(False)))
-    assert not any(c.holds for c in flat), [c.what for c in flat if c.holds]
+    assert len(exp.runs(quick=True)) == 324
+    res = FakeResults(tmp_path, exp, _fake_grid)
+    assert len(exp.checks(res)) == 6
+    assert len(exp.figures(res)) == 4 and all(len(f.panels) == 12 for f in exp.figures(res))
+    assert len(exp.tables(res)[0].rows) == 8
+    scored = exp.points.score(res)
+    assert not any(p.missing for p in scored)
