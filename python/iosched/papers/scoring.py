@@ -245,7 +245,7 @@ def apart(scored: Iterable[Scored]) -> dict[str, list[Scored]]:
     return out
 
 
-def _spread_text(scored: Iterable[Scored]) -> str:
+def spread_text(scored: Iterable[Scored]) -> str:
     """How the band reads where some points hold within their repetitions' spread instead."""
     return " (or their repetitions' spread)" if any(x.band != BAND for x in scored) else ""
 
@@ -253,7 +253,7 @@ def _spread_text(scored: Iterable[Scored]) -> str:
 def points_markdown(scored: list[Scored], why: dict[str, str] | None = None, heading: str = "####") -> str:
     """The shares per figure panel (with why the misses miss), the calibration points with their ratios, and the
     points not counted with their reasons, as markdown."""
-    lines = [f"{heading} Points within ±25%{_spread_text(scored)} of the paper's data", "",
+    lines = [f"{heading} Points within ±25%{spread_text(scored)} of the paper's data", "",
              "| figure | within ±25% | misses, and why |", "|---|---|---|"]
     for g, sh in panel_shares(scored).items():
         name = "**all**" if g == ALL else figure_label(g)
@@ -285,7 +285,7 @@ def share_checks(scored: list[Scored], target: float = TARGET_SHARE) -> list[Che
     paper (calibration, points true by construction and points not simulated excluded). Holds at ``target`` or
     more."""
     rows = []
-    spread = _spread_text(scored)
+    spread = spread_text(scored)
     for g, sh in panel_shares(scored).items():
         name = "these figures" if g == ALL else figure_label(g)
         frac = sh.fraction
@@ -366,7 +366,7 @@ def fidelity_figure(scored: list[Scored], fid: str, title: str, ref: str = "") -
     sh = shares(scored).get(ALL)
     caption = (f"Every plotted point of the paper's figures and tables (its own data) against the simulated value, "
                f"each in its figure's unit; the shaded band is ±25% (sim/paper in [{BAND[0]}, {BAND[1]}]). Within "
-               f"it: {sh.text() if sh else 'no points'}, calibration inputs excluded.")
+               f"it{spread_text(scored)}: {sh.text() if sh else 'no points'}, calibration inputs excluded.")
     if undrawn:
         caption += f" {undrawn} counted point(s) with a zero or missing simulated value are not drawn (log axes)."
     return Figure(fid, ref, title, [Panel("paper vs iosched", "scatter", traces, xlabel="paper (its own data)",

@@ -42,8 +42,8 @@ def section_markdown(report, out: Path) -> str:
     for fd in getattr(report, "fidelity", []):
         overall = fd.shares.get(scoring.ALL)
         lines += [f"Seed {fd.seed}, every plotted point of the paper's own data: {overall.text() if overall else '–'} "
-                  "within ±25% (calibration inputs, points true by construction and points not simulated excluded; "
-                  "per figure in each experiment's section below).", ""]
+                  f"within ±25%{scoring.spread_text(fd.points)} (calibration inputs, points true by construction and "
+                  "points not simulated excluded; per figure in each experiment's section below).", ""]
     for seed in sorted({s.seed for s in papers}):
         lines.append(f"### Seed {seed}")
         lines.append("")
