@@ -219,29 +219,39 @@ def grid_reference() -> list[scoring.RefPoint]:
     return scoring.load_reference(scoring.DATA / "kyber-config" / "grid_points.csv")
 
 
+@lru_cache(maxsize=1)
+def grid_units() -> dict[tuple[str, str], str]:
+    """(grid, quantity) -> the reference's unit: P99s in ms, but µs for the QD-1 writer's."""
+    return {(p.figure, p.y_name): p.y_unit for p in grid_reference()}
+
+
+def grid_key(workload: str, read_ns: int, write_ns: int, quantity: str) -> scoring.Key:
+    """Where a cell's value stands in grid_points.csv."""
+    return scoring.Key(f"grid-{workload}", f"R={target_label(read_ns)}", target_label(write_ns), quantity)
+
+
 def _unit_scale(unit: str) -> float:
     """From the simulator's µs (P99s) or KIOPS to the reference's unit."""
-    return {"ms": 1e-3, "us": 1.0, "KIOPS": 1.0, "tokens": 1.0}[unit]
+    return {"ms": 1e-3, "us": 1.0, "KIOPS": 1.0}[unit]
 
 
 def grid_values(res: Results) -> scoring.Values:
     """Every grid cell's simulated value, keyed like grid_points.csv and in its units."""
-    units = {(p.figure, p.y_name): p.y_unit for p in grid_reference()}
     out: scoring.Values = {}
     for workload in GRIDS:
-        fig = f"grid-{workload}"
         reads, writes = grid_targets(workload)
         for rl in reads:
             for wl in writes:
                 point = {"scheduler.read_lat_nsec": rl, "scheduler.write_lat_nsec": wl}
-                key = lambda q: scoring.Key(fig, f"R={target_label(rl)}", target_label(wl), q)  # noqa: E731
                 for q, metric, jobname in (("read_kiops", "read_kiops", "r"), ("write_kiops", "write_kiops", "w"),
                                            ("read_clat_p99", "read_p99_us", "r"),
                                            ("write_clat_p99", "write_p99_us", "w")):
-                    scale = _unit_scale(units[fig, q])
-                    out[key(q)] = res.mean(workload, point, lambda r, m=metric, j=jobname: value(r, m, j)) * scale
-                out[key("read_tokens")] = res.mean(workload, point, lambda r: kyber_mean_tokens(r)[0])
-                out[key("write_tokens")] = res.mean(workload, point, lambda r: kyber_mean_tokens(r)[1])
+                    scale = _unit_scale(grid_units()[f"grid-{workload}", q])
+                    out[grid_key(workload, rl, wl, q)] = res.mean(
+                        workload, point, lambda r, m=metric, j=jobname: value(r, m, j)) * scale
+                for i, q in enumerate(TOKEN_QUANTITIES):
+                    out[grid_key(workload, rl, wl, q)] = res.mean(workload, point,
+                                                                   lambda r, i=i: kyber_mean_tokens(r)[i])
     return out
 
 
@@ -250,7 +260,7 @@ def _grid_measure(res: Results) -> scoring.Values:
 
 
 def _corner(v: scoring.Values, workload: str, rw: tuple[int, int], q: str) -> float:
-    return v[scoring.Key(f"grid-{workload}", f"R={target_label(rw[0])}", target_label(rw[1]), q)]
+    return v[grid_key(workload, rw[0], rw[1], q)]
 
 
 def tokens_hold(sim: float | None, paper: float) -> bool:
@@ -312,18 +322,13 @@ LOG_QUANTITIES = {"read_kiops", "read_clat_p99", "write_clat_p99"}
 
 def _heat_panels(v: scoring.Values, ref: scoring.Values, workload: str, q: str, unit: str) -> list[Panel]:
     """Paper | iosched | ratio for one quantity of one grid; the two value maps on one colour scale."""
-    fig = f"grid-{workload}"
     reads, writes = grid_targets(workload)
     xs, ys = [target_label(w) for w in writes], [target_label(r) for r in reads]
-
-    def cell(values: scoring.Values, rl: int, wl: int) -> float | None:
-        return values.get(scoring.Key(fig, f"R={target_label(rl)}", target_label(wl), q))
-
-    paper = [[cell(ref, r, w) for w in writes] for r in reads]
-    sim = [[cell(v, r, w) for w in writes] for r in reads]
+    paper = [[ref.get(grid_key(workload, r, w, q)) for w in writes] for r in reads]
+    sim = [[v.get(grid_key(workload, r, w, q)) for w in writes] for r in reads]
     log = q in LOG_QUANTITIES
     tf = (lambda x: math.log10(x) if x and x > 0 else None) if log else (lambda x: x)  # noqa: E731
-    both = [tf(x) for row in paper + sim for x in row if tf(x) is not None]
+    both = [z for row in paper + sim for z in map(tf, row) if z is not None]
     lo, hi = (min(both), max(both)) if both else (0.0, 1.0)
     fmt = lambda x: "" if x is None else f"{x:.3g}"  # noqa: E731
     bar = f"log10 {unit}" if log else unit
@@ -344,11 +349,10 @@ def _heat_panels(v: scoring.Values, ref: scoring.Values, workload: str, q: str, 
 
 def grid_figures(res: Results) -> list[Figure]:
     v, ref = _grid_measure(res), grid_reference_values()
-    units = {(p.figure, p.y_name): p.y_unit for p in grid_reference()}
     figs = []
     for workload in GRIDS:
         fig = f"grid-{workload}"
-        panels = [p for q in GRID_QUANTITIES for p in _heat_panels(v, ref, workload, q, units[fig, q])]
+        panels = [p for q in GRID_QUANTITIES for p in _heat_panels(v, ref, workload, q, grid_units()[fig, q])]
         figs.append(Figure(f"seed003-{fig}", "configuration plots", f"Kyber's target grid, {workload}: the "
                            "artifact, iosched and their ratio", panels, cols=3,
                            caption="Rows: read_lat_nsec (50 µs at the bottom); columns: write_lat_nsec. Artifact: "
