@@ -33,16 +33,19 @@ ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
                "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
-               "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "page_cache",
+               "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "filesystems", "page_cache",
                "kernel", "scheduler_dispatch", "timer_lateness")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
                  "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
-                 "scheduler_costs", "page_cache", "scheduler_dispatch", "timer_lateness")
+                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness")
 # HostConfig.timer_lateness (config.rs TimerLateness): how late the host's timers fire, by quantile and duration.
 TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
 SCHEDULER_DISPATCH = ("inline", "kblockd")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
+# HostConfig.filesystems (config.rs FileSystemCost): the direct-I/O path each file system adds per I/O, by direction.
+FILESYSTEMS = ("ext4", "xfs", "f2fs")
+FILESYSTEM_COST_FIELDS = ("read_ns", "write_ns")
 # PageCacheConfig in config.rs: the page cache buffered jobs (direct=0) need.
 PAGE_CACHE_FIELDS = ("capacity_bytes", "copy_bytes_per_s", "dirty_background_ratio", "dirty_ratio", "read_ahead_kb")
 
@@ -178,6 +181,18 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
             elif k == "scheduler_dispatch":
                 if v not in SCHEDULER_DISPATCH:
                     raise SpecError(file, f"params.{k}", f'expected "inline" or "kblockd", got {v!r}')
+            elif k == "filesystems":
+                if not isinstance(v, dict):
+                    raise SpecError(file, f"params.{k}", "expected a table of tables, one per file system")
+                for name, c in v.items():
+                    if name not in FILESYSTEMS:
+                        raise SpecError(file, f"params.{k}.{name}",
+                                        f"unknown file system (expected one of: {', '.join(FILESYSTEMS)})")
+                    if not isinstance(c, dict):
+                        raise SpecError(file, f"params.{k}.{name}", "expected a table")
+                    _check_fields(file, f"params.{k}.{name}.", c, FILESYSTEM_COST_FIELDS, ())
+                    for ck in FILESYSTEM_COST_FIELDS:
+                        need_int(f"{k}.{name}.{ck}", c[ck])
             elif k == "scheduler_costs":
                 if not isinstance(v, dict):
                     raise SpecError(file, f"params.{k}", "expected a table of tables, one per scheduler")

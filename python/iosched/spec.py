@@ -67,6 +67,9 @@ class DeviceSpec(_Strict):
     count: int = Field(default=1, ge=1, le=64)
     condition: Literal["fresh", "preconditioned"] | None = None
     trimmed_fraction: float | None = Field(default=None, ge=0.0, le=1.0)
+    # The jobs reach the device through a file on this file system (simulator: its direct-I/O path's CPU cost, the
+    # host preset's `filesystems`; the kernel backend makes it, as --filesystem does). None: the raw device.
+    filesystem: Literal["ext4", "xfs", "f2fs"] | None = None
 
 
 class SchedulerSpec(BaseModel):
@@ -463,6 +466,12 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             if d.trimmed_fraction is not None:
                 cfg["trimmed_fraction"] = float(d.trimmed_fraction)
             cfg["trimmed_fraction"] = float(cfg["trimmed_fraction"])
+            if d.filesystem is not None:
+                if real is None and d.filesystem not in host.get("filesystems", {}):
+                    raise SpecError(file, f"devices[{i}].filesystem", f"the host preset {host_name} prices no "
+                                    f"{d.filesystem} direct-I/O path ({host_p.path}: add [params.filesystems."
+                                    f"{d.filesystem}] with read_ns and write_ns)")
+                cfg["filesystem"] = d.filesystem
             devices.append(cfg)
             device_presets.append(dp_name)
     for cfg, name in zip(devices, device_names([d["interface"] for d in devices])):

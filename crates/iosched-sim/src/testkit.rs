@@ -46,6 +46,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         condition,
         trimmed_fraction: 0.0,
         max_sectors_kb: None,
+        filesystem: None,
         null_blk: None,
     }
 }
@@ -82,6 +83,7 @@ pub fn host(cores: u32) -> HostConfig {
             .filter(|s| s.is_elevator())
             .map(|s| (s.name.to_string(), SchedulerCost::default()))
             .collect(),
+        filesystems: Default::default(),
         page_cache: Some(PageCacheConfig {
             capacity_bytes: 64 << 20,
             copy_bytes_per_s: 4_000_000_000,

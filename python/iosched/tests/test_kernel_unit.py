@@ -330,6 +330,24 @@ def test_real_devices_size_the_jobs(tmp_path):
         _runs(tmp_path, SPEC.replace('cpus_allowed = "0"', 'cpus_allowed = "0-3"'))
 
 
+def test_the_specs_filesystem_is_the_kernel_backends_unless_the_flag_disagrees(tmp_path):
+    from iosched.backends.kernel.runner import spec_filesystem
+    from iosched.spec import load_experiment
+
+    def exp(devices: str):
+        return load_experiment(str(write(tmp_path, SPEC.replace('devices = [{ preset = "samsung-980pro-1tb", '
+                                                                'count = 2 }]', devices))))
+    both = exp('devices = [{ preset = "samsung-980pro-1tb", count = 2, filesystem = "xfs" }]')
+    assert spec_filesystem(both, None) == "xfs" and spec_filesystem(both, "xfs") == "xfs"
+    with pytest.raises(SpecError, match="--filesystem: ext4, but .* devices say xfs"):
+        spec_filesystem(both, "ext4")
+    assert spec_filesystem(exp('devices = [{ preset = "samsung-980pro-1tb", count = 2 }]'), "f2fs") == "f2fs"
+    mixed = exp('devices = [{ preset = "samsung-980pro-1tb", filesystem = "xfs" }, '
+                '{ preset = "samsung-980pro-1tb" }]')
+    with pytest.raises(SpecError, match="one file system on every device"):
+        spec_filesystem(mixed, None)
+
+
 # ---------------------------------------------------------------- restore and recovery (on plain files)
 
 def _fake_queue(tmp_path, scheduler="none [mq-deadline] kyber", nr="256", **tunables):

@@ -272,6 +272,31 @@ def test_load_errors_are_spec_errors(tmp_path):
         load_experiment(str(write(tmp_path, 'name = "x"\n')))  # no jobs
 
 
+def test_a_device_with_a_file_system_costs_its_path_and_one_the_host_does_not_price_is_refused(tmp_path, monkeypatch):
+    """A file system's direct-I/O path is priced by the host preset (``filesystems``): a device naming one the
+    preset lacks is an error naming both, never a free path; one it prices reaches the simulator's device config."""
+    from iosched import presets
+
+    from .conftest import DATA
+    xfs = BASE.replace('count = 1 }', 'count = 1, filesystem = "xfs" }')
+    (run,) = expand_runs(load_experiment(str(write(tmp_path, xfs.replace("repeat = 2", "repeat = 1")))))
+    assert run.devices[0]["filesystem"] == "xfs"
+    root = tmp_path / "presets"
+    shutil.copytree(DATA / "presets", root)
+    host = root / "hosts" / "xeon-silver-4210r-10c.toml"
+    host.write_text(host.read_text().replace("[params.filesystems.xfs]\nread_ns = 800\nwrite_ns = 600\n", ""))
+    monkeypatch.setenv("IOSCHED_PRESETS", str(root))
+    presets._cache.clear()
+    spec = write(tmp_path, xfs)
+    with pytest.raises(SpecError) as e:
+        expand_runs(load_experiment(str(spec)))
+    assert str(e.value).startswith(f"{spec}: devices[0].filesystem: the host preset xeon-silver-4210r-10c prices no "
+                                   f"xfs direct-I/O path ({host}: add [params.filesystems.xfs]")
+    bad = write(tmp_path, BASE.replace('count = 1 }', 'count = 1, filesystem = "btrfs" }'))
+    with pytest.raises(SpecError, match="devices.0.filesystem|devices\\[0\\].filesystem"):
+        expand_runs(load_experiment(str(bad)))
+
+
 def test_a_host_preset_without_the_schedulers_costs_is_refused_naming_both(tmp_path, monkeypatch):
     """A simulated run prices the scheduler's hooks from the host preset: a missing entry is an error naming the
     preset and the scheduler, never a silent zero; `none` (no elevator, no hooks) needs none."""

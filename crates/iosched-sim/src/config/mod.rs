@@ -131,6 +131,11 @@ pub struct HostConfig {
     /// [`HostConfig::check_scheduler_costs`]).
     #[serde(default)]
     pub scheduler_costs: std::collections::BTreeMap<String, SchedulerCost>,
+    /// The direct-I/O path of each file system this host can run jobs on (`DeviceConfig::filesystem`), by the
+    /// kernel's name for it ("ext4", "xfs", "f2fs"). A device with a file system this host does not price is an
+    /// error, never a silent zero.
+    #[serde(default)]
+    pub filesystems: std::collections::BTreeMap<String, FileSystemCost>,
     /// The page cache for buffered jobs (`pagecache.rs`); a host without one cannot run them.
     #[serde(default)]
     pub page_cache: Option<PageCacheConfig>,
@@ -271,6 +276,17 @@ pub struct SchedulerCost {
     pub insert_ns: u64,
     pub dispatch_ns: u64,
     pub complete_ns: u64,
+}
+
+/// The CPU time a file system's direct-I/O path adds to one I/O on a file over the raw block device's path, by
+/// direction: mapping the file offset to its blocks (the extent lookup), the inode lock and the checks before the
+/// bio is built. It runs in the submitting process, so it is added to the engine's `submit_ns` of every job on a
+/// device with that file system. The file is preallocated and written, so an overwrite allocates nothing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSystemCost {
+    pub read_ns: u64,
+    pub write_ns: u64,
 }
 
 impl HostConfig {
@@ -420,6 +436,13 @@ pub struct DeviceConfig {
     /// Largest request the block layer builds by merging (`max_sectors_kb`); None: 128 KiB.
     #[serde(default)]
     pub max_sectors_kb: Option<u32>,
+    /// The file system the jobs reach this device through (the host's `filesystems` prices its direct-I/O path):
+    /// each job addresses one preallocated file, laid out contiguously (one extent), whose blocks are the job's
+    /// region (`offset_bytes`, `size_bytes`). Only the CPU cost of the path is modelled: journal and metadata
+    /// writes, f2fs's out-of-place updates and cleaning are not (an overwrite of allocated blocks needs none of
+    /// them in ext4 and xfs, nor in f2fs's default adaptive mode). None: the raw block device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem: Option<String>,
     /// The kernel's null_blk instead of the SSD model (`device/null_blk.rs`): the SSD fields above are then unused
     /// but for the block layer's (capacity, block size, hardware queues, tags, max_sectors_kb).
     #[serde(default, skip_serializing_if = "Option::is_none")]

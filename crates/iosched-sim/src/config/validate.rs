@@ -71,8 +71,32 @@ impl SimConfig {
         Ok(())
     }
 
-    /// The job's devices exist, and one I/O of `bs` fits their blocks and capacity.
+    /// The job's devices exist, one I/O of `bs` fits their blocks and capacity, and they all carry the same file
+    /// system, one this host prices (a job pays one path per I/O).
     fn validate_job_devices(&self, job: &JobConfig) -> Result<(), String> {
+        let mut filesystems = job
+            .devices
+            .iter()
+            .filter_map(|&d| self.devices.get(d as usize))
+            .map(|d| d.filesystem.as_deref());
+        if let Some(first) = filesystems.next() {
+            check(filesystems.all(|fs| fs == first), || {
+                job.at("its devices must all carry the same filesystem (or none)")
+            })?;
+            if let Some(fs) = first {
+                check(self.host.filesystems.contains_key(fs), || {
+                    job.at(&format!(
+                        "filesystem {fs}: the host prices no such direct-I/O path (host.filesystems has {})",
+                        self.host
+                            .filesystems
+                            .keys()
+                            .map(String::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            }
+        }
         for &d in &job.devices {
             let device = self
                 .devices

@@ -363,6 +363,7 @@ impl<'j> JobLayout<'j> {
         }
         .clone();
         cost.submit_ns += extra_pages(job.bs_bytes) * config.host.io_page_ns;
+        cost.submit_ns += filesystem_ns(config, job);
         ProcessParams {
             job: self.index,
             clone,
@@ -450,6 +451,27 @@ fn mark_may_sleep_on_tags(processes: &mut [Process], queues: &[BlockQueue]) {
     }
 }
 
+/// The CPU time the job's file system adds to each of its I/Os (`HostConfig::filesystems`); a mixed job pays the
+/// read and write paths in its read share (validation has checked its devices agree and the host prices it).
+fn filesystem_ns(config: &SimConfig, job: &JobConfig) -> u64 {
+    let Some(fs) = job
+        .devices
+        .first()
+        .and_then(|&d| config.devices[d as usize].filesystem.as_ref())
+    else {
+        return 0;
+    };
+    let cost = &config.host.filesystems[fs];
+    match (job.rw.does(false), job.rw.does(true)) {
+        (true, false) => cost.read_ns,
+        (false, true) => cost.write_ns,
+        _ => {
+            (cost.read_ns * job.rwmixread as u64 + cost.write_ns * (100 - job.rwmixread as u64))
+                / 100
+        }
+    }
+}
+
 /// The 4 KiB pages of an I/O of `bytes` beyond its first (`HostConfig::io_page_ns`).
 fn extra_pages(bytes: u64) -> u64 {
     bytes
@@ -480,6 +502,49 @@ mod tests {
         c.host.io_page_ns = 0;
         let off = Simulation::new(&c).unwrap();
         assert_eq!(off.processes[0].params.cost.submit_ns, base, "0: off");
+    }
+
+    /// A file on ext4 priced at 1,000 ns per read and 1,600 ns per write: the reader's submission costs the
+    /// engine's + 1,000, the writer's + 1,600, a 70/30 mix + 0.7 x 1,000 + 0.3 x 1,600 = 1,180; on the raw device
+    /// (no filesystem) nothing more.
+    #[test]
+    fn a_file_systems_direct_io_path_adds_to_each_submission() {
+        let mut mixed = job("m", Rw::Randrw, 8, 1);
+        mixed.rwmixread = 70;
+        let mut c = config(
+            "none",
+            vec![
+                job("r", Rw::Randread, 8, 1),
+                job("w", Rw::Randwrite, 8, 1),
+                mixed,
+            ],
+        );
+        let base = c.host.io_uring.submit_ns;
+        let raw = Simulation::new(&c).unwrap();
+        assert!((0..3).all(|i| raw.processes[i].params.cost.submit_ns == base));
+        c.host.filesystems.insert(
+            "ext4".into(),
+            crate::config::FileSystemCost {
+                read_ns: 1000,
+                write_ns: 1600,
+            },
+        );
+        c.devices[0].filesystem = Some("ext4".into());
+        let sim = Simulation::new(&c).unwrap();
+        let submit = |i: usize| sim.processes[i].params.cost.submit_ns - base;
+        assert_eq!((submit(0), submit(1), submit(2)), (1000, 1600, 1180));
+    }
+
+    /// A device whose file system the host does not price is refused by name, never run at zero cost.
+    #[test]
+    fn an_unpriced_file_system_is_an_error() {
+        let mut c = config("none", vec![job("r", Rw::Randread, 8, 1)]);
+        c.devices[0].filesystem = Some("f2fs".into());
+        let err = c.validate().unwrap_err();
+        assert!(
+            err.contains("filesystem f2fs") && err.contains("host.filesystems"),
+            "{err}"
+        );
     }
 
     #[test]

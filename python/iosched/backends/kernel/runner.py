@@ -12,6 +12,7 @@ and an interrupted run's temporary folder is removed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -125,6 +126,21 @@ def _spec_device_names(exp: Experiment) -> list[str]:
     return device_names(interfaces)
 
 
+def spec_filesystem(exp: Experiment, given: str | None) -> str | None:
+    """The file system the runs go through: --filesystem, else the spec's devices' ``filesystem`` (one for all of
+    them: the backend makes the same one on every device)."""
+    named = {d.filesystem for d in validate_spec(exp.file, exp.data).devices}
+    if given is not None:
+        if named - {None, given}:
+            raise SpecError("--filesystem", None, f"{given}, but {exp.file}'s devices say "
+                            f"{', '.join(sorted(n for n in named if n))}")
+        return given
+    if len(named) > 1:
+        raise SpecError(exp.file, "devices.filesystem", "the kernel backend makes one file system on every device: "
+                        f"give the same one (or none) to all, not {', '.join(sorted(map(str, named)))}")
+    return named.pop()
+
+
 @dataclass
 class Outcome:
     done: list[str] = field(default_factory=list)       # run ids measured now
@@ -153,6 +169,7 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
         if d.devno in seen:
             raise SpecError("--device", given, f"the same device as {seen[d.devno]}")
         seen[d.devno] = given
+    opts = dataclasses.replace(opts, filesystem=spec_filesystem(exp, opts.filesystem))
     if opts.filesystem and opts.filesystem not in fs.FILESYSTEMS:
         raise SpecError("--filesystem", None, f"expected one of {', '.join(fs.FILESYSTEMS)}, got {show(opts.filesystem)}")
     if opts.filesystem and (why := fs.unavailable(opts.filesystem)):
