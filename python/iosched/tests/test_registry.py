@@ -37,7 +37,7 @@ def test_seed_000_and_003_figures_and_tables_are_covered():
     refs = {r for e in registry.experiments() if e.seed == "000" for r in e.refs}
     assert {f"Fig. {i}" for i in range(1, 13)} | {"Table 2", "Table 3", "Table 4"} <= refs
     refs3 = {r for e in registry.experiments() if e.seed == "003" for r in e.refs}
-    assert refs3 == {"baseline table", "configuration plots"}
+    assert refs3 == {"baseline table", "configuration plots", "file-system plots"}
 
 
 def test_select_by_name_seed_and_all():

@@ -86,6 +86,8 @@ def test_the_artifacts_own_grids_hold_every_cell_and_every_check():
     checks = s.grid_checks_from(grid_values(), s.grid_reference_values())
     assert [c.finding for c in checks] == ["priority"] * 4 + ["sensitivity", "tokens"]
     assert all(c.holds for c in checks), [c.what for c in checks if not c.holds]
+    # The raw grids' depths only: 2 x (72 + 90 + 72 + 90); the file systems' 48 are seed003-fs's row.
+    assert checks[-1].paper.startswith("648 depths")
 
 
 def test_made_up_grids_three_times_the_artifacts_fail_every_cell():
@@ -143,5 +145,74 @@ def test_the_grid_experiment_declares_every_run_its_checks_figures_tables_and_po
     assert len(exp.checks(res)) == 6
     assert len(exp.figures(res)) == 4 and all(len(f.panels) == 12 for f in exp.figures(res))
     assert len(exp.tables(res)[0].rows) == 8
+    scored = exp.points.score(res)
+    assert not any(p.missing for p in scored)
+
+
+# ---------------------------------------------------------------- the file systems (seed003-fs)
+
+def test_the_artifacts_own_file_system_cells_hold_every_cell_and_every_claim():
+    scored = s.FS_POINTS.score_values(grid_values())
+    counted = [p for p in scored if p.counted]
+    # 3 file systems x 2 workloads x 4 target pairs x 4 quantities; the None runs are not plotted (shown, not scored).
+    assert len(counted) == 96 and all(p.holds for p in counted)
+    checks = s.fs_checks_from(grid_values(), s.grid_reference_values())
+    assert [c.finding for c in checks] == ["file systems"] * 4 + ["tokens"]
+    assert all(c.holds for c in checks), [c.what for c in checks if not c.holds]
+    assert checks[-1].paper.startswith("48 depths")
+
+
+def test_made_up_file_system_cells_three_times_the_artifacts_fail_every_cell():
+    # The widest spread: ext4 R256-W256 at R 100 ms / W 20 µs, read 93.2 ± 59.0 KIOPS (63%): 0.37x to 1.63x.
+    for scale in (3.0, 0.25):
+        scored = s.FS_POINTS.score_values(grid_values(scale))
+        assert not any(p.holds for p in scored if p.counted)
+
+
+def test_file_systems_no_better_than_the_raw_device_fail_claim_3():
+    # Every file system's R1-W256 read P99 set to the raw device's at the same pair (ms -> µs): ratio 1.0x.
+    values = grid_values()
+    for fs in s.FILESYSTEMS:
+        for rw in s.FS_PAIRS:
+            raw = values[s.grid_key("R1-W256", *rw, "read_clat_p99")]
+            values[s.grid_key("R1-W256", *rw, "read_clat_p99")._replace(figure=f"fs-{fs}-R1-W256")] = raw * 1e3
+    checks = s.fs_checks_from(values, s.grid_reference_values())
+    assert [c.holds for c in checks[:4]] == [False, True, True, True]
+
+
+def test_file_systems_where_the_targets_change_nothing_fail_claims_4_to_6():
+    ref = grid_values()
+    flat = dict(ref)
+    for k in ref:
+        if k.figure.startswith("fs-") and k.series != "none":
+            same = [v for kk, v in ref.items() if kk.figure == k.figure and kk.quantity == k.quantity
+                    and kk.series != "none"]
+            flat[k] = sum(same) / len(same)
+    checks = s.fs_checks_from(flat, s.grid_reference_values())
+    assert [c.holds for c in checks[:4]] == [True, False, False, False]
+
+
+def test_an_f2fs_that_behaves_like_ext4_fails_claim_6():
+    # ext4 R256-W256: reads first 231.0 vs writes first 93.2 read KIOPS = 2.48x, more than "slightly" (<= 1.25x).
+    values = grid_values()
+    for k, v in list(values.items()):
+        if k.figure == "fs-ext4-R256-W256":
+            values[k._replace(figure="fs-f2fs-R256-W256")] = v
+    checks = s.fs_checks_from(values, s.grid_reference_values())
+    assert not checks[3].holds and checks[3].simulated == "read 2.48x, write 0.51x"
+
+
+def test_the_file_system_experiment_declares_every_run_its_checks_figures_and_points_read(tmp_path):
+    from iosched.papers import registry
+
+    from .test_registry import FakeResults
+
+    exp = registry.get("seed003-fs")
+    # 3 file systems x 2 workloads x 4 pairs, 5 None runs, the raw device's 4 R1-W256 corners.
+    assert len(exp.runs(quick=True)) == 24 + 5 + 4
+    res = FakeResults(tmp_path, exp, _fake_grid)
+    assert len(exp.checks(res)) == 5
+    (fig,) = exp.figures(res)
+    assert len(fig.panels) == 4 and all(len(p.traces) == 6 for p in fig.panels)
     scored = exp.points.score(res)
     assert not any(p.missing for p in scored)
