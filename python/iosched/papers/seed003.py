@@ -440,7 +440,7 @@ FS_NONE = (("ext4", "R1-W256"), ("xfs", "R1-W256"), ("f2fs", "R1-W256"), ("ext4"
 # The fresh drive has no garbage collection to converge through: 2 s of ramp, 2 s measured (4 s for the QD-1 reader's
 # P99, ~15,000 reads a second).
 FS_RAMP = "2s"
-FS_QUICK = {"duration": "500ms", "ramp": "1s"}
+FS_QUICK = GRID_QUICK
 
 
 def fs_duration(workload: str) -> str:
@@ -453,15 +453,16 @@ def fs_figure(fs: str, workload: str) -> str:
 
 
 def _fs_spec(fs: str, workload: str, scheduler: str) -> dict[str, Any]:
-    """The workload on a 50 GiB file on a fresh (secure-erased) drive; fs "raw": the raw grids' drive and jobs."""
-    jobs = _grid_jobs(workload)
-    if fs != "raw":
-        jobs = [dict(j, size=str(FS_FILE_BYTES)) for j in jobs]
+    """The workload on a 50 GiB file on a fresh (secure-erased) drive; fs "raw": the raw grids' drive, jobs and
+    runtimes (seed003-kyber's cells)."""
     sweep = ({"scheduler.read_lat_nsec": list(FS_TARGETS[0]), "scheduler.write_lat_nsec": list(FS_TARGETS[1])}
              if scheduler == "kyber" else {})
+    if fs == "raw":
+        return spec(_grid_jobs(workload), sweep, repeat=1, scheduler={"name": scheduler},
+                    duration=grid_duration(workload), ramp=GRID_RAMP)
+    jobs = [dict(j, size=str(FS_FILE_BYTES)) for j in _grid_jobs(workload)]
     out = spec(jobs, sweep, repeat=1, scheduler={"name": scheduler}, duration=fs_duration(workload), ramp=FS_RAMP)
-    if fs != "raw":
-        out["devices"] = [dict(out["devices"][0], condition="fresh", filesystem=fs)]
+    out["devices"] = [dict(out["devices"][0], condition="fresh", filesystem=fs)]
     return out
 
 
