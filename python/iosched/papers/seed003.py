@@ -610,9 +610,12 @@ def fs_figures(res: Results) -> list[Figure]:
 def _fs_why(v: scoring.Values) -> dict[str, str]:
     ref = grid_reference_values()
 
+    def num(x: float) -> str:
+        return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
     def span(figure: str, q: str, values: scoring.Values) -> str:
         xs = [x for k, x in values.items() if k.figure == figure and k.quantity == q]
-        return f"{min(xs):.3g}-{max(xs):.3g}" if xs else "missing"
+        return f"{num(min(xs))}-{num(max(xs))}" if xs else "missing"
     out = {}
     for fs in FILESYSTEMS:
         for w in FS_WORKLOADS:
