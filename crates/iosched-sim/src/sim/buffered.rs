@@ -342,7 +342,7 @@ mod tests {
             "below the threshold nothing reaches the device"
         );
         assert!(!sim.flusher_busy);
-        sim.start_and_run_until(|sim| sim.cache_bios_in_flight > 0);
+        sim.run_until(|sim| sim.cache_bios_in_flight > 0);
         let bio = sim.slots.iter().find(|s| s.live).unwrap();
         assert!(matches!(bio.kind, BioKind::Writeback { .. }));
         assert_eq!((bio.process, bio.sync), (flusher, false));

@@ -535,6 +535,12 @@ impl Simulation<'_> {
     /// Start the run and handle its events until `done` holds (or none is left).
     fn start_and_run_until(&mut self, done: impl Fn(&Self) -> bool) {
         self.schedule_start();
+        self.run_until(done);
+    }
+
+    /// Go on handling a started run's events until `done` holds (or none is left); starting it again would
+    /// schedule its processes' first issue in the past.
+    fn run_until(&mut self, done: impl Fn(&Self) -> bool) {
         while !done(self) && self.step().is_some() {}
     }
 }

@@ -221,7 +221,7 @@ mod tests {
             "2 got requests"
         );
         assert!(!sim.processes[0].asleep_on_tag(), "the submitter goes on");
-        sim.start_and_run_until(|sim| sim.ios_completed >= 16);
+        sim.run_until(|sim| sim.ios_completed >= 16);
         let state = &sim.processes[0].state;
         assert_eq!((state.tag_waits, state.punted.len()), (0, 0));
     }
