@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from ..report.figures import CYCLE, Figure, Heat, Panel, Table, Trace
 from . import scoring
@@ -300,13 +300,18 @@ def grid_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
     out.append(Check("sensitivity", "R256-W256: max/min over the grid, read KIOPS > write KIOPS",
                      f"{p_r:.1f}x > {p_w:.1f}x", f"{s_r:.1f}x > {s_w:.1f}x", s_r > 1.05 * s_w,
                      ref="T-app + T-app plot"))
-    cells = [(k, x) for k, x in ref.items() if k.quantity in TOKEN_QUANTITIES and k.figure.startswith("grid-")]
-    held = sum(tokens_hold(v.get(k), x) for k, x in cells)
-    out.append(Check("tokens", "Kyber's mean read and write depth over the measured window, every cell of the four "
-                     "grids: within ±25% of the artifact's or within one token (kyber_tokens.csv)",
-                     f"{len(cells)} depths, >= {scoring.TARGET_SHARE:.0%} within", f"{held} of {len(cells)}",
-                     held >= scoring.TARGET_SHARE * len(cells), ref="kyber_adjust trace"))
+    out.append(tokens_check(v, ref, "grid-", "every cell of the four grids"))
     return out
+
+
+def tokens_check(v: scoring.Values, ref: scoring.Values, figures: str, cells_named: str) -> Check:
+    """Kyber's depths of the grids whose names start with ``figures``: the share within ±25% or one token."""
+    cells = [(k, x) for k, x in ref.items() if k.quantity in TOKEN_QUANTITIES and k.figure.startswith(figures)]
+    held = sum(tokens_hold(v.get(k), x) for k, x in cells)
+    return Check("tokens", f"Kyber's mean read and write depth over the measured window, {cells_named}: within ±25% "
+                 "of the artifact's or within one token (kyber_tokens.csv)",
+                 f"{len(cells)} depths, >= {scoring.TARGET_SHARE:.0%} within", f"{held} of {len(cells)}",
+                 held >= scoring.TARGET_SHARE * len(cells), ref="kyber_adjust trace")
 
 
 def grid_reference_values() -> scoring.Values:
@@ -513,17 +518,21 @@ FS_PAIRS = ((50 * US, 20 * US), READS_FIRST, WRITES_FIRST, (100 * MS, 100 * MS))
 def fs_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
     """The slides' file-system claims (summary.md (c) 3-6), each one row over the file systems it names, and Kyber's
     depths on the file systems. ``ref``: the artifact's own values (for the expected column)."""
-    def cell(values: scoring.Values, fs: str, workload: str, rw: tuple[int, int], q: str) -> float:
-        return _fs_cell(values, fs, workload, rw, q)
-    out = []
+    cell = _fs_cell
+    out: list[Check] = []
+
+    def claim(rule: Callable[[scoring.Values], tuple[bool, str]], what: str, slide: str) -> None:
+        """One row: the rule on the simulated values, its text on the artifact's as the expected column."""
+        (ok, text), (_, expected) = rule(v), rule(ref)
+        out.append(Check("file systems", what, expected, text, ok, ref=slide))
+
     # 3: every file system's R1-W256 read P99 below the raw device's, at each of the four pairs (artifact: 9-17x).
     def claim3(values: scoring.Values) -> tuple[bool, str]:
         ratios = [cell(values, "raw", "R1-W256", rw, "read_clat_p99") * 1e3
                   / cell(values, fs, "R1-W256", rw, "read_clat_p99") for fs in FILESYSTEMS for rw in FS_PAIRS]
         return min(ratios) > 1 / 0.95, f"raw / file system {min(ratios):.1f}x-{max(ratios):.1f}x"
-    (ok, text), (_, expected) = claim3(v), claim3(ref)
-    out.append(Check("file systems", "R1-W256: read P99 lower on ext4, xfs and f2fs than on the raw device, at each "
-                     "of the four target pairs", expected, text, ok, ref="L-app + T-app with file system"))
+    claim(claim3, "R1-W256: read P99 lower on ext4, xfs and f2fs than on the raw device, at each "
+          "of the four target pairs", "L-app + T-app with file system")
 
     # 4: on each file system, reads first gives the lowest read P99 and the lowest write KIOPS of the four pairs.
     def claim4(values: scoring.Values) -> tuple[bool, str]:
@@ -536,10 +545,8 @@ def fs_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
                        and kiops[READS_FIRST] < 0.95 * min(kiops[rw] for rw in others))
             parts.append(f"{fs} {p99[READS_FIRST]:.0f} µs / {kiops[READS_FIRST]:.0f} K")
         return all(oks), "; ".join(parts)
-    (ok, text), (_, expected) = claim4(v), claim4(ref)
-    out.append(Check("file systems", "R1-W256: reads first (R 50 µs, W 100 ms) gives the lowest read P99 and the "
-                     "lowest write KIOPS of the four pairs, on each file system", expected, text, ok,
-                     ref="L-app + T-app with file system"))
+    claim(claim4, "R1-W256: reads first (R 50 µs, W 100 ms) gives the lowest read P99 and the "
+          "lowest write KIOPS of the four pairs, on each file system", "L-app + T-app with file system")
 
     # 5: ext4 and xfs as the raw device: reads first gives more read KIOPS, writes first more write KIOPS.
     def claim5(values: scoring.Values) -> tuple[bool, str]:
@@ -550,10 +557,8 @@ def fs_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
             oks.append(r[0] > 1.05 * r[1] and w[1] > 1.05 * w[0])
             parts.append(f"{fs} R {r[0]:.0f} vs {r[1]:.0f}, W {w[1]:.0f} vs {w[0]:.0f}")
         return all(oks), "; ".join(parts)
-    (ok, text), (_, expected) = claim5(v), claim5(ref)
-    out.append(Check("file systems", "R256-W256 on ext4 and xfs: reads first gives more read KIOPS than writes first, "
-                     "writes first more write KIOPS than reads first", expected, text, ok,
-                     ref="T-app + T-app with file system"))
+    claim(claim5, "R256-W256 on ext4 and xfs: reads first gives more read KIOPS than writes first, "
+          "writes first more write KIOPS than reads first", "T-app + T-app with file system")
 
     # 6: f2fs: reads first gives slightly more read KIOPS (at most +25%) but much less write KIOPS (below 0.8x).
     def claim6(values: scoring.Values) -> tuple[bool, str]:
@@ -561,17 +566,10 @@ def fs_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
         w = [cell(values, "f2fs", "R256-W256", rw, "write_kiops") for rw in (READS_FIRST, WRITES_FIRST)]
         rr, wr = r[0] / r[1], w[0] / w[1]
         return 1.0 < rr <= 1.25 and wr < 0.8, f"read {rr:.2f}x, write {wr:.2f}x"
-    (ok, text), (_, expected) = claim6(v), claim6(ref)
-    out.append(Check("file systems", "R256-W256 on f2fs: reads first over writes first gives slightly more read KIOPS "
-                     "(1-1.25x) and much less write KIOPS (< 0.8x)", expected, text, ok,
-                     ref="T-app + T-app with file system"))
+    claim(claim6, "R256-W256 on f2fs: reads first over writes first gives slightly more read KIOPS "
+          "(1-1.25x) and much less write KIOPS (< 0.8x)", "T-app + T-app with file system")
 
-    cells = [(k, x) for k, x in ref.items() if k.quantity in TOKEN_QUANTITIES and k.figure.startswith("fs-")]
-    held = sum(tokens_hold(v.get(k), x) for k, x in cells)
-    out.append(Check("tokens", "Kyber's mean read and write depth over the measured window, every file-system cell: "
-                     "within ±25% of the artifact's or within one token (kyber_tokens.csv)",
-                     f"{len(cells)} depths, >= {scoring.TARGET_SHARE:.0%} within", f"{held} of {len(cells)}",
-                     held >= scoring.TARGET_SHARE * len(cells), ref="kyber_adjust trace"))
+    out.append(tokens_check(v, ref, "fs-", "every file-system cell"))
     return out
 
 
