@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .. import native
 from ..results import METRICS
 from ..simconfig import Job, testbed_config
-from . import seed000
+from . import seed000, seed003
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class Target:
     ramp_s: float = 0.05
     ssds: int = 1                                   # every job on this many copies of the device
     device_options: tuple[tuple[str, object], ...] = ()   # a drive state over the preset's parameters
+    scheduler: str = "none"
+    tunables: tuple[tuple[str, int], ...] = ()
 
 
 # Quantities of the whole run rather than of one job: the share of the cores' busy time in lock functions, in %, as
@@ -42,6 +44,7 @@ RUN_METRICS = {
 
 _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
 _SEED000_STATE = tuple(seed000.DRIVE_STATE.items())   # the 980 PRO in seed 000's state (its runs' device options)
+_GRID_STATE = tuple(seed003.GRID_DRIVE_STATE.items())  # ... and in the state of seed 003's raw grids
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
 _P4500 = ("2x-e5-2620-16c", "intel-p4500-2tb")
 
@@ -97,6 +100,12 @@ TARGETS: tuple[Target, ...] = (
     Target("256 QD1 on 1 core CPU/IO", "ICPE'24 artifact", *_980,
            (Job("l", "randread", 1, [1], numjobs=256),), "cpu_us_per_io", "l", 8.208,
            device_options=_SEED000_STATE),
+    # The raw grids' drive state, fitted to the writer of one grid cell (seed003.GRID_STATE_INPUT): Kyber at R 100
+    # ms / W 1 ms, a QD-1 reader on CPU 1 beside a QD-256 writer on CPU 2, measured as the grid's runs are.
+    Target("grid state: R1-W256 writer", "seed 003 artifact grid", *_980,
+           (Job("r", "randread", 1, [1]), Job("w", "randwrite", 256, [2])), "write_kiops", "w",
+           seed003.GRID_STATE_INPUT_KIOPS, runtime_s=8.0, ramp_s=4.0, device_options=_GRID_STATE, scheduler="kyber",
+           tunables=(("read_lat_nsec", 100_000_000), ("write_lat_nsec", 1_000_000))),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),
@@ -134,7 +143,8 @@ TARGETS: tuple[Target, ...] = (
 def measure(target: Target, seed: int = 1) -> float:
     config = testbed_config(target.host, target.device, target.jobs, target.runtime_s, target.ramp_s,
                             file="iosched.papers.calibration_targets", seed=seed, ssds=target.ssds,
-                            device_options=dict(target.device_options))
+                            device_options=dict(target.device_options), scheduler=target.scheduler,
+                            tunables=target.tunables)
     result = native.simulate(config)
     if target.metric in RUN_METRICS:
         return RUN_METRICS[target.metric](result)

@@ -180,6 +180,30 @@ TOKEN_QUANTITIES = ("read_tokens", "write_tokens")
 # and P99s by at most 3% (docs/papers.md, seed 003).
 GRID_RAMP = "4s"
 GRID_QUICK = {"duration": "500ms", "ramp": "2s"}
+# The raw grids' drive state. The artifact's raw runs never erased or preconditioned the drive (its README): they saw
+# whatever its earlier use left, weeks after the slides' baseline table, and the unthrottled QD-256 writer gets 112-162
+# K beside a reader where the slides' W256 alone got 70 K (the preset's default state): a writer cannot get more beside
+# a reader than alone on one state. The state is fitted to the grids' ONE measured input (issue 18 allows one per drive
+# state): the writer of a cell that is as near a lone writer as the grids have, R1-W256 at R 100 ms (reads are never
+# over target, so Kyber never throttles the writes) and W 1 ms (writes always over it, so their depth stays at Kyber's
+# 128): 131.3 K over 5 repetitions (SD 9.8 K). The row's other cells from W 20 µs to 10 ms are alike (121.6-132.7 K);
+# W 1 ms is taken because W 20 µs is the writes-first corner that the slides' messages compare (grid_checks_from),
+# which must stay a prediction. Scored as calibration, not counted. Solved by simulation (`calibration_targets`): a
+# freed fraction of 0.09 gives 129.9 K, 0.10 gives 136.2 K. What the freed fraction stands for is seed 000's named
+# assumption (presets/README.md, "two drive states"): more spare area than a greedy-GC model of a full drive has.
+GRID_DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.09}
+# (figure, series, x, quantity) of that input in grid_points.csv, and its value.
+GRID_STATE_INPUT = ("grid-R1-W256", "R=100ms", "1ms", "write_kiops")
+GRID_STATE_INPUT_KIOPS = 131.34
+
+
+def _grid_classify(p: scoring.RefPoint) -> tuple[str, str]:
+    """The raw grids' drive-state input is a calibration input (shown apart, not counted); every other cell is a
+    finding."""
+    if (p.figure, p.series, p.x_value, p.y_name) == GRID_STATE_INPUT:
+        return scoring.CALIBRATION, ("calibration input (the raw grids' drive state, seed003.GRID_DRIVE_STATE): the "
+                                     "unthrottled QD-256 writer beside the QD-1 reader")
+    return scoring.FINDING, ""
 
 
 def grid_duration(workload: str) -> str:
@@ -207,9 +231,16 @@ def _grid_jobs(workload: str) -> list[dict]:
 
 def _grid_spec(workload: str) -> dict[str, Any]:
     reads, writes = grid_targets(workload)
-    return spec(_grid_jobs(workload), {"scheduler.read_lat_nsec": list(reads),
-                                       "scheduler.write_lat_nsec": list(writes)},
-                repeat=1, scheduler={"name": "kyber"}, duration=grid_duration(workload), ramp=GRID_RAMP)
+    return _on_grid_drive(spec(_grid_jobs(workload), {"scheduler.read_lat_nsec": list(reads),
+                                                      "scheduler.write_lat_nsec": list(writes)},
+                               repeat=1, scheduler={"name": "kyber"}, duration=grid_duration(workload),
+                               ramp=GRID_RAMP))
+
+
+def _on_grid_drive(out: dict[str, Any]) -> dict[str, Any]:
+    """The spec with its drive in the raw grids' state (GRID_DRIVE_STATE)."""
+    out["devices"] = [dict(out["devices"][0], **GRID_DRIVE_STATE)]
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -376,21 +407,25 @@ def _grid_why(v: scoring.Values) -> dict[str, str]:
         "grid-R1-W1": (f"a QD-1 reader beside a QD-1 writer: the model's reader gets {span('R1-W1', 'read_kiops', v)} "
                        f"KIOPS over the grid, the artifact's {span('R1-W1', 'read_kiops', ref)} (bimodal over time in "
                        "the artifact, its cells' SD 50-67% of their mean; docs/papers.md)"),
-        "grid-R1-W256": (f"the L-app's read P99 over the grid: the model {span('R1-W256', 'read_clat_p99', v)} ms, "
-                         f"the artifact {span('R1-W256', 'read_clat_p99', ref)}; write KIOPS "
-                         f"{span('R1-W256', 'write_kiops', v)} against {span('R1-W256', 'write_kiops', ref)} "
-                         "(issue 18's write path)"),
+        "grid-R1-W256": (f"the L-app: read KIOPS {span('R1-W256', 'read_kiops', v)} against "
+                         f"{span('R1-W256', 'read_kiops', ref)}, read P99 {span('R1-W256', 'read_clat_p99', v)} ms "
+                         f"against {span('R1-W256', 'read_clat_p99', ref)}: its reads wait out the flash's programs "
+                         "and garbage collection's copies in full (the preset cannot suspend), most of the time, where "
+                         "the artifact's wait less often and longer (docs/papers.md); write KIOPS "
+                         f"{span('R1-W256', 'write_kiops', v)} against {span('R1-W256', 'write_kiops', ref)}"),
         "grid-R256-W1": (f"read KIOPS {span('R256-W1', 'read_kiops', v)} against "
                          f"{span('R256-W1', 'read_kiops', ref)} (one repetition in the artifact)"),
         "grid-R256-W256": (f"read KIOPS {span('R256-W256', 'read_kiops', v)} against "
-                           f"{span('R256-W256', 'read_kiops', ref)}, write KIOPS "
-                           f"{span('R256-W256', 'write_kiops', v)} against {span('R256-W256', 'write_kiops', ref)} "
-                           "(issue 18's write path)"),
+                           f"{span('R256-W256', 'read_kiops', ref)}, read P99 "
+                           f"{span('R256-W256', 'read_clat_p99', v)} ms against "
+                           f"{span('R256-W256', 'read_clat_p99', ref)}, write KIOPS "
+                           f"{span('R256-W256', 'write_kiops', v)} against {span('R256-W256', 'write_kiops', ref)}: "
+                           "the model's QD-256 reader gets more and waits less beside the same write rate"),
     }
 
 
 GRID_POINTS = scoring.PointScoring(grid_reference, tuple(f"grid-{w}" for w in GRIDS), _grid_measure,
-                                   why=_grid_why, spread=True)
+                                   classify=_grid_classify, why=_grid_why, spread=True)
 
 
 def grid_tables(res: Results) -> list[Table]:
@@ -415,7 +450,7 @@ CONFIG_EXP = PaperExperiment(
     description="Kyber with read_lat_nsec x write_lat_nsec over the artifact's grids (read 50 µs-100 ms, write "
     "20 µs-100 ms; without 100 ms beside a QD-1 writer): one fio process, a 4 KiB random reader on CPU 1 and a 4 KiB "
     "random writer on CPU 2 (io_uring), at QD 1 or 256 each (R1-W1, R1-W256, R256-W1, R256-W256), on the raw 980 PRO "
-    "in seed 003's state.",
+    "in the grids' drive state (GRID_DRIVE_STATE: preconditioned, 9% freed, fitted to one cell's writer).",
     series=tuple(Series(w, _grid_spec(w)) for w in GRIDS),
     quick=GRID_QUICK, checks=grid_checks, figures=grid_figures, tables=grid_tables, points=GRID_POINTS,
     paper=(Number("slide 'Read L-app + Write T-app'", "prioritising reads", "low read latency at the cost of write "
@@ -426,6 +461,8 @@ CONFIG_EXP = PaperExperiment(
            "kyber-config artifact): read and write KIOPS and P99 of every cell of the four raw-device grids; a cell "
            "holds within ±25% of the artifact's mean over its repetitions, or within their SD where that is wider.",
            "One simulated run per cell (the artifact: 5 repetitions, 1 for R256-W1).",
+           "The drive is in the grids' own state, fitted to ONE of their measured inputs: the writer of R1-W256 at "
+           "R 100 ms / W 1 ms (131.3 K), shown as calibration and not counted (presets/README.md, drive states).",
            "The file-system grids (ext4, xfs, f2fs) are experiment seed003-fs."),
 )
 
@@ -463,8 +500,8 @@ def _fs_spec(fs: str, workload: str, scheduler: str) -> dict[str, Any]:
     sweep = ({"scheduler.read_lat_nsec": list(FS_TARGETS[0]), "scheduler.write_lat_nsec": list(FS_TARGETS[1])}
              if scheduler == "kyber" else {})
     if fs == "raw":
-        return spec(_grid_jobs(workload), sweep, repeat=1, scheduler={"name": scheduler},
-                    duration=grid_duration(workload), ramp=GRID_RAMP)
+        return _on_grid_drive(spec(_grid_jobs(workload), sweep, repeat=1, scheduler={"name": scheduler},
+                                   duration=grid_duration(workload), ramp=GRID_RAMP))
     jobs = [dict(j, size=str(FS_FILE_BYTES)) for j in _grid_jobs(workload)]
     out = spec(jobs, sweep, repeat=1, scheduler={"name": scheduler}, duration=fs_duration(workload), ramp=FS_RAMP)
     out["devices"] = [dict(out["devices"][0], condition="fresh", filesystem=fs)]

@@ -23,10 +23,13 @@ def test_preset_meets_its_calibration_input(target):
     )
 
 
-def test_seed000s_drive_state_is_the_one_its_calibration_target_measures():
-    from iosched.papers import seed000
+def test_each_drive_state_is_the_one_its_calibration_targets_measure():
+    from iosched.papers import seed000, seed003
 
-    # The 64 KiB writers (the state's own input), the 8 KiB QD 1 read (the drive's), the 64 KiB reader's CPU and the
-    # CPU of 256 QD-1 processes on one core (the host's), each measured in that state.
+    # Seed 000's: the 64 KiB writers (the state's own input), the 8 KiB QD 1 read (the drive's), the 64 KiB reader's
+    # CPU and the CPU of 256 QD-1 processes on one core (the host's), each measured in that state. Seed 003's raw
+    # grids': the one grid cell's writer the state is fitted to.
     states = [dict(t.device_options) for t in calibration.TARGETS if t.device_options]
-    assert states == [seed000.DRIVE_STATE] * 4
+    assert states == [seed000.DRIVE_STATE] * 4 + [seed003.GRID_DRIVE_STATE]
+    grid = next(t for t in calibration.TARGETS if t.device_options and dict(t.device_options) == seed003.GRID_DRIVE_STATE)
+    assert grid.paper_value == seed003.GRID_STATE_INPUT_KIOPS

@@ -81,13 +81,25 @@ def test_a_cell_holds_within_its_repetitions_spread_where_that_is_wider_than_the
 def test_the_artifacts_own_grids_hold_every_cell_and_every_check():
     scored = s.GRID_POINTS.score_values(grid_values())
     counted = [p for p in scored if p.counted]
-    # 4 quantities x (72 + 90 + 72 + 90) cells; the depths are not plotted, their own check scores them.
-    assert len(counted) == 4 * 324 and all(p.holds for p in counted)
+    # 4 quantities x (72 + 90 + 72 + 90) cells, less the drive state's input; the depths are not plotted, their own
+    # check scores them.
+    assert len(counted) == 4 * 324 - 1 and all(p.holds for p in counted)
     checks = s.grid_checks_from(grid_values(), s.grid_reference_values())
     assert [c.finding for c in checks] == ["priority"] * 4 + ["sensitivity", "tokens"]
     assert all(c.holds for c in checks), [c.what for c in checks if not c.holds]
     # The raw grids' depths only: 2 x (72 + 90 + 72 + 90); the file systems' 48 are seed003-fs's row.
     assert checks[-1].paper.startswith("648 depths")
+
+
+def test_the_grids_drive_state_input_is_one_cell_shown_apart_as_calibration():
+    # R1-W256 at R 100 ms, W 1 ms: its writer is the state's input (131.34 K); the writes-first corner beside it
+    # (W 20 µs), which the slides' messages compare, stays a finding.
+    scored = s.GRID_POINTS.score_values(grid_values())
+    calibration = [p for p in scored if p.point.figure.startswith("grid-") and p.role == scoring.CALIBRATION]
+    assert [(p.point.series, p.point.x_value, p.point.y_name) for p in calibration] == [("R=100ms", "1ms", "write_kiops")]
+    assert calibration[0].point.y_value == s.GRID_STATE_INPUT_KIOPS and not calibration[0].counted
+    corner = next(p for p in scored if p.point.key == s.grid_key("R1-W256", *s.WRITES_FIRST, "write_kiops"))
+    assert corner.role == scoring.FINDING and corner.counted
 
 
 def test_made_up_grids_three_times_the_artifacts_fail_every_cell():
