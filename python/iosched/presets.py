@@ -44,6 +44,9 @@ TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")
 SCHEDULER_DISPATCH = ("inline", "kblockd")
 SCHEDULER_COST_FIELDS = ("insert_ns", "dispatch_ns", "complete_ns")
 # HostConfig.filesystems (config.rs FileSystemCost): the direct-I/O path each file system adds per I/O, by direction.
+# The one list of file systems a spec may name: the spec's `filesystem` takes it, the kernel backend makes each of them
+# (backends/kernel/fs.py) and `--filesystem` offers them (cli.py keeps its own copy for start-up time; a test holds
+# the three equal).
 FILESYSTEMS = ("ext4", "xfs", "f2fs")
 FILESYSTEM_COST_FIELDS = ("read_ns", "write_ns")
 # PageCacheConfig in config.rs: the page cache buffered jobs (direct=0) need.

@@ -69,7 +69,7 @@ class DeviceSpec(_Strict):
     trimmed_fraction: float | None = Field(default=None, ge=0.0, le=1.0)
     # The jobs reach the device through a file on this file system (simulator: its direct-I/O path's CPU cost, the
     # host preset's `filesystems`; the kernel backend makes it, as --filesystem does). None: the raw device.
-    filesystem: Literal["ext4", "xfs", "f2fs"] | None = None
+    filesystem: Literal[presets_mod.FILESYSTEMS] | None = None
 
 
 class SchedulerSpec(BaseModel):

@@ -562,3 +562,12 @@ def test_the_simulators_nominal_ramp_end_is_refused_before_anything_runs(tmp_pat
         runner._check_schedulers(exp, [])
     assert e.value.key == "ramp_end"
     runner._check_schedulers(load_experiment(str(write(tmp_path, 'ramp_end = "first-completion"\n' + base))), [])
+
+
+def test_the_file_systems_a_spec_names_are_the_ones_the_kernel_backend_makes_and_the_flag_offers():
+    from iosched.backends.kernel import fs
+    from iosched.presets import FILESYSTEMS
+
+    flag = next(p for p in main.commands["run"].params if p.name == "filesystem")
+    assert tuple(flag.type.choices) == FILESYSTEMS
+    assert tuple(fs.FILESYSTEMS) == FILESYSTEMS
