@@ -45,6 +45,7 @@ RUN_METRICS = {
 _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
 _SEED000_STATE = tuple(seed000.DRIVE_STATE.items())   # the 980 PRO in seed 000's state (its runs' device options)
 _GRID_STATE = tuple(seed003.GRID_DRIVE_STATE.items())  # ... and in the state of seed 003's raw grids
+_TABLES_STATE = tuple(seed000.TABLES_DRIVE_STATE.items())  # ... and in that of seed 000's Tables 2-4
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
 _P4500 = ("2x-e5-2620-16c", "intel-p4500-2tb")
 
@@ -106,6 +107,13 @@ TARGETS: tuple[Target, ...] = (
            (Job("r", "randread", 1, [1]), Job("w", "randwrite", 256, [2])), "write_kiops", "w",
            seed003.GRID_STATE_INPUT_KIOPS, runtime_s=8.0, ramp_s=4.0, device_options=_GRID_STATE, scheduler="kyber",
            tunables=(("read_lat_nsec", 100_000_000), ("write_lat_nsec", 1_000_000))),
+    # Seed 000's Tables 2-4 drive state, fitted to an unplotted cell of Table 4 (seed000.TABLES_DRIVE_STATE): Kyber at
+    # R 1 s / W 10 ms, the L-app on CPU 1 beside a QD-128 writer on CPU 2, measured as the tables' runs are.
+    Target("tables state: Table 4 writer", "seed 000 artifact Table 4", *_980,
+           (Job("l", "randread", 1, [1]), Job("w", "randwrite", 128, [2])), "write_kiops", "w",
+           seed000.TABLES_STATE_INPUT_KIOPS, runtime_s=10.0, ramp_s=seed000.KYBER_SETTLE_S,
+           device_options=_TABLES_STATE, scheduler="kyber",
+           tunables=(("read_lat_nsec", 1_000_000_000), ("write_lat_nsec", 10_000_000))),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),

@@ -190,7 +190,7 @@ GRID_QUICK = {"duration": "500ms", "ramp": "2s"}
 # W 1 ms is taken because W 20 µs is the writes-first corner that the slides' messages compare (grid_checks_from),
 # which must stay a prediction. Scored as calibration, not counted. Solved by simulation (`calibration_targets`): a
 # freed fraction of 0.09 gives 129.9 K, 0.10 gives 136.2 K. What the freed fraction stands for is seed 000's named
-# assumption (presets/README.md, "two drive states"): more spare area than a greedy-GC model of a full drive has.
+# assumption (presets/README.md, "drive states"): more spare area than a greedy-GC model of a full drive has.
 GRID_DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.09}
 # (figure, series, x, quantity) of that input in grid_points.csv, and its value.
 GRID_STATE_INPUT = ("grid-R1-W256", "R=100ms", "1ms", "write_kiops")
