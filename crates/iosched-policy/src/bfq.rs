@@ -2456,6 +2456,7 @@ mod tests {
     ///   interactive (×30);
     /// - 5.2 leaves an interactive queue's value alone; it is still the creation time (4.16+: 0), so at 50 ms the
     ///   greedy queue passes for soft real-time and is raised ×3000 (the spurious switch 5.12 removed).
+    ///
     /// When interactive raising ends, 6.3 forgets the bandwidth (soft_rt_next_start = now); 5.2 keeps it.
     #[test]
     fn an_interactive_queue_turns_soft_real_time_by_its_measured_rate_from_5_12() {

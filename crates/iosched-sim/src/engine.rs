@@ -152,7 +152,7 @@ impl CalendarQueue {
                 let entry = self.overflow.pop().expect("peeked");
                 self.current.push(entry);
             }
-            self.current.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+            self.current.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         }
     }
 }

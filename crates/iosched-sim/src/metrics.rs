@@ -187,7 +187,7 @@ mod tests {
         let r = stats.result();
         assert_eq!(
             (r.ios, r.bytes, r.clat_min_ns, r.clat_max_ns),
-            (1000, 4096_000, 1_000, 1_000_000)
+            (1000, 4_096_000, 1_000, 1_000_000)
         );
         assert!((r.clat_mean_ns - 500_500.0).abs() < 1e-6);
         let p99 = r.percentiles.iter().find(|p| p.0 == 99.0).unwrap().1;

@@ -116,7 +116,7 @@ impl Generator {
         &mut self.rng
     }
 
-    pub fn next(&mut self) -> IoPlan {
+    pub fn next_io(&mut self) -> IoPlan {
         let write = match self.rw {
             Rw::Read | Rw::Randread => false,
             Rw::Write | Rw::Randwrite => true,
@@ -330,7 +330,7 @@ mod tests {
             vec![share(4096, 100)],
         ]);
         let mut g = Generator::new(&j, process_rng(1, 0, 0), 65536);
-        let plans: Vec<IoPlan> = (0..4000).map(|_| g.next()).collect();
+        let plans: Vec<IoPlan> = (0..4000).map(|_| g.next_io()).collect();
         let small = plans.iter().filter(|p| p.bytes == 4096).count();
         assert!(
             (900..=1100).contains(&small),
@@ -346,7 +346,7 @@ mod tests {
         seq.offset_bytes = 0;
         seq.bssplit = Some([vec![share(16384, 100)], vec![share(16384, 100)]]);
         let mut g = Generator::new(&seq, process_rng(1, 0, 0), 65536);
-        let offsets: Vec<u64> = (0..5).map(|_| g.next().offset_bytes / 1024).collect();
+        let offsets: Vec<u64> = (0..5).map(|_| g.next_io().offset_bytes / 1024).collect();
         assert_eq!(offsets, [0, 16, 32, 48, 0]);
     }
 
@@ -354,7 +354,7 @@ mod tests {
     fn random_offsets_stay_block_aligned_inside_the_region() {
         let mut g = Generator::new(&job(Rw::Randread, vec![0]), process_rng(1, 0, 0), 64 * 4096);
         for _ in 0..1000 {
-            let io = g.next();
+            let io = g.next_io();
             assert!(!io.write);
             assert!(io.offset_bytes >= 1 << 20 && io.offset_bytes < (1 << 20) + 64 * 4096);
             assert_eq!(io.offset_bytes % 4096, 0);
@@ -365,7 +365,7 @@ mod tests {
     fn sequential_walks_and_wraps_per_device_round_robin() {
         let mut g = Generator::new(&job(Rw::Write, vec![0, 1]), process_rng(1, 0, 0), 2 * 4096);
         let got: Vec<(usize, u64)> = (0..6)
-            .map(|_| g.next())
+            .map(|_| g.next_io())
             .map(|io| (io.device_slot, io.offset_bytes - (1 << 20)))
             .collect();
         assert_eq!(
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn rwmixread_sets_the_share_of_reads() {
         let mut g = Generator::new(&job(Rw::Randrw, vec![0]), process_rng(1, 0, 0), 1 << 30);
-        let reads = (0..10_000).filter(|_| !g.next().write).count();
+        let reads = (0..10_000).filter(|_| !g.next_io().write).count();
         assert!((6_800..7_200).contains(&reads), "{reads}");
     }
 
@@ -389,7 +389,7 @@ mod tests {
                 process_rng(7, 0, clone),
                 1 << 30,
             );
-            (0..8).map(|_| g.next().offset_bytes).collect::<Vec<_>>()
+            (0..8).map(|_| g.next_io().offset_bytes).collect::<Vec<_>>()
         };
         assert_eq!(offsets(0), offsets(0));
         assert_ne!(offsets(0), offsets(1));

@@ -381,7 +381,7 @@ fn k2_serves_the_real_time_task_from_its_level() {
 
 #[test]
 fn impossible_scheduler_and_block_layer_combinations_are_errors() {
-    let err = |config: &SimConfig| simulate(config, &mut |_| true).err().expect("an error");
+    let err = |config: &SimConfig| simulate(config, &mut |_| true).expect_err("an error");
     let mut nvme = seed000(1, vec![job("r", Rw::Randread, 4096, 1, 1, &[0], &[0])]);
     nvme.scheduler.name = "cfq".into();
     assert!(err(&nvme).contains("blk-mq only"), "{}", err(&nvme));

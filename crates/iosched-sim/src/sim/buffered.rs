@@ -49,7 +49,7 @@ impl Simulation<'_> {
             .generator
             .as_mut()
             .expect("a job's process")
-            .next();
+            .next_io();
         proc.state.issued += 1;
         proc.state.bytes_issued += plan.bytes as u64;
         let b = proc.source.buffered.as_mut().unwrap();

@@ -185,7 +185,7 @@ impl Simulation<'_> {
                 .generator
                 .as_mut()
                 .expect("a job's process")
-                .next(),
+                .next_io(),
         };
         let device = proc.params.devices[plan.device_slot];
         proc.state.inflight += 1;
