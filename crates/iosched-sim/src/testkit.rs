@@ -34,6 +34,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         program_ns: 500_000,
         erase_ns: 2_000_000,
         read_suspend_ns: 0,
+        read_suspend_limit: None,
         block_program_units: 16,
         write_buffer_bytes: 1 << 20,
         waiting_write_slots: 0,

@@ -398,6 +398,10 @@ pub struct DeviceConfig {
     /// queued on the unit. 0: the flash cannot suspend, reads wait for the running operation to finish.
     #[serde(default)]
     pub read_suspend_ns: u64,
+    /// How many times reads may suspend one program, copy or erase (`read_suspend_ns` > 0): flash parts bound the
+    /// suspensions of an operation so that it finishes under a stream of reads. None: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_suspend_limit: Option<u32>,
     /// Program units per erase block on one unit.
     pub block_program_units: u32,
     pub write_buffer_bytes: u64,

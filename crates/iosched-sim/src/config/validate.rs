@@ -266,6 +266,9 @@ impl DeviceConfig {
         check(self.gc_step_copies != Some(0), || {
             at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
         })?;
+        check(self.read_suspend_limit != Some(0), || {
+            at("read_suspend_limit must be >= 1 (leave it out for no bound; read_suspend_ns = 0 for no suspend)")
+        })?;
         check((0.0..=1.0).contains(&self.trimmed_fraction), || {
             at("trimmed_fraction must be within 0..1")
         })?;

@@ -57,6 +57,8 @@ pub(super) struct Unit {
     pub(super) done_at_ns: u64,
     /// A program, copy or erase suspended for reads, with the time it still needs.
     pub(super) suspended: Option<(UnitOp, u64)>,
+    /// How many times reads have suspended the unit's current program, copy or erase (`read_suspend_limit`).
+    pub(super) op_suspensions: u32,
 }
 
 /// A read command's pages still on the flash, and when its last transfer ends.
@@ -84,6 +86,7 @@ impl Unit {
             operation: 0,
             done_at_ns: 0,
             suspended: None,
+            op_suspensions: 0,
         }
     }
 }
@@ -131,14 +134,22 @@ impl Device {
             });
             match self.units[unit as usize].op {
                 UnitOp::Idle => self.start_next_op(unit, events),
-                UnitOp::HostProgram | UnitOp::GcCopy | UnitOp::Erase
-                    if self.config.read_suspend_ns > 0 =>
-                {
+                UnitOp::HostProgram | UnitOp::GcCopy | UnitOp::Erase if self.may_suspend(unit) => {
                     self.suspend_for_reads(unit, events)
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Whether a read reaching unit `unit`, busy with a program, copy or erase, suspends it: the flash can suspend,
+    /// and the operation has not used up its suspensions.
+    fn may_suspend(&self, unit: u32) -> bool {
+        self.config.read_suspend_ns > 0
+            && self
+                .config
+                .read_suspend_limit
+                .is_none_or(|limit| self.units[unit as usize].op_suspensions < limit)
     }
 
     /// Suspend the unit's program, copy or erase and start its first queued read after the suspend latency.
@@ -147,6 +158,7 @@ impl Device {
         let u = unit as usize;
         let remaining_ns = self.units[u].done_at_ns.saturating_sub(now);
         self.units[u].suspended = Some((self.units[u].op, remaining_ns));
+        self.units[u].op_suspensions += 1;
         self.stats.suspensions += 1;
         let read = self.units[u]
             .reads
@@ -198,6 +210,8 @@ impl Device {
         if self.gc_step_due(u) {
             self.start_gc_step(unit, events);
         }
+        // Resuming a suspended operation keeps its count of suspensions; a new one starts from none.
+        let resuming = self.units[u].reads.is_empty() && self.units[u].suspended.is_some();
         let config = &self.config;
         let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
             let array = config.read_ns_by_page_type[read.page_type as usize]
@@ -276,6 +290,9 @@ impl Device {
             }
             return;
         };
+        if !resuming && !matches!(op, UnitOp::Read { .. }) {
+            self.units[u].op_suspensions = 0;
+        }
         self.run_op(unit, op, done_at, events);
     }
 
@@ -541,6 +558,53 @@ mod tests {
         // Without suspend the read waits out the 0.5 ms program; with it, 30 us plus its own 48-68 us.
         assert!(waited > 300_000, "{waited}");
         assert!((78_000..=98_200).contains(&suspended), "{suspended}");
+    }
+
+    /// Two reads, one after the other, on the unit of one 0.5 ms program, with a 30 us suspend: the first suspends
+    /// the program (30 us, then its own 48-68 us read); once the program has resumed, the second arrives. With no
+    /// bound on suspensions it suspends the program again (78-98 us); with the program allowed one suspension it
+    /// waits for the rest of the program: 0.5 ms less the ~30 us the program had run before the first read (the
+    /// resume costs its 30 us again), so well over 0.3 ms.
+    fn second_read_during_one_program(read_suspend_limit: Option<u32>) -> u64 {
+        let mut config = small_device(Condition::Fresh);
+        config.read_suspend_ns = 30_000;
+        config.read_suspend_limit = read_suspend_limit;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 16);
+        let programming = |device: &Device| {
+            device
+                .units
+                .iter()
+                .position(|unit| matches!(unit.op, UnitOp::HostProgram))
+        };
+        run_until(&mut device, &mut events, |device| programming(device).is_some());
+        let unit = programming(&device).unwrap();
+        let pages: Vec<u64> = (0..)
+            .filter(|&page: &u64| mix(page ^ device.salt) % 4 == unit as u64)
+            .take(2)
+            .collect();
+        device.submit(0, read(10_000, pages[0] * 16384), &mut events);
+        run_until(&mut device, &mut events, |device| {
+            device.reads.get(10_000).is_some_and(|read| read.pages_left == 0)
+                && programming(device) == Some(unit)
+        });
+        assert_eq!(device.units[unit].op_suspensions, 1);
+        let submitted_at = events.now_ns;
+        device.submit(0, read(10_001, pages[1] * 16384), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        assert_eq!(device.stats.host_program_units, 1, "the program still completes");
+        done.iter().find(|d| d.1 == 10_001).unwrap().0 - submitted_at
+    }
+
+    #[test]
+    fn an_operation_is_suspended_at_most_as_often_as_the_flash_allows() {
+        let again = second_read_during_one_program(None);
+        let bounded = second_read_during_one_program(Some(1));
+        assert!((78_000..=98_200).contains(&again), "{again}");
+        assert!(bounded > 300_000, "{bounded}");
+        // Negative control: a bound of two lets the second read suspend it too.
+        assert_eq!(second_read_during_one_program(Some(2)), again);
     }
 
     /// Run the device's events until none is left; the times at which host programs ended.
