@@ -21,13 +21,13 @@ DEVICE_FIELDS = (
     "interface", "capacity_bytes", "logical_block_bytes", "max_hw_queues", "queue_depth", "link_bytes_per_s",
     "controller_cores", "command_ns", "read_pipeline_ns", "write_ack_ns", "write_ack_jitter_ns", "channels", "units_per_channel",
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
-    "program_ns", "erase_ns", "read_suspend_ns", "read_suspend_limit", "block_program_units", "write_buffer_bytes", "overprovision_bytes",
-    "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
+    "program_ns", "erase_ns", "read_suspend_ns", "read_suspend_limit", "block_program_units", "write_buffer_bytes",
+    "overprovision_bytes", "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
     "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
     "read_buffer_bytes", "waiting_read_slots",
 )
-DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns", "gc_step_copies",
-                                    "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
+DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns",
+                                    "gc_step_copies", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
@@ -156,7 +156,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                     need_int(k, x)
             else:
                 # Optional features that are off when left out, never 0 (the simulator refuses 0 too).
-                need_int(k, v, 1 if k in ("gc_step_copies", "buffer_fill_bytes_per_s", "read_buffer_bytes", "read_suspend_limit") else 0)
+                need_int(k, v, 1 if k in ("gc_step_copies", "buffer_fill_bytes_per_s", "read_buffer_bytes",
+                                          "read_suspend_limit") else 0)
     else:
         for k, v in params.items():
             if k in ENGINES:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .. import native
 from ..results import METRICS
 from ..simconfig import Job, testbed_config
+from ..units import parse_time
 from . import seed000, seed003
 
 
@@ -46,6 +47,14 @@ _980 = ("xeon-silver-4210r-10c", "samsung-980pro-1tb")
 _SEED000_STATE = tuple(seed000.DRIVE_STATE.items())   # the 980 PRO in seed 000's state (its runs' device options)
 _GRID_STATE = tuple(seed003.GRID_DRIVE_STATE.items())  # ... and in the state of seed 003's raw grids
 _TABLES_STATE = tuple(seed000.TABLES_DRIVE_STATE.items())  # ... and in that of seed 000's Tables 2-4
+
+
+def _kyber_targets(read_ns: int, write_ns: int) -> tuple[tuple[str, int], ...]:
+    return (("read_lat_nsec", read_ns), ("write_lat_nsec", write_ns))
+
+
+def _seconds(time: str) -> float:
+    return parse_time(time) / 1e9
 _970 = ("i5-4590-4c", "samsung-970evo-250gb")
 _P4500 = ("2x-e5-2620-16c", "intel-p4500-2tb")
 
@@ -101,19 +110,20 @@ TARGETS: tuple[Target, ...] = (
     Target("256 QD1 on 1 core CPU/IO", "ICPE'24 artifact", *_980,
            (Job("l", "randread", 1, [1], numjobs=256),), "cpu_us_per_io", "l", 8.208,
            device_options=_SEED000_STATE),
-    # The raw grids' drive state, fitted to the writer of one grid cell (seed003.GRID_STATE_INPUT): Kyber at R 100
-    # ms / W 1 ms, a QD-1 reader on CPU 1 beside a QD-256 writer on CPU 2, measured as the grid's runs are.
+    # The raw grids' drive state, fitted to the writer of one grid cell (seed003.GRID_STATE_TARGETS: Kyber at R 100
+    # ms / W 1 ms), a QD-1 reader on CPU 1 beside a QD-256 writer on CPU 2, measured as the grid's runs are.
     Target("grid state: R1-W256 writer", "seed 003 artifact grid", *_980,
            (Job("r", "randread", 1, [1]), Job("w", "randwrite", 256, [2])), "write_kiops", "w",
-           seed003.GRID_STATE_INPUT_KIOPS, runtime_s=8.0, ramp_s=4.0, device_options=_GRID_STATE, scheduler="kyber",
-           tunables=(("read_lat_nsec", 100_000_000), ("write_lat_nsec", 1_000_000))),
-    # Seed 000's Tables 2-4 drive state, fitted to an unplotted cell of Table 4 (seed000.TABLES_DRIVE_STATE): Kyber at
-    # R 1 s / W 10 ms, the L-app on CPU 1 beside a QD-128 writer on CPU 2, measured as the tables' runs are.
+           seed003.GRID_STATE_INPUT_KIOPS, runtime_s=_seconds(seed003.grid_duration(seed003.GRID_STATE_WORKLOAD)),
+           ramp_s=_seconds(seed003.GRID_RAMP), device_options=_GRID_STATE, scheduler="kyber",
+           tunables=_kyber_targets(*seed003.GRID_STATE_TARGETS)),
+    # Seed 000's Tables 2-4 drive state, fitted to an unplotted cell of Table 4 (seed000.TABLES_STATE_TARGETS: Kyber
+    # at R 1 s / W 10 ms), the L-app on CPU 1 beside a QD-128 writer on CPU 2, measured as the tables' runs are.
     Target("tables state: Table 4 writer", "seed 000 artifact Table 4", *_980,
            (Job("l", "randread", 1, [1]), Job("w", "randwrite", 128, [2])), "write_kiops", "w",
-           seed000.TABLES_STATE_INPUT_KIOPS, runtime_s=10.0, ramp_s=seed000.KYBER_SETTLE_S,
-           device_options=_TABLES_STATE, scheduler="kyber",
-           tunables=(("read_lat_nsec", 1_000_000_000), ("write_lat_nsec", 10_000_000))),
+           seed000.TABLES_STATE_INPUT_KIOPS, runtime_s=_seconds(seed000.KYBER_FULL["duration"]),
+           ramp_s=_seconds(seed000.KYBER_FULL["ramp"]), device_options=_TABLES_STATE, scheduler="kyber",
+           tunables=_kyber_targets(*seed000.TABLES_STATE_TARGETS)),
     Target("970 QD1 randread", "seed 002 Table I", *_970, (Job("r", "randread", 1, [0]),), "read_kiops", "r", 12.7),
     Target("970 QD32x4 randread", "seed 002 Table I", *_970,
            (Job("r", "randread", 32, [0, 1, 2, 3], numjobs=4),), "read_kiops", "r", 195.0),

@@ -171,6 +171,8 @@ DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.32}
 # 126.08 K over 5 repetitions (SD 6.8 K). Solved by simulation (`calibration_targets`): 0.08 gives 127.4 K (0.07:
 # 120.2 K, 0.09: 129.4 K).
 TABLES_DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.08}
+# That input's Kyber targets (read, write) and its value; calibration_targets fits to the same.
+TABLES_STATE_TARGETS = (1000 * MS, 10 * MS)
 TABLES_STATE_INPUT_KIOPS = 126.082
 
 # The testbed's fifth drive (D5) reads 64 KiB at 9% less than the others. Every job on several SSDs moves to the next

@@ -192,15 +192,15 @@ GRID_QUICK = {"duration": "500ms", "ramp": "2s"}
 # freed fraction of 0.09 gives 129.9 K, 0.10 gives 136.2 K. What the freed fraction stands for is seed 000's named
 # assumption (presets/README.md, "drive states"): more spare area than a greedy-GC model of a full drive has.
 GRID_DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.09}
-# (figure, series, x, quantity) of that input in grid_points.csv, and its value.
-GRID_STATE_INPUT = ("grid-R1-W256", "R=100ms", "1ms", "write_kiops")
+# That input's cell (Kyber's read and write targets in R1-W256) and its value; calibration_targets fits to the same.
+GRID_STATE_WORKLOAD, GRID_STATE_TARGETS = "R1-W256", (100 * MS, 1 * MS)
 GRID_STATE_INPUT_KIOPS = 131.34
 
 
 def _grid_classify(p: scoring.RefPoint) -> tuple[str, str]:
     """The raw grids' drive-state input is a calibration input (shown apart, not counted); every other cell is a
     finding."""
-    if (p.figure, p.series, p.x_value, p.y_name) == GRID_STATE_INPUT:
+    if p.key == grid_key(GRID_STATE_WORKLOAD, *GRID_STATE_TARGETS, "write_kiops"):
         return scoring.CALIBRATION, ("calibration input (the raw grids' drive state, seed003.GRID_DRIVE_STATE): the "
                                      "unthrottled QD-256 writer beside the QD-1 reader")
     return scoring.FINDING, ""

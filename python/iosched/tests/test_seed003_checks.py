@@ -96,7 +96,8 @@ def test_the_grids_drive_state_input_is_one_cell_shown_apart_as_calibration():
     # (W 20 µs), which the slides' messages compare, stays a finding.
     scored = s.GRID_POINTS.score_values(grid_values())
     calibration = [p for p in scored if p.point.figure.startswith("grid-") and p.role == scoring.CALIBRATION]
-    assert [(p.point.series, p.point.x_value, p.point.y_name) for p in calibration] == [("R=100ms", "1ms", "write_kiops")]
+    assert [(p.point.figure, p.point.series, p.point.x_value, p.point.y_name) for p in calibration] == [
+        ("grid-R1-W256", "R=100ms", "1ms", "write_kiops")]
     assert calibration[0].point.y_value == s.GRID_STATE_INPUT_KIOPS and not calibration[0].counted
     corner = next(p for p in scored if p.point.key == s.grid_key("R1-W256", *s.WRITES_FIRST, "write_kiops"))
     assert corner.role == scoring.FINDING and corner.counted
