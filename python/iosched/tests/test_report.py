@@ -270,3 +270,46 @@ def test_a_sweeps_figures_show_every_run(tmp_path):
     assert len(heat.z) == 4 and all(len(row) == 4 and None not in row for row in heat.z)
     kyber = figs["qd-over-time-kyber"].panels
     assert kyber and all(len({v for t in p.traces for v in t.y}) > 1 for p in kyber)
+
+
+def _every_panel_kind():
+    from iosched.report.figures import Figure, Heat, Panel, Trace
+
+    line = Trace(name="bfq", x=[1, 2, 4], y=[1.0, float("nan"), 3.0], text=["a", "b", "c"], hover=["h1", "h2", "h3"])
+    paper = Trace(name="paper: bfq", x=[1, 2, 4], y=[1.5, 2.5, 3.5], paper=True, symbol="square")
+    cdf = Trace(name="none", x=[10, 20, 30], y=[0.1, 0.5, 1.0], marks=[(25.0, "P99")])
+    heat = Heat(x=["50us", "1ms"], y=["R", "W"], z=[[1.0, None], [0.5, 2.0]], zmin=0.0, zmax=2.0, colorbar="x none",
+                own_scale=True)
+    panels = [Panel(title="lines", traces=[line, paper], xlog=True, ylog=True, xlabel="QD", ylabel="KIOPS"),
+              Panel(title="cdf", kind="cdf", traces=[cdf]), Panel(title="", kind="tail", traces=[cdf]),
+              Panel(title="scatter", kind="scatter", traces=[line], band=(0.8, 1.25)),
+              Panel(title="bars", kind="bars", traces=[line, paper], xcategories=["1", "2", "4"]),
+              Panel(title="map", kind="heatmap", heat=heat), Panel(title="map 2", kind="heatmap", heat=heat)]
+    return Figure(id="kinds", ref="", title="kinds", panels=panels, cols=3)
+
+
+def test_the_interactive_figure_is_valid_plotly_on_plotlys_own_grid():
+    """The report's figures are plain dicts handed to plotly.js unvalidated (plotly's classes took most of a report's
+    drawing time): plotly's own classes must accept every panel kind's dict, and the grid (axes, domains, titles) must
+    be make_subplots' own. A property plotly does not know must fail the same check."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from iosched.report.figures import plotly_figure
+
+    fig = _every_panel_kind()
+    d = plotly_figure(fig)
+    go.Figure(d)                                      # raises ValueError on any invalid property or value
+    sp = make_subplots(rows=3, cols=3, subplot_titles=[p.title for p in fig.panels], horizontal_spacing=0.17,
+                       vertical_spacing=min(0.16, 110 / (330 * 3 + 60))).to_dict()["layout"]
+    for n in ("", "2", "5", "9"):
+        for axis in ("xaxis", "yaxis"):
+            assert d["layout"][axis + n]["domain"] == sp[axis + n]["domain"]
+            assert d["layout"][axis + n]["anchor"] == sp[axis + n]["anchor"]
+    assert d["layout"]["annotations"] == sp["annotations"]           # the untitled panel has none, as in plotly
+    assert d["layout"]["xaxis5"]["categoryarray"] == ["1", "2", "4"] and d["layout"]["xaxis"]["type"] == "log"
+    assert d["layout"]["xaxis6"]["type"] == "category"                # a map's labels are categories, not numbers
+    assert {t["xaxis"] for t in d["data"]} == {"x", "x2", "x3", "x4", "x5", "x6", "x7"}
+    d["data"][0]["markr"] = {"color": "red"}
+    with pytest.raises(ValueError):
+        go.Figure(d)
