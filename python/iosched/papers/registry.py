@@ -253,7 +253,7 @@ class Results:
         if rid not in self._cache:
             if rid not in self._done:
                 raise MissingRuns(rid)
-            self._cache[rid] = store.load_result(self.out, rid)
+            self._cache[rid] = store.load_result(self.out, rid, lazy=True)
         return self._cache[rid]
 
     def results(self, series: str, point: dict[str, Any] | None = None) -> list[dict[str, Any]]:
