@@ -313,3 +313,26 @@ def test_the_interactive_figure_is_valid_plotly_on_plotlys_own_grid():
     d["data"][0]["markr"] = {"color": "red"}
     with pytest.raises(ValueError):
         go.Figure(d)
+
+
+def test_the_report_grid_is_make_subplots_own():
+    """The grid is computed as make_subplots computes it (which validates every property: 0.1-0.35 s a figure):
+    equal, axes, domains, title annotations and template, for every shape from 1 x 1 to 40 x 3 at the report's
+    spacings; a grid one spacing off is not."""
+    from plotly.subplots import make_subplots
+
+    from iosched.report.figures import _subplot_layout
+
+    for rows in [*range(1, 13), 40]:
+        for cols in (1, 2, 3):
+            height_px = 330 * rows + 60
+            vertical = min(0.16, 110 / height_px, 0.9 / (rows - 1)) if rows > 1 else 0.1
+            titles = [f"t{i}" if i % 4 else "" for i in range(rows * cols - (cols > 1))]
+            for horizontal in (0.09, 0.17):
+                sp = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=horizontal,
+                                   vertical_spacing=vertical)
+                sp.update_layout(template="plotly_white")
+                assert _subplot_layout(rows, cols, horizontal, vertical, titles) == sp.to_dict()["layout"]
+    off = _subplot_layout(3, 2, 0.09, 0.1, ["a"] * 6)
+    assert off != make_subplots(rows=3, cols=2, subplot_titles=["a"] * 6, horizontal_spacing=0.09,
+                                vertical_spacing=0.11).update_layout(template="plotly_white").to_dict()["layout"]
