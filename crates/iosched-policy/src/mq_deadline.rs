@@ -67,6 +67,8 @@
 //!   request's deadline and FIFO position unchanged (the bio has no deadline of its own), as in the kernel.
 //! - **No `last_merge` cache.** The kernel first tries the most recently merged/inserted request and can front-merge
 //!   through it even when `front_merges` is 0; here `front_merges = 0` disables front merges completely.
+//! - **Back-merge candidates.** Every held request of the bio's level and direction that ends where the bio starts
+//!   is tried, lowest id first; the kernel's merge hash offers only the most recently hashed one.
 //! - **Merge limits** are only `max_sectors`; segment counts and other queue limits are ignored.
 //! - **Tunable ranges** are enforced by rejecting (`TunableError::OutOfRange`); the kernel clamps silently.
 //!   `writes_starved` below 0 is rejected: the kernel accepts it but compares it as a huge unsigned number.
@@ -89,7 +91,7 @@
 //! - Counters are 64-bit, the kernel's 32-bit (wrapping) ones never wrap in a simulation.
 
 use crate::id_map::IdMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
@@ -131,6 +133,9 @@ struct Held {
     seq: u64,
     insert_ns: u64,
     deadline_ns: u64,
+    /// The next held request of this level and direction that ends at the same sector (ascending ids): the merge
+    /// hash's chain.
+    next_same_end: Option<u32>,
 }
 
 /// One direction of one priority level.
@@ -138,10 +143,13 @@ struct Held {
 struct DirQueue {
     /// (start sector, id): the sort order.
     sorted: BTreeSet<(u64, u32)>,
-    /// (end sector, id): finds back-merge candidates (the kernel's merge hash).
-    by_end: BTreeSet<(u64, u32)>,
-    /// Insertion sequence → id: the FIFO.
-    fifo: BTreeMap<u64, u32>,
+    /// End sector → the lowest id of the held requests ending there, chained on in ascending ids
+    /// (`Held::next_same_end`): back-merge candidates (the kernel's merge hash; a hash, as there, not a sorted set).
+    by_end: IdMap<u64, u32>,
+    /// (insertion sequence, id) in insertion order: the FIFO (a list, as the kernel's). A request dispatched from
+    /// the middle stays until it reaches the front (`fifo_live` counts the others); the front is always held.
+    fifo: VecDeque<(u64, u32)>,
+    fifo_live: usize,
     /// Start sector of the last request dispatched from here.
     latest_pos: u64,
 }
@@ -237,8 +245,59 @@ impl MqDeadline {
             .map(|&(_, id)| id)
     }
 
+    #[cfg(test)]
+    fn by_end_is_empty(&self) -> bool {
+        self.levels
+            .iter()
+            .all(|l| l.dirs.iter().all(|d| d.by_end.is_empty()))
+    }
+
     fn fifo_head(&self, level: usize, dir: Dir) -> Option<u32> {
-        self.queue(level, dir).fifo.values().next().copied()
+        self.queue(level, dir).fifo.front().map(|&(_, id)| id)
+    }
+
+    /// Chain `id` (held, ending at `end`) into its queue's merge hash, keeping each chain in ascending ids.
+    fn hash_add(&mut self, level: usize, dir: Dir, id: u32, end: u64) {
+        let head = self.levels[level].dirs[dir as usize]
+            .by_end
+            .get(&end)
+            .copied();
+        match head {
+            Some(first) if first < id => {
+                let mut at = first;
+                while let Some(next) = self.held[&at].next_same_end.filter(|&n| n < id) {
+                    at = next;
+                }
+                let after = self.held[&at].next_same_end;
+                self.held.get_mut(&id).expect("held").next_same_end = after;
+                self.held.get_mut(&at).expect("held").next_same_end = Some(id);
+            }
+            _ => {
+                self.held.get_mut(&id).expect("held").next_same_end = head;
+                self.levels[level].dirs[dir as usize].by_end.insert(end, id);
+            }
+        }
+    }
+
+    /// Unchain `id` (held, ending at `end`) from its queue's merge hash.
+    fn hash_remove(&mut self, level: usize, dir: Dir, id: u32, end: u64) {
+        let after = self.held.get_mut(&id).expect("held").next_same_end.take();
+        let q = &mut self.levels[level].dirs[dir as usize];
+        let first = q.by_end[&end];
+        if first == id {
+            match after {
+                Some(next) => q.by_end.insert(end, next),
+                None => q.by_end.remove(&end),
+            };
+            return;
+        }
+        let mut at = first;
+        while self.held[&at].next_same_end != Some(id) {
+            at = self.held[&at]
+                .next_same_end
+                .expect("id is on its end sector's chain");
+        }
+        self.held.get_mut(&at).expect("held").next_same_end = after;
     }
 
     fn fifo_expired(&self, level: usize, dir: Dir, now_ns: u64) -> bool {
@@ -301,11 +360,22 @@ impl MqDeadline {
     }
 
     fn remove(&mut self, id: u32) -> Held {
+        let (level, dir, end) = {
+            let held = &self.held[&id];
+            (held.level, held.dir, held.rq.end_sector())
+        };
+        self.hash_remove(level, dir, id, end);
         let held = self.held.remove(&id).expect("dispatching a held request");
-        let q = &mut self.levels[held.level].dirs[held.dir as usize];
+        let q = &mut self.levels[level].dirs[dir as usize];
         q.sorted.remove(&(held.rq.sector, id));
-        q.by_end.remove(&(held.rq.end_sector(), id));
-        q.fifo.remove(&held.seq);
+        q.fifo_live -= 1;
+        // Drop the requests at the front that have left (an id may be held again later: its sequence tells).
+        while let Some(&(seq, front)) = q.fifo.front() {
+            if self.held.get(&front).is_some_and(|h| h.seq == seq) {
+                break;
+            }
+            q.fifo.pop_front();
+        }
         held
     }
 
@@ -348,17 +418,16 @@ impl Elevator for MqDeadline {
             let held = &self.held[&id].rq;
             Self::compatible(held, bio) && mergeable(held, bio, max_sectors) == Some(side)
         };
-        let back = q
-            .by_end
-            .range((bio.sector, 0)..=(bio.sector, u32::MAX))
-            .map(|&(_, id)| id)
-            .find(|&id| ok(id, MergeSide::Back));
+        let chain = std::iter::successors(q.by_end.get(&bio.sector).copied(), |id| {
+            self.held[id].next_same_end
+        });
+        let back = chain.into_iter().find(|&id| ok(id, MergeSide::Back));
         if let Some(id) = back {
+            self.hash_remove(level, dir, id, bio.sector);
             let held = &mut self.held.get_mut(&id).unwrap().rq;
-            let q = &mut self.levels[level].dirs[dir as usize];
-            q.by_end.remove(&(held.end_sector(), id));
             apply_merge(held, bio, MergeSide::Back);
-            q.by_end.insert((held.end_sector(), id));
+            let end = held.end_sector();
+            self.hash_add(level, dir, id, end);
             return Some(id);
         }
         if !self.front_merges {
@@ -394,8 +463,9 @@ impl Elevator for MqDeadline {
         lvl.inserted += 1;
         let q = &mut lvl.dirs[dir as usize];
         q.sorted.insert((rq.sector, id));
-        q.by_end.insert((rq.end_sector(), id));
-        q.fifo.insert(seq, id);
+        q.fifo.push_back((seq, id));
+        q.fifo_live += 1;
+        let end = rq.end_sector();
         self.held.insert(
             id,
             Held {
@@ -405,8 +475,10 @@ impl Elevator for MqDeadline {
                 seq,
                 insert_ns: now_ns,
                 deadline_ns,
+                next_same_end: None,
             },
         );
+        self.hash_add(level, dir, id, end);
     }
 
     fn dispatch(&mut self, _hctx: u32, now_ns: u64) -> Option<Request> {
@@ -530,15 +602,12 @@ impl Elevator for MqDeadline {
         let mut out = Vec::new();
         for (level, name) in LEVEL_NAMES.iter().enumerate() {
             let lvl = &self.levels[level];
-            out.push((
-                format!("{name}_reads_queued"),
-                lvl.dirs[0].fifo.len() as f64,
-            ));
+            out.push((format!("{name}_reads_queued"), lvl.dirs[0].fifo_live as f64));
             out.push((
                 format!("{name}_writes_queued"),
-                lvl.dirs[1].fifo.len() as f64,
+                lvl.dirs[1].fifo_live as f64,
             ));
-            let held = (lvl.dirs[0].fifo.len() + lvl.dirs[1].fifo.len()) as u64;
+            let held = (lvl.dirs[0].fifo_live + lvl.dirs[1].fifo_live) as u64;
             out.push((format!("{name}_in_flight"), (lvl.queued() - held) as f64));
         }
         out.push(("starved".to_string(), self.starved as f64));
@@ -815,6 +884,108 @@ mod tests {
         assert_eq!((first.id, first.sector, first.nr_sectors), (1, 0, 24));
         let second = dd.dispatch(0, 0).unwrap();
         assert_eq!((second.id, second.sector, second.nr_sectors), (2, 92, 16));
+    }
+
+    #[test]
+    fn back_merges_look_through_every_request_ending_at_the_bio_lowest_id_first() {
+        // Four held reads of 100..108 in cgroups 1, 2, 0 and 3 (ids 7, 4, 9, 2): all end at 108, so the merge hash
+        // chains them as 2, 4, 7, 9, and a bio starting at 108 joins the lowest id whose cgroup matches.
+        let mut dd = MqDeadline::new();
+        for (id, cgroup) in [(7, 1), (4, 2), (9, 0), (2, 3)] {
+            dd.insert(
+                Request {
+                    cgroup,
+                    ..read(id, 100)
+                },
+                0,
+            );
+        }
+        assert_eq!(
+            dd.bio_merge(&read(20, 108), 256),
+            Some(9),
+            "cgroup 0: the chain's tail"
+        );
+        assert_eq!(
+            dd.bio_merge(
+                &Request {
+                    cgroup: 3,
+                    ..read(21, 108)
+                },
+                256
+            ),
+            Some(2),
+            "its head"
+        );
+        // 9 and 2 now end at 116 (chain 2, 9 there); 4 and 7 still end at 108.
+        assert_eq!(
+            dd.bio_merge(
+                &Request {
+                    cgroup: 1,
+                    ..read(22, 108)
+                },
+                256
+            ),
+            Some(7)
+        );
+        assert_eq!(
+            dd.bio_merge(
+                &Request {
+                    cgroup: 2,
+                    ..read(23, 108)
+                },
+                256
+            ),
+            Some(4)
+        );
+        assert_eq!(
+            dd.bio_merge(&read(24, 116), 256),
+            Some(9),
+            "9 ends at 116 too: 100..124 now"
+        );
+        assert_eq!(
+            dd.bio_merge(
+                &Request {
+                    cgroup: 3,
+                    ..read(25, 124)
+                },
+                256
+            ),
+            None,
+            "2 ends at 116"
+        );
+        // All four are 100..116 or longer; sector order, ties by id: 2, 4, 7, 9.
+        let out: Vec<(u32, u32)> = (0..4)
+            .map(|_| dd.dispatch(0, 0).unwrap())
+            .map(|r| (r.id, r.nr_sectors))
+            .collect();
+        assert_eq!(out, [(2, 16), (4, 16), (7, 16), (9, 24)]);
+        assert!(dd.by_end_is_empty(), "every chain left with its requests");
+        // Three compatible reads of 200..208 inserted as ids 8, 3, 12: the lowest id takes the bio (inserted
+        // order would give 8, the kernel's newest-first hash chain 12).
+        for id in [8, 3, 12] {
+            dd.insert(read(id, 200), 0);
+        }
+        assert_eq!(dd.bio_merge(&read(30, 208), 256), Some(3));
+    }
+
+    #[test]
+    fn the_fifo_skips_requests_that_left_it_even_when_their_id_returns() {
+        // fifo_batch 1: every dispatch starts a batch and serves the FIFO's head once it is past its deadline
+        // (500 ms). Reads 1, 2, 3 at sectors 300, 100, 200: the sorted scan takes 2 from the FIFO's middle; 2
+        // completes and its id comes back at sector 50. At 600 ms all are expired: the FIFO serves 1, then 3
+        // (the old entry of id 2 is not the new request 2), then 2.
+        let mut dd = with(&[("fifo_batch", 1)]);
+        for (id, sector) in [(1, 300), (2, 100), (3, 200)] {
+            dd.insert(read(id, sector), 0);
+        }
+        let two = dd.dispatch(0, 0).unwrap();
+        assert_eq!(two.id, 2);
+        assert_eq!(stat(&dd, "be_reads_queued"), 2.0);
+        dd.completed(&two, 0, 0);
+        dd.insert(read(2, 50), 100 * MS);
+        assert_eq!(stat(&dd, "be_reads_queued"), 3.0);
+        assert_eq!(take(&mut dd, 3, 600 * MS), [1, 3, 2]);
+        assert_eq!(stat(&dd, "be_reads_queued"), 0.0);
     }
 
     #[test]

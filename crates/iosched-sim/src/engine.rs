@@ -152,7 +152,8 @@ impl CalendarQueue {
                 let entry = self.overflow.pop().expect("peeked");
                 self.current.push(entry);
             }
-            self.current.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+            self.current
+                .sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         }
     }
 }

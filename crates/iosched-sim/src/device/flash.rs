@@ -578,7 +578,9 @@ mod tests {
                 .iter()
                 .position(|unit| matches!(unit.op, UnitOp::HostProgram))
         };
-        run_until(&mut device, &mut events, |device| programming(device).is_some());
+        run_until(&mut device, &mut events, |device| {
+            programming(device).is_some()
+        });
         let unit = programming(&device).unwrap();
         let pages: Vec<u64> = (0..)
             .filter(|&page: &u64| mix(page ^ device.salt) % 4 == unit as u64)
@@ -586,14 +588,20 @@ mod tests {
             .collect();
         device.submit(0, read(10_000, pages[0] * 16384), &mut events);
         run_until(&mut device, &mut events, |device| {
-            device.reads.get(10_000).is_some_and(|read| read.pages_left == 0)
+            device
+                .reads
+                .get(10_000)
+                .is_some_and(|read| read.pages_left == 0)
                 && programming(device) == Some(unit)
         });
         assert_eq!(device.units[unit].op_suspensions, 1);
         let submitted_at = events.now_ns;
         device.submit(0, read(10_001, pages[1] * 16384), &mut events);
         let done = run_until_idle(&mut device, &mut events);
-        assert_eq!(device.stats.host_program_units, 1, "the program still completes");
+        assert_eq!(
+            device.stats.host_program_units, 1,
+            "the program still completes"
+        );
         done.iter().find(|d| d.1 == 10_001).unwrap().0 - submitted_at
     }
 
