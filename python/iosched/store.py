@@ -5,9 +5,9 @@ Layout of DIR:
   measured on: host, devices, queue settings, fio), fio.json (fio's json+ shape; the kernel backend's is fio's own
   output), result.json.gz (the simulator's raw result; for the kernel backend the same shape built from fio's
   json+; its timeseries in a second gzip member: result_gz), results.parquet (one row per job),
-  timeseries.parquet; a kernel run also keeps jobs.fio, fio.log and fio's logs/. The folder is built under a temporary name and renamed into place, so a run is either complete or
-  absent: a sweep that is interrupted loses nothing finished, and re-running it skips every run whose folder
-  exists.
+  timeseries.parquet; a kernel run also keeps jobs.fio, fio.log and fio's logs/. The folder is built under a
+  temporary name and renamed into place, so a run is either complete or absent: a sweep that is interrupted loses
+  nothing finished, and re-running it skips every run whose folder exists.
 - results.parquet, timeseries.parquet: every run's rows together (rebuilt after each command).
 - manifest.json: which runs make up each experiment (its series, sweep points and repetitions), so reports and
   queries use exactly the runs of the last command per experiment.
