@@ -518,37 +518,56 @@ mod tests {
         assert!(amplification > 3.0, "write amplification {amplification}");
     }
 
+    /// The unit running a host program, if one is.
+    fn programming_unit(device: &Device) -> Option<usize> {
+        device
+            .units
+            .iter()
+            .position(|unit| matches!(unit.op, UnitOp::HostProgram))
+    }
+
+    /// A fresh small device with `config`'s suspend settings, run until 16 4 KiB writes (64 KiB buffered) start a
+    /// 0.5 ms program; returns it with its event queue and the programming unit.
+    fn device_programming(config: crate::config::DeviceConfig) -> (Device, EventQueue, usize) {
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 16);
+        run_until(&mut device, &mut events, |device| {
+            programming_unit(device).is_some()
+        });
+        let unit = programming_unit(&device).unwrap();
+        (device, events, unit)
+    }
+
+    /// The first `n` pages that the address hash puts on `unit`.
+    fn pages_on_unit(device: &Device, unit: usize, n: usize) -> Vec<u64> {
+        (0..)
+            .filter(|&page: &u64| mix(page ^ device.salt) % 4 == unit as u64)
+            .take(n)
+            .collect()
+    }
+
+    /// Read `page` now as request `id` and run the device until idle; returns the read's latency (the program
+    /// still completes).
+    fn timed_read(device: &mut Device, events: &mut EventQueue, id: u32, page: u64) -> u64 {
+        let submitted_at = events.now_ns;
+        device.submit(0, read(id, page * 16384), events);
+        let done = run_until_idle(device, events);
+        assert_eq!(
+            device.stats.host_program_units, 1,
+            "the program still completes"
+        );
+        done.iter().find(|d| d.1 == id).unwrap().0 - submitted_at
+    }
+
     /// One 4 KiB write (starts a 0.5 ms program once 64 KiB are buffered: 16 writes), then a read of a page on
     /// the unit that programs; returns the read's latency.
     fn read_during_a_program(read_suspend_ns: u64) -> u64 {
         let mut config = small_device(Condition::Fresh);
         config.read_suspend_ns = read_suspend_ns;
-        let mut device = Device::new(config, 0, 1, 1);
-        let mut events = EventQueue::new();
-        submit_writes(&mut device, &mut events, 16);
-        run_until(&mut device, &mut events, |device| {
-            device
-                .units
-                .iter()
-                .any(|unit| matches!(unit.op, UnitOp::HostProgram))
-        });
-        let programming = device
-            .units
-            .iter()
-            .position(|unit| matches!(unit.op, UnitOp::HostProgram))
-            .unwrap() as u64;
-        // A page that the address hash puts on the programming unit.
-        let page = (0..)
-            .find(|&page: &u64| mix(page ^ device.salt) % 4 == programming)
-            .unwrap();
-        let submitted_at = events.now_ns;
-        device.submit(0, read(10_000, page * 16384), &mut events);
-        let done = run_until_idle(&mut device, &mut events);
-        assert_eq!(
-            device.stats.host_program_units, 1,
-            "the program still completes"
-        );
-        done.iter().find(|d| d.1 == 10_000).unwrap().0 - submitted_at
+        let (mut device, mut events, unit) = device_programming(config);
+        let page = pages_on_unit(&device, unit, 1)[0];
+        timed_read(&mut device, &mut events, 10_000, page)
     }
 
     #[test]
@@ -569,40 +588,18 @@ mod tests {
         let mut config = small_device(Condition::Fresh);
         config.read_suspend_ns = 30_000;
         config.read_suspend_limit = read_suspend_limit;
-        let mut device = Device::new(config, 0, 1, 1);
-        let mut events = EventQueue::new();
-        submit_writes(&mut device, &mut events, 16);
-        let programming = |device: &Device| {
-            device
-                .units
-                .iter()
-                .position(|unit| matches!(unit.op, UnitOp::HostProgram))
-        };
-        run_until(&mut device, &mut events, |device| {
-            programming(device).is_some()
-        });
-        let unit = programming(&device).unwrap();
-        let pages: Vec<u64> = (0..)
-            .filter(|&page: &u64| mix(page ^ device.salt) % 4 == unit as u64)
-            .take(2)
-            .collect();
+        let (mut device, mut events, unit) = device_programming(config);
+        let pages = pages_on_unit(&device, unit, 2);
         device.submit(0, read(10_000, pages[0] * 16384), &mut events);
         run_until(&mut device, &mut events, |device| {
             device
                 .reads
                 .get(10_000)
                 .is_some_and(|read| read.pages_left == 0)
-                && programming(device) == Some(unit)
+                && programming_unit(device) == Some(unit)
         });
         assert_eq!(device.units[unit].op_suspensions, 1);
-        let submitted_at = events.now_ns;
-        device.submit(0, read(10_001, pages[1] * 16384), &mut events);
-        let done = run_until_idle(&mut device, &mut events);
-        assert_eq!(
-            device.stats.host_program_units, 1,
-            "the program still completes"
-        );
-        done.iter().find(|d| d.1 == 10_001).unwrap().0 - submitted_at
+        timed_read(&mut device, &mut events, 10_001, pages[1])
     }
 
     #[test]
