@@ -376,6 +376,50 @@ def test_a_guest_that_dies_while_booting_is_booted_once_more(tmp_path):
             proc.kill()
 
 
+def _console_of(pid: int) -> Path:
+    """The serial console file of a running qemu (its ``-serial file:PATH``)."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(argv[argv.index(b"-serial") + 1].decode()[len("file:"):])
+
+
+@pytest.mark.parametrize("panic", [True, False])
+def test_a_guest_that_dies_in_a_run(tmp_path, panic):
+    """qemu killed in the middle of the batch, after its first run was written. With the console of a guest kernel's
+    panic (the line the lab's kernel writes before panic=-1 ends qemu, appended here) the unfinished runs get one
+    more boot and all four are written, the panic kept in OUT/vm-console.log and named in a warning; without it
+    (negative control) it is one error line and no second boot."""
+    proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
+    out = tmp_path / "out"
+    try:
+        deadline = time.monotonic() + 300
+        while not list(out.glob("runs/*/spec.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert list(out.glob("runs/*/spec.json")), "no run was written"
+        if panic:
+            with open(_console_of(kids[0]), "a") as f:
+                f.write("[   42.000001] Kernel panic - not syncing: Fatal exception in interrupt\n")
+        for k in kids:
+            os.kill(k, signal.SIGKILL)
+        err = proc.communicate(timeout=600)[1]
+        assert "Traceback" not in err
+        if panic:
+            assert proc.returncode == 0, err
+            assert sum("booting once more" in ln for ln in err.splitlines()) == 1, err
+            assert len(_runs(out)) == 4
+            warnings = [ln for ln in err.splitlines() if ln.startswith("warning:") and "panicked" in ln]
+            assert len(warnings) == 1 and str(out / "vm-console.log") in warnings[0], err
+            assert "Kernel panic" in (out / "vm-console.log").read_text()
+        else:
+            assert proc.returncode == 1, err
+            lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+            assert len(lines) == 1 and "the guest stopped before finishing" in lines[0], err
+            assert "booting once more" not in err
+            assert 1 <= len(_runs(out)) < 4
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_vm_run_within_a_second(tmp_path, sig):
     """iosched.interrupt for the VM backend: the signal arrives while the guest runs fio; iosched stops qemu, keeps
