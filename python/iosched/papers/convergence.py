@@ -17,7 +17,7 @@ from .. import native
 from ..simconfig import run_config
 from ..spec import expand_runs, experiment_from_data
 from ..units import parse_time
-from .registry import PaperExperiment, apply_overrides
+from .registry import PaperExperiment, apply_overrides, spec_with_point
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,10 @@ def _simulate(exp: PaperExperiment, spec: dict[str, Any], pick: Pick) -> dict:
 def check(exp: PaperExperiment, picks: list[Pick], *, quick: bool = False, factor: float = 2.0,
           ramp_factor: float = 1.0) -> list[Row]:
     """Each pick at the experiment's runtime T (full mode, or --quick) and at factor x T (ramp x ramp_factor)."""
-    specs = dict(exp.specs(quick))
+    specs = exp.specs(quick)
     rows = []
     for pick in picks:
-        spec = specs[pick.series]
+        spec = spec_with_point(specs, pick.series, pick.point)
         t, ramp = _seconds(spec["duration"]), _seconds(spec.get("ramp", 0))
         longer = apply_overrides(spec, {"duration": f"{t * factor:g}s", "ramp": f"{ramp * ramp_factor:g}s"})
         for job in longer.get("job", []):

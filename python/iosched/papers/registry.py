@@ -71,12 +71,23 @@ class Number:
 
 
 @dataclass(frozen=True)
+class QuickSplit:
+    """For `--quick`, more overrides for the sweep points whose ``axis`` takes one of ``values`` (e.g. a shorter ramp
+    for the schedulers that need none): the series then runs as two specs, under the same series name."""
+    axis: str
+    values: tuple[Any, ...]
+    overrides: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Series:
     """One spec of an experiment. ``quick`` overrides keys for `--quick` (on top of the experiment's):
-    top-level keys ("duration", "ramp", "repeat", ...) or "job.NAME.OPTION"."""
+    top-level keys ("duration", "ramp", "repeat", ...) or "job.NAME.OPTION"; ``quick_split`` adds overrides for
+    some sweep points only."""
     name: str
     spec: dict[str, Any]
     quick: dict[str, Any] = field(default_factory=dict)
+    quick_split: QuickSplit | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,9 @@ class PaperExperiment:
             spec["name"] = self.name
             if quick:
                 spec = apply_overrides(spec, {**self.quick, **s.quick}, where=f"{self.name}/{s.name}")
+                if s.quick_split is not None:
+                    out.extend((s.name, part) for part in _split(spec, s.quick_split, f"{self.name}/{s.name}"))
+                    continue
             out.append((s.name, spec))
         return out
 
@@ -117,6 +131,30 @@ class PaperExperiment:
             exp = experiment_from_data(f"{self.name}/{series}", spec)
             out.extend((series, r) for r in expand_runs(exp))
         return out
+
+
+def _split(spec: dict[str, Any], split: QuickSplit, where: str) -> list[dict[str, Any]]:
+    """The spec as two: the sweep points whose ``split.axis`` is not among ``split.values``, unchanged, and those
+    whose it is, with ``split.overrides`` (a part with no points is left out)."""
+    values = spec.get("sweep", {}).get(split.axis)
+    if values is None:
+        raise SpecError(where, f"quick_split.{split.axis}", "not a sweep axis of the series")
+    parts = []
+    for keep, extra in ((lambda v: v not in split.values, {}), (lambda v: v in split.values, split.overrides)):
+        part = apply_overrides(spec, extra, where)
+        part["sweep"] = {**part["sweep"], split.axis: [v for v in values if keep(v)]}
+        if part["sweep"][split.axis]:
+            parts.append(part)
+    return parts
+
+
+def spec_with_point(specs: list[tuple[str, dict[str, Any]]], series: str, point: dict[str, Any]) -> dict[str, Any]:
+    """The spec of ``series`` whose sweep has ``point`` (a series split for `--quick` has two specs)."""
+    for name, spec in specs:
+        sweep = spec.get("sweep", {})
+        if name == series and all(v in sweep.get(k, [v]) for k, v in point.items()):
+            return spec
+    raise KeyError(f"no spec of series {series!r} sweeps {point}")
 
 
 def apply_overrides(spec: dict[str, Any], overrides: dict[str, Any], where: str = "") -> dict[str, Any]:

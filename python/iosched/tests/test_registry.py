@@ -5,7 +5,7 @@ import pytest
 from iosched.backends.sim import run_id, simulated_process_seconds
 from iosched.errors import SpecError
 from iosched.papers import registry
-from iosched.papers.registry import Check, apply_overrides, as_check
+from iosched.papers.registry import Check, QuickSplit, Series, apply_overrides, as_check, spec_with_point
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +59,34 @@ def test_quick_overrides():
         apply_overrides(spec, {"job.c.iodepth": 1}, "x")
     with pytest.raises(SpecError, match="top-level key or job.NAME.OPTION"):
         apply_overrides(spec, {"host.cores": 1}, "x")
+
+
+def test_a_quick_split_runs_some_sweep_points_with_more_overrides():
+    """Fig. 11a's way: three schedulers of four get a 1 s ramp in --quick. The series becomes two specs under its
+    name, the sweep's scheduler values divided between them, the other axes whole; full mode is one spec, as
+    declared. A split over an axis the series does not sweep is refused."""
+    spec = {"duration": "1s", "ramp": "6s", "job": [{"name": "l", "rw": "randread"}, {"name": "t", "rw": "randread"}],
+            "sweep": {"job.t.numjobs": [1, 32], "scheduler.name": ["none", "kyber", "mq-deadline", "bfq"]}}
+    exp = registry.PaperExperiment(
+        name="x", seed="000", title="t", refs=("Fig. 0",), checks=lambda res: [],
+        series=(Series("s", spec, quick={"duration": "200ms"},
+                       quick_split=QuickSplit("scheduler.name", ("none", "kyber", "mq-deadline"), {"ramp": "1s"})),))
+    quick = exp.specs(True)
+    assert [(n, s["ramp"], s["duration"], s["sweep"]["scheduler.name"]) for n, s in quick] == [
+        ("s", "6s", "200ms", ["bfq"]), ("s", "1s", "200ms", ["none", "kyber", "mq-deadline"])]
+    assert all(s["sweep"]["job.t.numjobs"] == [1, 32] for _, s in quick)
+    assert [(n, s["ramp"]) for n, s in exp.specs(False)] == [("s", "6s")]
+    # 2 sweep values x 4 schedulers = 8 runs either way: the split divides the points, it adds none.
+    assert len(exp.runs(True)) == len(exp.runs(False)) == 8
+    assert spec_with_point(quick, "s", {"scheduler.name": "kyber", "job.t.numjobs": 32})["ramp"] == "1s"
+    assert spec_with_point(quick, "s", {"scheduler.name": "bfq"})["ramp"] == "6s"
+    with pytest.raises(KeyError):
+        spec_with_point(quick, "s", {"scheduler.name": "k2"})
+    bad = registry.PaperExperiment(
+        name="y", seed="000", title="t", refs=("Fig. 0",), checks=lambda res: [],
+        series=(Series("s", spec, quick_split=QuickSplit("host.cores", (1,), {"ramp": "1s"})),))
+    with pytest.raises(SpecError, match="not a sweep axis"):
+        bad.specs(True)
 
 
 def test_checks_from_other_modules_and_ratios():
