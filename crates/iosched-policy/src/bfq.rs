@@ -80,7 +80,11 @@
 //!   5.1, and no check that the queue to join still has a live process.
 //! * The FIFO check follows the kernel's "once per service slot" rule but is done at dispatch, not when `next_rq` is
 //!   recomputed; the next request is chosen among all queued requests of the queue against the device's last
-//!   position (the kernel keeps a cached `next_rq` chosen among the two neighbours).
+//!   position (the kernel keeps a cached `next_rq` chosen among the two neighbours). A request arriving at a busy
+//!   queue not in service that becomes its next resets the queue's budget to max(max_budget, its charge, service)
+//!   (`bfq_updated_next_req`; "becomes its next": nearer than all the others here, nearer than the cached next in
+//!   the kernel); the kernel also does so when the next request leaves (injection) or merges, the model does not.
+//!   The group's budget follows when the queue is its group's only active child.
 //! * Peak rate: dispatched sectors over windows of ≥ 300 ms with ≥ 32 dispatches (restarted after 20 ms of an empty
 //!   driver), filtered with the kernel's divisor 10 − 9 × sequential fraction; it feeds the automatic max_budget and
 //!   the interactive raising duration. No rotational/queueing detection.
@@ -1314,6 +1318,35 @@ impl Bfq {
 
     // ---------------------------------------------------------------- arrival side
 
+    /// bfq_updated_next_req, on the arrival of a request that becomes the next of a busy queue not in service (in
+    /// the kernel's bfq_add_request, bfq_choose_req between the cached next request and the new one; here the new one
+    /// against the best of the others, as `peek_rq` chooses): the queue's budget becomes max(max_budget, the next
+    /// request's charge, service), and its finish time, and its group's if the queue is the group's only active
+    /// child, follow the new budget. That is how a weight-raised queue not yet served gets its max_budget (2/3 of the
+    /// device's, initially) in place of the 2 x min_budget raising gave it, as the lab's 6.12 shows (docs/kmod.md).
+    /// Not done on removals and merges (the kernel calls it there too).
+    fn updated_next_req(&mut self, q: usize, now: u64) {
+        let qq = &self.queues[q];
+        let newest = qq.rqs.len() - 1;
+        let new_budget = qq
+            .max_budget
+            .max(self.charge(q, &qq.rqs[newest].rq))
+            .max(qq.ent.service);
+        if new_budget == qq.ent.budget || qq.ent.state != State::Active || self.peek_rq(q, now) != Some(newest) {
+            return;
+        }
+        let ent = &mut self.queues[q].ent;
+        ent.budget = new_budget;
+        ent.finish = ent.start + delta(new_budget, ent.weight as u64);
+        let g = self.queues[q].group;
+        let only_child = self.groups[g].trees.iter().map(|t| t.active.len()).sum::<usize>() == 1;
+        if g != 0 && only_child && self.groups[g].ent.state == State::Active {
+            let ge = &mut self.groups[g].ent;
+            ge.budget = new_budget;
+            ge.finish = ge.start + delta(new_budget, ge.weight as u64);
+        }
+    }
+
     fn update_ttime_and_seek(&mut self, q: usize, rq: &Request, now: u64) {
         let slice_idle = self.t.slice_idle_ns;
         let qq = &mut self.queues[q];
@@ -1828,7 +1861,9 @@ impl Elevator for Bfq {
         self.start_service_time_sample(q, now_ns);
         if !self.queues[q].busy {
             self.idle_busy_switch(q, now_ns);
-        } else if self.in_service == Some(q) && self.queues[q].wait_request {
+        } else if self.in_service != Some(q) {
+            self.updated_next_req(q, now_ns);
+        } else if self.queues[q].wait_request {
             self.queues[q].wait_request = false;
             self.idle_timer_at = None;
             if self.budget_timed_out(q, now_ns) {
@@ -2343,6 +2378,30 @@ mod tests {
             plain_wait > 10 * raised_wait.max(100 * US),
             "without raising it waits its turn: {plain_wait} ns"
         );
+    }
+
+    /// bfq_updated_next_req. A queue weight-raised when it became busy has the 2 x min_budget raising gives,
+    /// 2 x 16384 / 32 = 1024 sectors, while it waits for service; a later request that becomes its next (nearer the
+    /// head, sector 8 after the first queue's read) gives it its max_budget, 2/3 of the default 16384 = 10922
+    /// sectors, and the finish time S + 10922 / 1200 (weight 40 x 30). A request farther than its best changes
+    /// nothing. The lab's 6.12 shows the same: "set_in_service_queue, cur-budget = 10922" for a raised queue's first
+    /// slot (docs/kmod.md). The second reader comes 700 ms after the first, past stable merging's 600 ms.
+    #[test]
+    fn a_waiting_queue_takes_its_max_budget_when_a_new_request_becomes_its_next() {
+        let mut bfq = Bfq::new();
+        bfq.insert(rq(1, 0, 0, 8), 0);
+        assert_eq!(bfq.dispatch(0, 0).map(|r| r.id), Some(1));
+        bfq.insert(rq(2, 1, 2_000_000, 8), 700 * MS);
+        let b = || bfq.queue_index[&QueueKey::Sync { process: 1, cgroup: 0 }];
+        let b = b();
+        assert_ne!(bfq.in_service, Some(b));
+        assert_eq!((bfq.queues[b].wr_coeff, bfq.queues[b].ent.budget), (30, 1024));
+        bfq.insert(rq(3, 1, 3_000_000, 8), 701 * MS);
+        assert_eq!(bfq.queues[b].ent.budget, 1024, "not its next: nothing changes");
+        bfq.insert(rq(4, 1, 1_000, 8), 702 * MS);
+        let ent = &bfq.queues[b].ent;
+        assert_eq!(ent.budget, 10922);
+        assert_eq!(ent.finish - ent.start, delta(10922, 1200));
     }
 
     /// The weights tree behind "varied weights" holds only queues that are not weight-raised (`bfq_add_bfqq_busy`
