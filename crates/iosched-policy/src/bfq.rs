@@ -1332,14 +1332,22 @@ impl Bfq {
             .max_budget
             .max(self.charge(q, &qq.rqs[newest].rq))
             .max(qq.ent.service);
-        if new_budget == qq.ent.budget || qq.ent.state != State::Active || self.peek_rq(q, now) != Some(newest) {
+        if new_budget == qq.ent.budget
+            || qq.ent.state != State::Active
+            || self.peek_rq(q, now) != Some(newest)
+        {
             return;
         }
         let ent = &mut self.queues[q].ent;
         ent.budget = new_budget;
         ent.finish = ent.start + delta(new_budget, ent.weight as u64);
         let g = self.queues[q].group;
-        let only_child = self.groups[g].trees.iter().map(|t| t.active.len()).sum::<usize>() == 1;
+        let only_child = self.groups[g]
+            .trees
+            .iter()
+            .map(|t| t.active.len())
+            .sum::<usize>()
+            == 1;
         if g != 0 && only_child && self.groups[g].ent.state == State::Active {
             let ge = &mut self.groups[g].ent;
             ge.budget = new_budget;
@@ -2392,12 +2400,20 @@ mod tests {
         bfq.insert(rq(1, 0, 0, 8), 0);
         assert_eq!(bfq.dispatch(0, 0).map(|r| r.id), Some(1));
         bfq.insert(rq(2, 1, 2_000_000, 8), 700 * MS);
-        let b = || bfq.queue_index[&QueueKey::Sync { process: 1, cgroup: 0 }];
-        let b = b();
+        let b = bfq.queue_index[&QueueKey::Sync {
+            process: 1,
+            cgroup: 0,
+        }];
         assert_ne!(bfq.in_service, Some(b));
-        assert_eq!((bfq.queues[b].wr_coeff, bfq.queues[b].ent.budget), (30, 1024));
+        assert_eq!(
+            (bfq.queues[b].wr_coeff, bfq.queues[b].ent.budget),
+            (30, 1024)
+        );
         bfq.insert(rq(3, 1, 3_000_000, 8), 701 * MS);
-        assert_eq!(bfq.queues[b].ent.budget, 1024, "not its next: nothing changes");
+        assert_eq!(
+            bfq.queues[b].ent.budget, 1024,
+            "not its next: nothing changes"
+        );
         bfq.insert(rq(4, 1, 1_000, 8), 702 * MS);
         let ent = &bfq.queues[b].ent;
         assert_eq!(ent.budget, 10922);
