@@ -139,12 +139,16 @@ class Guest:
             return " | ".join(lines[:2] + (["..."] if len(lines) > 2 + n else []) + lines[2:][-n:])
         return ""
 
-    def console_tail(self, n: int = 6) -> str:
+    def console_text(self) -> str:
+        """The serial console so far ("" when it cannot be read)."""
         with contextlib.suppress(OSError):
-            text = self.boot.console.read_text(errors="replace")
-            lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", text).splitlines() if ln.strip()]
-            return " | ".join(lines[-n:])
+            return self.boot.console.read_text(errors="replace")
         return ""
+
+    def console_tail(self, n: int = 6) -> str:
+        text = self.console_text()
+        lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", text).splitlines() if ln.strip()]
+        return " | ".join(lines[-n:])
 
 
 def cpu_delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> tuple[int, int]:

@@ -387,7 +387,7 @@ def _boot_and_collect(boot: qemu.Boot, exe: str, exp: Experiment, lab: labmod.La
                     state["end"] = True
             if state["end"]:
                 break
-            if not alive and state["begun"] is not None and PANIC_LINE in (console := _console(g)):
+            if not alive and state["begun"] is not None and PANIC_LINE in (console := g.console_text()):
                 raise _GuestPanicked(f"the guest stopped before finishing ({_where(state, outcome)}): its kernel "
                                      f"panicked; console: {g.console_tail() or '(empty)'}{_kept_console(g, opts.out)}",
                                      _where(state, outcome), opts.out / "vm-console.log", console)
@@ -416,12 +416,6 @@ class _GuestPanicked(VmError):
         self.where = where
         self.console = console
         self.report = report        # the console's text: the oops and its call trace
-
-
-def _console(g: qemu.Guest) -> str:
-    with contextlib.suppress(OSError):
-        return g.boot.console.read_text(errors="replace")
-    return ""
 
 
 def _failure(state: dict) -> type[VmError]:
