@@ -72,9 +72,12 @@ REFUSED = {
     "zonesize": "zoned devices are not modelled",
     "file_service_type": "a job's I/O goes round-robin over its devices (fio's default); other policies are not "
                          "modelled",
-    "iodepth_batch_complete": "the process reaps whatever has completed, as fio's default; batch sizes for reaping "
-                              "are not modelled",
-    "iodepth_batch_complete_min": "the process reaps whatever has completed; reap batch sizes are not modelled",
+    "iodepth_batch_complete": "a process with its queue full takes one event per reap (fio's default "
+                              "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
+    "iodepth_batch_complete_min": "a process with its queue full takes one event per reap (fio's default "
+                                  "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
+    "iodepth_batch_complete_max": "a process with its queue full takes one event per reap (fio's default "
+                                  "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
     "iodepth_low": "the queue is refilled as each I/O completes (fio's default); a low-water mark is not modelled",
     "latency_target": "fio's depth search for a latency target is not modelled",
     "latency_window": "fio's depth search for a latency target is not modelled",

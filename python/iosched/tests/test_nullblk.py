@@ -71,7 +71,9 @@ def test_more_outstanding_than_tags_adds_no_device_parallelism():
     device = named(nullblk.device_params("nullb:irqmode=2,completion_nsec=1ms,hw_queue_depth=4"))
     cfg = jobs_config(_free_host(), device, [Job("r", "randread", 32, [0], ioengine="libaio")], 1.0, 0.1, file="t")
     iops = native.simulate(cfg)["jobs"][0]["read"]["ios"] / 1.0
-    assert 4_000 <= iops <= 4_008        # 4 tags / 1 ms (a cohort may end at either edge of the window)
+    # 4 tags / 1 ms, plus fewer than one depth (32) of events fio takes from its ring inside the window that
+    # completed before it opened, or takes when the job ends (fio takes one event per reap: sim/fio.rs `reap`)
+    assert 4_000 <= iops < 4_000 + 32
 
 
 @pytest.mark.skipif(not native.available(), reason="needs the native module")

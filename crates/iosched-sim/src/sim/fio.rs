@@ -9,10 +9,15 @@ use super::runqueue::Completion;
 use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
+/// fio's default `iodepth_batch_complete_max` (that of `iodepth_batch_complete_min`, 1): events fio takes from the
+/// ring per reap.
+const FIO_REAP_MAX: u32 = 1;
+
 impl Simulation<'_> {
     /// fio's submit/reap loop: submit one batch at a time (its submission path, then its scheduler hooks, run
-    /// before the next batch is submitted: `SubmitNext`) for as long as the depth, rate and time allow; then reap
-    /// the completions that arrived meanwhile, and submit again if that freed depth.
+    /// before the next batch is submitted: `SubmitNext`) for as long as the depth, rate and time allow; then take
+    /// one event from the ring (`consume`, or `reap` the completions that arrived meanwhile), and submit again if
+    /// that freed depth.
     pub(super) fn try_issue(&mut self, process: u32, now: u64) {
         if self.processes[process as usize].state.submitting {
             return; // the pending SubmitNext continues the loop
@@ -41,31 +46,63 @@ impl Simulation<'_> {
                 self.events.schedule(end, Event::SubmitNext { process });
                 return;
             }
-            if self.processes[process as usize].state.unreaped.is_empty() {
+            let next = if !self.processes[process as usize].state.consumable.is_empty() {
+                self.consume(process, at)
+            } else if self.processes[process as usize].state.unreaped.is_empty() {
                 return;
-            }
-            match self.reap(process, at, 0) {
+            } else {
+                self.reap(process, at, 0)
+            };
+            match next {
                 Some(end) => at = end,
                 None => return,
             }
         }
     }
 
-    /// Reap every completion waiting for the process. Returns when it may submit again, or None if it stopped or
-    /// thinks first.
+    /// Do the completion work of every completion waiting for the process, and take the first from the ring as
+    /// fio's reap (none if `reaped_before` already took it); the rest wait for fio's next turns (`consume`).
+    /// Returns when it may submit again, or None if it stopped or thinks first.
+    ///
+    /// fio takes at most `iodepth_batch_complete_max` events per reap, whose default is
+    /// `iodepth_batch_complete_min`'s 1 (fio's `fixup_options`), and reaps only with its queue full: it takes one
+    /// event, submits one I/O, takes the next. An event it has not taken holds its depth and its clat runs on,
+    /// also while fio sleeps in io_submit waiting for a request. The kernel's side of the completions is not
+    /// spread out that way (io_uring posts them in task work that runs, all pending, when the process enters the
+    /// kernel; libaio in the interrupt), so their work stays booked here, all at once. (The VM lab's two QD-16
+    /// libaio readers sharing 16 tags under none: clat P50 two service times, fio's reaps of 1-4 and its depth at
+    /// 16 for 99%; reaping all at once gave one service time, reaps of 5-8 and depth 5-8: docs/validation.md.)
     /// `reaped_before`: completions this same reap already took in (the one a woken process reaps first).
     pub(super) fn reap(&mut self, process: u32, at: u64, reaped_before: u32) -> Option<u64> {
         let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
-        self.count_reap(process, at, reaped_before + unreaped.len() as u32);
+        let stopped = self.processes[process as usize].state.stopped;
+        let mut taken = reaped_before;
         let mut end = at;
         for &io in &unreaped {
+            // A job that has ended waits for all its I/O: every event is taken.
+            let take = stopped || taken < FIO_REAP_MAX;
             end = self
-                .reap_bio(io, at, false)
+                .reap_bio(io, at, false, take)
                 .expect("a process reaping without having slept does not queue");
+            taken += take as u32;
         }
         unreaped.clear();
         self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
+        self.count_reap(process, at, taken);
         self.after_reap(process, end)
+    }
+
+    /// fio takes the next event already completed on its side from the ring (no CPU booked: the work was done at
+    /// `reap`). Returns when it may submit again, or None if it stopped or thinks first.
+    fn consume(&mut self, process: u32, at: u64) -> Option<u64> {
+        let io = self.processes[process as usize]
+            .state
+            .consumable
+            .pop_front()
+            .expect("an event to take");
+        self.finish_io(process, &io, at);
+        self.count_reap(process, at, 1);
+        self.after_reap(process, at)
     }
 
     /// Count one reap of `n` completions in fio's io_u_complete buckets, once the process measures.
@@ -275,6 +312,11 @@ impl Simulation<'_> {
         if !proc.state.stopped {
             proc.state.stopped = true;
         }
+        // Its loop over, fio waits for all its I/O: events left in the ring are taken now.
+        while let Some(io) = self.processes[process as usize].state.consumable.pop_front() {
+            self.finish_io(process, &io, at);
+        }
+        let proc = &mut self.processes[process as usize];
         if proc.state.inflight == 0 && proc.state.finished_ns.is_none() {
             proc.state.finished_ns = Some(at);
             self.active_processes -= 1;
@@ -326,7 +368,7 @@ impl Simulation<'_> {
             self.processes[process as usize].state.unreaped.push(io);
             return;
         }
-        let Some(end) = self.reap_bio(io, now, sleeping) else {
+        let Some(end) = self.reap_bio(io, now, sleeping, true) else {
             return; // queued on its core: `pick_next` goes on
         };
         self.count_reap(process, now, 1);
@@ -338,7 +380,8 @@ impl Simulation<'_> {
     /// fio reaps bio `io` on its core (the engine's completion path, plus the wake-up if it slept): its latency
     /// ends here. Returns when the work ends, or None if the woken process waits in its core's run queue
     /// (`queue_woken`: the pick reaps it and goes on with its loop).
-    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool) -> Option<u64> {
+    /// `take`: fio takes the event now; else it waits in the ring (`consume`). A sleeping process's is taken.
+    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool, take: bool) -> Option<u64> {
         let (process, slot_core, issue_ns, call_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.call_ns, s.write, s.bytes)
@@ -391,18 +434,20 @@ impl Simulation<'_> {
         } else {
             self.run_process_on(core, process, from_ns, work)
         };
-        Some(self.reaped(process, &io, booked, sleeping))
+        Some(self.reaped(process, &io, booked, sleeping, take))
     }
 
     /// The process reaped `io` with its completion path booked as `booked`: count that path's lock calls, take the
-    /// interrupt's share off its virtual runtime if it had slept (`credit_interrupt`), record the latency and free
-    /// its depth. Returns when the path ends.
+    /// interrupt's share off its virtual runtime if it had slept (`credit_interrupt`), and, if fio `take`s the
+    /// event now, record the latency and free its depth (else the event waits in the ring: `consume`). Returns when
+    /// the path ends.
     pub(super) fn reaped(
         &mut self,
         process: u32,
         io: &Completion,
         booked: CpuBooking,
         slept: bool,
+        take: bool,
     ) -> u64 {
         self.count_lock_calls(
             booked.core,
@@ -413,7 +458,20 @@ impl Simulation<'_> {
         if slept {
             self.credit_interrupt(process);
         }
-        let counted = self.record_latency(process, io.write, io.issue_ns, booked.end_ns, io.bytes);
+        if take {
+            self.finish_io(process, io, booked.end_ns);
+        } else {
+            self.processes[process as usize]
+                .state
+                .consumable
+                .push_back(*io);
+        }
+        booked.end_ns
+    }
+
+    /// fio took `io`'s event at `end_ns`: its latency ends there, and it frees its depth.
+    fn finish_io(&mut self, process: u32, io: &Completion, end_ns: u64) {
+        let counted = self.record_latency(process, io.write, io.issue_ns, end_ns, io.bytes);
         let proc = &mut self.processes[process as usize];
         if counted && proc.params.clat_after_call {
             // fio's slat (the submission call) and lat (from the call's start to completion) of an async engine;
@@ -421,7 +479,7 @@ impl Simulation<'_> {
             // Five statistics each, as fio reports them; lat's percentiles only where the job asks for them.
             let d = io.write as usize;
             proc.stats.slat[d].record_moments(io.issue_ns - io.call_ns, 0);
-            let lat_ns = booked.end_ns - io.call_ns;
+            let lat_ns = end_ns - io.call_ns;
             if self.config.jobs[proc.params.job as usize].lat_percentiles {
                 proc.stats.lat[d].record(lat_ns, 0);
             } else {
@@ -430,7 +488,6 @@ impl Simulation<'_> {
         }
         proc.state.inflight -= 1;
         self.ios_completed += 1;
-        booked.end_ns
     }
 
     /// Record one I/O of the process, `bytes` long, whose latency runs from `start_ns` to `end_ns`, if it ended

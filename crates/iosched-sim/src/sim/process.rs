@@ -8,6 +8,7 @@ use iosched_policy::IoprioClass;
 
 use super::buffered::Buffered;
 use super::tags::TagWait;
+use super::runqueue::Completion;
 use crate::config::{EngineCost, IoEngine, RampEnd};
 use crate::host::CpuAccount;
 use crate::metrics::{LatencyStats, SampleStats};
@@ -160,6 +161,10 @@ pub(super) struct LoopState {
     pub(super) dispatch_loops: u32,
     pub(super) submit_after_dispatch: bool,
     pub(super) unreaped: Vec<u32>,
+    /// Completions whose work the process has done (`Simulation::reap`) but which fio has not taken from the
+    /// ring yet: it takes one per turn of its loop (`Simulation::consume`); they still hold its depth and their
+    /// clat runs on.
+    pub(super) consumable: VecDeque<Completion>,
     /// Woken, waiting in its core's run queue (`Simulation::queue_woken`): completions meanwhile wait in
     /// `unreaped`, and its loop goes on when the core picks it.
     pub(super) queued: bool,
@@ -300,6 +305,7 @@ impl Process {
                 dispatch_loops: 0,
                 submit_after_dispatch: false,
                 unreaped: Vec::new(),
+                consumable: VecDeque::new(),
                 queued: false,
                 tag_waits: 0,
                 punted: VecDeque::new(),

@@ -411,11 +411,12 @@ mod tests {
     }
 
     #[test]
-    fn completions_that_arrive_while_the_process_submits_are_reaped_together() {
+    fn a_process_at_full_depth_takes_one_event_per_reap_as_fio_does() {
         // 32 in flight, submitted 16 per call under mq-deadline with hooks of 3 us per insert and 2 us per
         // dispatch: a call's submission path lasts 16 x (3 + 2) = 80 us and more, and the reads that complete
-        // meanwhile wait for the call to end, then are reaped in one go (fio's getevents returns every completion
-        // there is). Reaps of 5 and more show up, and none is larger than the depth.
+        // meanwhile wait in the ring. fio's reap takes at most iodepth_batch_complete_max events, by default
+        // iodepth_batch_complete_min's 1, so every reap is of one (fio's "complete" bucket 1-4) but the last, when
+        // the job stops and fio waits for all that is left.
         let mut reader = job("a", Rw::Randread, 32, 1);
         reader.iodepth_batch_submit = 16;
         let mut c = config("mq-deadline", vec![reader]);
@@ -427,14 +428,8 @@ mod tests {
         c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
         let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
         let levels = result.jobs[0].depth_tables.complete_levels;
-        assert!(
-            levels[1] > 0 && levels[2] + levels[3] + levels[4] > 0,
-            "{levels:?}"
-        );
-        assert!(
-            levels[0] == 0 && levels[5] == 0 && levels[6] == 0,
-            "{levels:?}"
-        );
+        assert!(levels[1] > 100 && levels[0] == 0, "{levels:?}");
+        assert!(levels[2..].iter().sum::<u64>() <= 1, "{levels:?}");
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl Simulation<'_> {
         match woken.completion {
             Some(io) => {
                 let booked = self.run_process_on(core, process, now, io.work_ns);
-                let end = self.reaped(process, &io, booked, true);
+                let end = self.reaped(process, &io, booked, true, true);
                 let next = if self.processes[process as usize].state.unreaped.is_empty() {
                     self.count_reap(process, now, 1);
                     self.after_reap(process, end)
