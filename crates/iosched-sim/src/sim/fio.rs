@@ -313,7 +313,11 @@ impl Simulation<'_> {
             proc.state.stopped = true;
         }
         // Its loop over, fio waits for all its I/O: events left in the ring are taken now.
-        while let Some(io) = self.processes[process as usize].state.consumable.pop_front() {
+        while let Some(io) = self.processes[process as usize]
+            .state
+            .consumable
+            .pop_front()
+        {
             self.finish_io(process, &io, at);
         }
         let proc = &mut self.processes[process as usize];

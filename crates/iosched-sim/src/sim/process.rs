@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 use iosched_policy::IoprioClass;
 
 use super::buffered::Buffered;
-use super::tags::TagWait;
 use super::runqueue::Completion;
+use super::tags::TagWait;
 use crate::config::{EngineCost, IoEngine, RampEnd};
 use crate::host::CpuAccount;
 use crate::metrics::{LatencyStats, SampleStats};
