@@ -55,6 +55,9 @@ ALIASES = {"readwrite": "rw", "blocksize": "bs", "iodepth_batch": "iodepth_batch
 # makes fio skip timing each I/O, and iosched's fio.json still has every latency.
 IGNORED = {"description", "thread", "norandommap", "randrepeat", "refill_buffers", "zero_buffers", "scramble_buffers",
            "new_group", "kb_base", "unit_base", "gtod_reduce", "allow_mounted_write"}
+# What the simulator does about fio's reap batch options (sim/fio.rs `reap`).
+_ONE_EVENT_PER_REAP = ("a process with its queue full takes one event per reap (fio's default "
+                       "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled")
 # Real fio options iosched refuses, each with why (docs/spec.md lists them; a TOML key that is one reads "not
 # supported" with the reason rather than "unknown key").
 REFUSED = {
@@ -72,12 +75,9 @@ REFUSED = {
     "zonesize": "zoned devices are not modelled",
     "file_service_type": "a job's I/O goes round-robin over its devices (fio's default); other policies are not "
                          "modelled",
-    "iodepth_batch_complete": "a process with its queue full takes one event per reap (fio's default "
-                              "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
-    "iodepth_batch_complete_min": "a process with its queue full takes one event per reap (fio's default "
-                                  "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
-    "iodepth_batch_complete_max": "a process with its queue full takes one event per reap (fio's default "
-                                  "iodepth_batch_complete_min = max = 1); other reap batch sizes are not modelled",
+    "iodepth_batch_complete": _ONE_EVENT_PER_REAP,
+    "iodepth_batch_complete_min": _ONE_EVENT_PER_REAP,
+    "iodepth_batch_complete_max": _ONE_EVENT_PER_REAP,
     "iodepth_low": "the queue is refilled as each I/O completes (fio's default); a low-water mark is not modelled",
     "latency_target": "fio's depth search for a latency target is not modelled",
     "latency_window": "fio's depth search for a latency target is not modelled",
