@@ -264,6 +264,26 @@ def test_a_sweep_stops_at_once_and_keeps_finished_runs(tmp_path, sig, jobs):
     assert {r["run_id"] for r in pq.read_table(out / "results.parquet").to_pylist()} == set(done)
 
 
+def test_a_progress_line_and_its_newline_are_one_write(monkeypatch):
+    """CI once printed "[2/6] ...: 0.1 s, ETA 1sinterrupted": print() wrote the line and its newline in two calls and
+    the signal landed between them. Python runs a signal handler between calls, never inside one write."""
+    from iosched import sweep
+
+    writes: list[str] = []
+
+    class Stderr:
+        def write(self, s: str) -> int:
+            writes.append(s)
+            return len(s)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    sweep._echo_line("[2/6] sweep 0b1570c33be50534: 0.1 s, ETA 1s")
+    assert writes == ["[2/6] sweep 0b1570c33be50534: 0.1 s, ETA 1s\n"]
+
+
 def test_a_progress_callback_that_raises_stops_the_simulation():
     """The glue's bug: an exception raised by the progress callback was restored and the simulation went on."""
     native_or_skip()
