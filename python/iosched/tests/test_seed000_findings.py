@@ -121,8 +121,6 @@ def test_f10_kyber_bounds_the_l_apps_latency_beside_writers_where_none_lets_it_e
     assert kyber < none / 3
 
 
-@pytest.mark.xfail(strict=True, reason="F14: beside an unthrottled writer the model's reader waits one program "
-                   "(~1.85 ms), the artifact's 2.8 ms (docs/papers.md)")
 def test_f14_kyber_with_reads_prioritised_gives_the_lowest_p99():
     prioritised = l_app_beside_writer("kyber", [("read_lat_nsec", 500 * s.US), ("write_lat_nsec", 100 * s.MS)],
                                       state=s.TABLES_DRIVE_STATE)

@@ -451,8 +451,7 @@ impl Simulation<'_> {
         let state = &mut self.processes[process as usize].state;
         state.dispatch_loops -= 1;
         if state.dispatch_loops == 0 && std::mem::take(&mut state.submit_after_dispatch) {
-            state.submitting = false;
-            self.try_issue(process, now);
+            self.submission_call_returned(process, now);
         }
     }
 

@@ -394,6 +394,7 @@ impl<'j> JobLayout<'j> {
                 IoEngine::Libaio | IoEngine::Psync => TagWait::Submitter,
             },
             clat_after_call: job.ioengine != IoEngine::Psync,
+            task_work_at_submit: job.ioengine == IoEngine::IoUring,
             may_sleep_on_tags: false, // set once every process's depth is known (`mark_may_sleep_on_tags`)
             cost,
             locks: PathLocks::of(job.ioengine),

@@ -38,7 +38,7 @@ impl Simulation<'_> {
                     // Nothing is booked between this batch and the next (no scheduler hooks to run on the core),
                     // and no bio of it can put the process to sleep waiting for a request, so the loop can go on
                     // at once; completions meanwhile are booked behind these submissions.
-                    at = end;
+                    at = self.run_task_work(process, end);
                     continue;
                 }
                 let proc = &mut self.processes[process as usize];
@@ -58,6 +58,38 @@ impl Simulation<'_> {
                 None => return,
             }
         }
+    }
+
+    /// The process's submission call returned at `now` (its `SubmitNext` came, and its queue runs ended): its loop
+    /// goes on, after the call's completion task work (`run_task_work`).
+    pub(super) fn submission_call_returned(&mut self, process: u32, now: u64) {
+        self.processes[process as usize].state.submitting = false;
+        let at = self.run_task_work(process, now);
+        self.try_issue(process, at);
+    }
+
+    /// io_uring (`task_work_at_submit`): the submission call that ends at `at` runs the task work of the
+    /// completions that arrived since the process last entered the kernel, posting their events for fio to take
+    /// one per turn (`consume`); none is taken here. Returns when the work ends. Without it, a process at full
+    /// depth left them all to the reap that found its ring empty: every few hundred I/Os one block of completion
+    /// work (seed 000 Fig. 2e, BFQ at QD 256 on one core: 340 µs every millisecond, the clat P99 1.31x its P50
+    /// where the artifact's is 1.06x).
+    fn run_task_work(&mut self, process: u32, at: u64) -> u64 {
+        let proc = &self.processes[process as usize];
+        if !proc.params.task_work_at_submit || proc.state.stopped || proc.state.unreaped.is_empty()
+        {
+            return at;
+        }
+        let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
+        let mut end = at;
+        for &io in &unreaped {
+            end = self
+                .reap_bio(io, at, false, false)
+                .expect("a process in its submission call does not queue");
+        }
+        unreaped.clear();
+        self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
+        end
     }
 
     /// Do the completion work of every completion waiting for the process, and take the first from the ring as

@@ -292,8 +292,7 @@ impl Simulation<'_> {
                     // Its submission call returns once its queue runs end (`dispatch_loop_ended`).
                     state.submit_after_dispatch = true;
                 } else {
-                    state.submitting = false;
-                    self.try_issue(process, now);
+                    self.submission_call_returned(process, now);
                 }
             }
             Event::BlockSubmit { io } => self.block_submit(io, now),

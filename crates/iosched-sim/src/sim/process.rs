@@ -101,6 +101,11 @@ pub(super) struct ProcessParams {
     /// scheduler hooks, and a libaio submitter's sleep waiting for a request) is submission latency (slat), not
     /// completion latency (clat), which is what fio reports and results hold. psync stamps it before the call.
     pub(super) clat_after_call: bool,
+    /// io_uring: the completions' task work runs at every submission call, after its submission (fio 3.35 sets
+    /// `IORING_SETUP_DEFER_TASKRUN` and submits with `IORING_ENTER_GETEVENTS`, so `io_uring_enter` runs the
+    /// deferred work, `io_run_local_work_locked`, before it returns): what completed meanwhile is posted then, not
+    /// left for fio's next reap (`Simulation::run_task_work`).
+    pub(super) task_work_at_submit: bool,
     /// Whether the submitter can go to sleep on its devices (their requests can run out at the depths of all
     /// processes), which rules out booking submissions ahead (`try_issue`). Set once every process is known.
     pub(super) may_sleep_on_tags: bool,
@@ -334,6 +339,7 @@ impl Process {
             thinktime_ns: 0,
             tag_wait: TagWait::Kernel,
             clat_after_call: false,
+            task_work_at_submit: false,
             may_sleep_on_tags: false,
             cost,
             // The flusher's writes take the driver's submission-queue lock; it never sleeps for one.
