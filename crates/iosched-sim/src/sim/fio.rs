@@ -80,16 +80,8 @@ impl Simulation<'_> {
         {
             return at;
         }
-        let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
-        let mut end = at;
-        for &io in &unreaped {
-            end = self
-                .reap_bio(io, at, false, false)
-                .expect("a process in its submission call does not queue");
-        }
-        unreaped.clear();
-        self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
-        end
+        // As if fio had taken its events already: the work is done, every event waits in the ring.
+        self.work_off_unreaped(process, at, FIO_REAP_MAX).0
     }
 
     /// Do the completion work of every completion waiting for the process, and take the first from the ring as
@@ -106,22 +98,30 @@ impl Simulation<'_> {
     /// 16 for 99%; reaping all at once gave one service time, reaps of 5-8 and depth 5-8: docs/validation.md.)
     /// `reaped_before`: completions this same reap already took in (the one a woken process reaps first).
     pub(super) fn reap(&mut self, process: u32, at: u64, reaped_before: u32) -> Option<u64> {
+        let (end, taken) = self.work_off_unreaped(process, at, reaped_before);
+        self.count_reap(process, at, taken);
+        self.after_reap(process, end)
+    }
+
+    /// Do the completion work of every completion waiting for the process, from `at`; fio takes events while it
+    /// has taken fewer than `FIO_REAP_MAX` (`taken_before` already), the rest wait in the ring (`consume`).
+    /// Returns when the work ends and how many fio took, `taken_before` included.
+    fn work_off_unreaped(&mut self, process: u32, at: u64, taken_before: u32) -> (u64, u32) {
         let mut unreaped = std::mem::take(&mut self.processes[process as usize].state.unreaped);
         let stopped = self.processes[process as usize].state.stopped;
-        let mut taken = reaped_before;
+        let mut taken = taken_before;
         let mut end = at;
         for &io in &unreaped {
             // A job that has ended waits for all its I/O: every event is taken.
             let take = stopped || taken < FIO_REAP_MAX;
             end = self
                 .reap_bio(io, at, false, take)
-                .expect("a process reaping without having slept does not queue");
+                .expect("a process that had not slept does not queue");
             taken += take as u32;
         }
         unreaped.clear();
         self.processes[process as usize].state.unreaped = unreaped; // keep the allocation
-        self.count_reap(process, at, taken);
-        self.after_reap(process, end)
+        (end, taken)
     }
 
     /// fio takes the next event already completed on its side from the ring (no CPU booked: the work was done at

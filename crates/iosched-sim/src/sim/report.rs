@@ -410,6 +410,18 @@ mod tests {
         );
     }
 
+    /// `reader` alone under mq-deadline whose hooks cost 3 us per insert and 2 us per dispatch.
+    fn mq_deadline_with_hooks(reader: crate::config::JobConfig) -> crate::config::SimConfig {
+        let mut c = config("mq-deadline", vec![reader]);
+        let hooks = crate::config::SchedulerCost {
+            insert_ns: 3_000,
+            dispatch_ns: 2_000,
+            complete_ns: 0,
+        };
+        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        c
+    }
+
     #[test]
     fn a_process_at_full_depth_takes_one_event_per_reap_as_fio_does() {
         // 32 in flight, submitted 16 per call under mq-deadline with hooks of 3 us per insert and 2 us per
@@ -419,13 +431,7 @@ mod tests {
         // the job stops and fio waits for all that is left.
         let mut reader = job("a", Rw::Randread, 32, 1);
         reader.iodepth_batch_submit = 16;
-        let mut c = config("mq-deadline", vec![reader]);
-        let hooks = crate::config::SchedulerCost {
-            insert_ns: 3_000,
-            dispatch_ns: 2_000,
-            complete_ns: 0,
-        };
-        c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+        let c = mq_deadline_with_hooks(reader);
         let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
         let levels = result.jobs[0].depth_tables.complete_levels;
         assert!(levels[1] > 100 && levels[0] == 0, "{levels:?}");
@@ -446,13 +452,7 @@ mod tests {
             reader.ioengine = engine;
             reader.cpus_allowed = vec![0];
             (reader.ramp_ns, reader.runtime_ns) = (10_000_000, 40_000_000);
-            let mut c = config("mq-deadline", vec![reader]);
-            let hooks = crate::config::SchedulerCost {
-                insert_ns: 3_000,
-                dispatch_ns: 2_000,
-                complete_ns: 0,
-            };
-            c.host.scheduler_costs.insert("mq-deadline".into(), hooks);
+            let mut c = mq_deadline_with_hooks(reader);
             (c.host.io_uring.complete_ns, c.host.libaio.complete_ns) = (10_000, 10_000);
             let result = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
             let read = &result.jobs[0].read;
