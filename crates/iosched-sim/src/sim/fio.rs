@@ -440,10 +440,7 @@ impl Simulation<'_> {
                 .unwrap_or((proc.state.core, now));
             (core, from_ns, false)
         } else {
-            let core = self
-                .host
-                .wake_core(&proc.params.allowed_cores, proc.state.core, now);
-            (core, now, sleeping)
+            (self.woken_core(process, now), now, sleeping)
         };
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
@@ -464,7 +461,7 @@ impl Simulation<'_> {
         };
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
-        } else if sleeping && self.waits_in_run_queue(process, core, from_ns) {
+        } else if sleeping && self.waits_in_run_queue(core, from_ns) {
             self.queue_woken(core, process, Some(io));
             return None;
         } else {

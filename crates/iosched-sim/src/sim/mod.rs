@@ -279,8 +279,7 @@ impl Simulation<'_> {
         match event {
             Event::Issue { process } => {
                 self.processes[process as usize].state.issue_pending = false;
-                if self.issues_from_run_queue(process, now) {
-                    let core = self.processes[process as usize].params.allowed_cores[0];
+                if let Some(core) = self.issues_from_run_queue(process, now) {
                     self.queue_woken(core, process, None);
                 } else {
                     self.try_issue(process, now);
@@ -328,7 +327,7 @@ impl Simulation<'_> {
     /// core; the core it is running on, if its work booked so far lasts until then (a running process is not
     /// migrated), unless other processes' work is queued there behind its own and another allowed core is idle
     /// when its own ends (`idle_pull`); else, woken from sleep, the core Linux's wake-up placement would pick
-    /// (`Host::wake_core`).
+    /// (`woken_core`).
     #[inline]
     fn process_core(&self, process: u32, at_ns: u64) -> (u32, u64) {
         let proc = &self.processes[process as usize];
@@ -338,10 +337,7 @@ impl Simulation<'_> {
             self.idle_pull(process, at_ns)
                 .unwrap_or((proc.state.core, at_ns))
         } else {
-            let core = self
-                .host
-                .wake_core(&proc.params.allowed_cores, proc.state.core, at_ns);
-            (core, at_ns)
+            (self.woken_core(process, at_ns), at_ns)
         }
     }
 
@@ -367,9 +363,7 @@ impl Simulation<'_> {
         let other = self
             .host
             .wake_core(&proc.params.allowed_cores, core, own_end);
-        self.host
-            .idle_at(other, own_end)
-            .then_some((other, own_end))
+        self.core_idle(other, own_end).then_some((other, own_end))
     }
 
     /// Add `ran_ns` to `process`'s virtual runtime on `core`, moving it there first (a migration keeps its lag
