@@ -647,8 +647,11 @@ TEN_CORES_SPREAD = ("with 256 QD-1 processes on 10 cores none is device-bound (~
                     "the artifact's is not established. The schedulers' processes wait for CPU instead: MQ-Deadline "
                     "and BFQ are CPU-bound (lock contention), and the model's Kyber costs ~1.9 µs more CPU per I/O "
                     "than none where the artifact's costs 0.55 µs more (Fig. 7b's excess), so its backlog sits in the "
-                    "host, where cores run work in the order it is booked and unpinned processes do not wait in "
-                    "CFS's order (docs/simulator.md, host)")
+                    "host. There a woken process waits in a core's CFS run queue when all cores are busy "
+                    "(docs/simulator.md, host), so MQ-Deadline's I/Os at 256 spend 9.6 µs in the submission call "
+                    "and 500 µs after it (fio's slat and clat; the artifact's 21 and 580 µs), BFQ's 22 and 1,118 µs "
+                    "(34 and 874); booking each process's work piece by piece on whichever core freed first had "
+                    "interleaved others' work with its call (MQ-Deadline 345 and 317 µs)")
 SCHED_CPU_AT_QD1 = ("the schedulers' CPU per I/O at low load: one QD-1 process costs 2.1-3.7 µs more under them than "
                     "under none in the artifact (cpu.csv: 10.2-11.8 µs against 8.1), 0.45-1.9 µs more in the model "
                     "(their hooks' costs, set at saturation, where the artifact's difference is 0.6-1.4 µs). The "
@@ -1152,12 +1155,13 @@ def interference_why(v: Values) -> dict[str, str]:
                        "not explained (the model: "
                        f"{v[Key('fig-12a', 'bfq', '32', 'fg_read_kiops')]:.1f} K)")
     return {
-        "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) none holds since the model has "
-                    f"CFS's wake-up preemption (at 32: {lapp_p99_ratio('fig-11a', 'none', 32):.2f}x); under the "
-                    "schedulers the L-app's P99 stays above the artifact's there (BFQ at 32: "
-                    f"{lapp_p99_ratio('fig-11a', 'bfq', 32):.1f}x"
-                    "), for a reason not established: with the same processes and cores none holds, so it is not the "
-                    "wait for a core alone"),
+        "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) the L-app's P99 falls below the "
+                    "artifact's under every scheduler (at 32: none "
+                    f"{lapp_p99_ratio('fig-11a', 'none', 32):.2f}x, BFQ "
+                    f"{lapp_p99_ratio('fig-11a', 'bfq', 32):.2f}x, Kyber "
+                    f"{lapp_p99_ratio('fig-11a', 'kyber', 32):.2f}x, MQ-Deadline "
+                    f"{lapp_p99_ratio('fig-11a', 'mq-deadline', 32):.2f}x), for a reason not established "
+                    "(MQ-Deadline's was 0.88x before woken processes waited in CFS's run queues)"),
         "fig-11b": big_reads,
         "fig-11c": writes("fig-11c") + hold,
         "fig-11d": writes("fig-11d") + hold,
