@@ -296,26 +296,29 @@ impl Host {
     /// soonest (ties: `previous`, then the same circular order). `allowed` must be sorted and contain `previous`.
     #[inline]
     pub fn wake_core(&self, allowed: &[u32], previous: u32, at_ns: u64) -> u32 {
-        let free_at = |core: u32| self.cores[core as usize].free_at_ns;
-        let mut best_free_at = free_at(previous);
-        if best_free_at <= at_ns {
-            return previous;
-        }
-        let mut best = previous;
-        let after = allowed.partition_point(|&core| core <= previous);
-        let (low, high) = allowed.split_at(after);
-        for &core in high.iter().chain(low) {
-            let f = free_at(core);
-            if f <= at_ns {
+        let (mut best, mut best_free_at) = (previous, u64::MAX);
+        for core in wake_order(allowed, previous) {
+            let free_at = self.cores[core as usize].free_at_ns;
+            if free_at <= at_ns {
                 return core;
             }
-            if f < best_free_at {
-                best = core;
-                best_free_at = f;
+            if free_at < best_free_at {
+                (best, best_free_at) = (core, free_at);
             }
         }
         best
     }
+}
+
+/// The order in which a wake-up looks at `allowed` cores (sorted, containing `previous`): `previous` first, then
+/// the cores after it in circular order (the kernel's `select_idle_cpu` scans from the target on, wrapping around).
+/// `previous` comes round again at the end.
+#[inline]
+pub fn wake_order(allowed: &[u32], previous: u32) -> impl Iterator<Item = u32> + Clone + '_ {
+    let (low, high) = allowed.split_at(allowed.partition_point(|&core| core <= previous));
+    std::iter::once(previous)
+        .chain(high.iter().copied())
+        .chain(low.iter().copied())
 }
 
 /// Where forked processes start: Linux places a new task on the idlest allowed CPU (kernel/sched/fair.c

@@ -99,18 +99,12 @@ impl Simulation<'_> {
         if self.wakeup_preemption.is_none() {
             return self.host.wake_core(allowed, previous, at_ns);
         }
-        let waiting = |core: u32| self.run_queues[core as usize].waiting.len();
-        let after = allowed.partition_point(|&core| core <= previous);
-        let (low, high) = allowed.split_at(after);
-        let order = || {
-            std::iter::once(previous)
-                .chain(high.iter().copied())
-                .chain(low.iter().copied())
-        };
-        if let Some(core) = order().find(|&core| self.core_idle(core, at_ns)) {
+        let order = crate::host::wake_order(allowed, previous);
+        if let Some(core) = order.clone().find(|&core| self.core_idle(core, at_ns)) {
             return core;
         }
-        order()
+        let waiting = |core: u32| self.run_queues[core as usize].waiting.len();
+        order
             .min_by_key(|&core| (waiting(core), self.host.cores[core as usize].free_at_ns))
             .expect("a process has an allowed core")
     }
