@@ -164,9 +164,6 @@ pub struct Simulation<'c> {
     kworker_cpu: CpuAccount,
     /// Per device and hardware queue: kblockd runs so far, for the CPU the next one runs on.
     kblockd_runs: Vec<Vec<u32>>,
-    /// Per device and hardware queue: until when the last woken kblockd worker's run is still queued (it starts
-    /// at its switch-in); a queue run asked for before then is that same work item (`wake_kworker`).
-    kblockd_pending_until_ns: Vec<Vec<u64>>,
     /// Scratch: the elevator's inner-lock acquisitions to book.
     inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
@@ -182,8 +179,6 @@ pub struct Simulation<'c> {
     run_queue_seq: u64,
     /// Per core: the process whose own work it booked last, and until when (who an interrupt interrupts).
     core_runner: Vec<(u32, u64)>,
-    /// Per core: when its runner switched in: the start of its slice (`runqueue.rs`).
-    slice_start_ns: Vec<u64>,
     /// CFS's wake-up preemption, where the host's kernel has it (before 6.6's EEVDF): a woken process is placed
     /// at most `sleeper_credit_ns` behind its core's min_vruntime and preempts when it lags by more than
     /// `wakeup_granularity_ns`.
@@ -197,10 +192,9 @@ pub struct Simulation<'c> {
 struct WakeupPreemption {
     sleeper_credit_ns: u64,
     wakeup_granularity_ns: u64,
-    /// sysctl_sched_min_granularity (0.75 ms, scaled alike): the least slice a process gets (`slice_ns`).
+    /// sysctl_sched_min_granularity (0.75 ms, scaled alike): the least a process runs before the tick may switch
+    /// the core to a waiting one (`runqueue.rs` bounds how long a pick waits for a process's call by it).
     min_granularity_ns: u64,
-    /// sysctl_sched_latency (6 ms, scaled alike): the period in which every runnable process of a core runs once.
-    latency_ns: u64,
 }
 
 impl WakeupPreemption {
@@ -213,21 +207,7 @@ impl WakeupPreemption {
             sleeper_credit_ns: 6_000_000 * factor / 2,
             wakeup_granularity_ns: 1_000_000 * factor,
             min_granularity_ns: 750_000 * factor,
-            latency_ns: 6_000_000 * factor,
         })
-    }
-
-    /// `sched_slice` for one of `nr_running` runnable processes of equal weight on a core: the period
-    /// (`__sched_period`: the latency, or the minimum granularity per process beyond sched_nr_latency = 8) shared
-    /// equally.
-    fn slice_ns(&self, nr_running: u64) -> u64 {
-        let nr_running = nr_running.max(1);
-        let period = if nr_running > 8 {
-            nr_running * self.min_granularity_ns
-        } else {
-            self.latency_ns
-        };
-        period / nr_running
     }
 }
 
@@ -486,7 +466,7 @@ impl Simulation<'_> {
             &mut proc.stats.cpu,
         );
         self.account_vruntime(process, core, end_ns - start_ns);
-        self.set_runner(core, process, start_ns, end_ns);
+        self.core_runner[core as usize] = (process, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         proc.state.preempting_until_ns = end_ns;
@@ -514,7 +494,7 @@ impl Simulation<'_> {
             .host
             .run(core, process, at_ns, work_ns, &mut proc.stats.cpu);
         self.account_vruntime(process, core, end_ns - start_ns);
-        self.set_runner(core, process, start_ns, end_ns);
+        self.core_runner[core as usize] = (process, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         CpuBooking {
@@ -522,17 +502,6 @@ impl Simulation<'_> {
             start_ns,
             end_ns,
         }
-    }
-
-    /// `process`'s own work on `core` runs from `start_ns` to `end_ns`: it is the core's runner, on a new slice if
-    /// it switched in (another process ran last). Simplification: a process that slept and comes back to a core
-    /// nobody else ran on keeps its slice's start (CFS starts a slice at every pick).
-    fn set_runner(&mut self, core: u32, process: u32, start_ns: u64, end_ns: u64) {
-        let (runner, _) = self.core_runner[core as usize];
-        if runner != process {
-            self.slice_start_ns[core as usize] = start_ns;
-        }
-        self.core_runner[core as usize] = (process, end_ns);
     }
 
     /// Append bio `io` to the chain of the request headed by `head`.

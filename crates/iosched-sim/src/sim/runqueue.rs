@@ -1,12 +1,8 @@
 //! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a pinned process woken while its core
 //! runs other work (by its completion, or to issue: its start, the end of a think time) waits there, and when the
 //! core gets to it the runnable process with the least virtual runtime runs first (`pick_next_entity`), not the
-//! one woken first. The core switches only once the process running there stops running (its booked work ends:
-//! it sleeps), or once its slice is over (`sched_slice`: the scaled latency shared by the runnable processes of the
-//! core, at least the minimum granularity each) and it next leaves the kernel: a process that never sleeps (its
-//! completions keep coming) then goes back to the run queue itself (`yields_core`, CFS's need_resched), at a new
-//! completion or when its submission call returns (a syscall is not preempted; its scheduler hooks are booked as it
-//! reaches them).
+//! one woken first. The core switches once the process running there is out of its submission call (a syscall is
+//! not preempted; its scheduler hooks are booked as it reaches them), or after CFS's minimum granularity.
 //!
 //! Why it matters: N QD-1 readers on one core all do the same work per I/O, so their virtual runtimes stay within
 //! one I/O's work of each other, and small differences in what each is charged decide the order. The interrupt
@@ -18,9 +14,8 @@
 //! work split each call, whose dispatch loop then took the requests they inserted and went on, so the processes
 //! were still in their calls when their completions came and never slept (Kyber's 64 readers: 1.35x the mean).
 //!
-//! Simplifications: the model has no load balancing of queued tasks; a slice is checked when a pick comes due or
-//! its end passes, not at the tick (4 ms at HZ=250), and starts at a switch-in only (a process back from sleep
-//! on a core nobody else ran keeps its start); the process charged with an interrupt is the one whose own
+//! Simplifications: only pinned processes queue (an unpinned one goes to the core that frees soonest, as before:
+//! the model has no load balancing of queued tasks); the process charged with an interrupt is the one whose own
 //! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
 //! itself stays booked with the woken process's completion path. EEVDF (6.6+) picks by virtual deadline and
 //! eligibility: not modelled, its woken processes are booked in wake-up order.
@@ -59,6 +54,8 @@ pub(super) struct RunQueue {
     waiting: BinaryHeap<Reverse<Woken>>,
     /// A PickNext event is pending for this core.
     pick_pending: bool,
+    /// When the pending pick first came due (it waits while the running process is in its call).
+    due_since_ns: Option<u64>,
 }
 
 impl RunQueue {
@@ -128,7 +125,6 @@ impl Simulation<'_> {
     pub(super) fn queue_woken(&mut self, core: u32, process: u32, completion: Option<Completion>) {
         let proc = &mut self.processes[process as usize];
         proc.state.queued = true;
-        proc.state.resched = false;
         let woken = Woken {
             vruntime_ns: proc.state.vruntime_ns,
             seq: self.run_queue_seq,
@@ -157,26 +153,20 @@ impl Simulation<'_> {
     /// when that work ends.
     pub(super) fn pick_next(&mut self, core: u32, now: u64) {
         let free_at = self.host.cores[core as usize].free_at_ns;
-        let (runner, runner_until_ns) = self.core_runner[core as usize];
+        let (runner, _) = self.core_runner[core as usize];
         let in_call = self.in_submission_call(runner);
-        let slice_end_ns = self.slice_end_ns(core);
-        if free_at > now && (in_call || runner_until_ns > now) {
-            // The process running there is still running: in its submission call (its scheduler hooks and queue
-            // runs are booked as it reaches them), or reaping and submitting again. CFS switches from it only
-            // once its slice is over (`check_preempt_tick` sets need_resched) and, the kernel not preempting a
-            // syscall, where it next leaves the kernel or sleeps: it then goes back to the run queue itself
-            // (`yields_core`). A pick from here would book the waiting process's work between its pieces.
-            let at = if now >= slice_end_ns {
-                self.processes[runner as usize].state.resched = true;
-                free_at
-            } else {
-                free_at.min(slice_end_ns)
-            };
-            self.events.schedule(at, Event::PickNext { core });
+        let patience_ns = self.wakeup_preemption.map_or(0, |w| w.min_granularity_ns);
+        let queue = &mut self.run_queues[core as usize];
+        let due_since_ns = *queue.due_since_ns.get_or_insert(now);
+        if free_at > now && in_call && now - due_since_ns < patience_ns {
+            // The process running there is still in its submission call: its scheduler hooks and queue runs are
+            // booked as it reaches them, and the core switches only once the call is over (a syscall is not
+            // preempted). Not for longer than CFS's minimum granularity, after which the tick would switch.
+            self.events.schedule(free_at, Event::PickNext { core });
             return;
         }
-        let queue = &mut self.run_queues[core as usize];
         queue.pick_pending = false;
+        queue.due_since_ns = None;
         let Some(Reverse(woken)) = queue.waiting.pop() else {
             return;
         };
@@ -196,46 +186,9 @@ impl Simulation<'_> {
                     self.try_issue(process, at);
                 }
             }
-            None => {
-                // It runs here: its loop's work is booked on this core (`process_core` keeps a running process
-                // where it runs), not wherever a wake-up would place it.
-                let state = &mut self.processes[process as usize].state;
-                state.core = core;
-                state.busy_until_ns = state.busy_until_ns.max(now);
-                self.try_issue(process, now)
-            }
+            None => self.try_issue(process, now),
         }
         self.schedule_pick(core);
-    }
-
-    /// When the slice of `core`'s runner ends: `sched_slice` for it and the processes waiting there, from its
-    /// switch-in (0 without CFS).
-    fn slice_end_ns(&self, core: u32) -> u64 {
-        let Some(w) = self.wakeup_preemption else {
-            return 0;
-        };
-        let nr_running = 1 + self.run_queues[core as usize].waiting.len() as u64;
-        self.slice_start_ns[core as usize] + w.slice_ns(nr_running)
-    }
-
-    /// Whether `process`, running on `core` and at a step of its loop (a new completion to reap, its submission
-    /// call returning), gives the core up: its slice is over while others wait there (`resched`), or another
-    /// process's work was booked there after its own. It then waits in the run queue, runnable, until a pick
-    /// (CFS, kernels before 6.6). Without this, two processes that never sleep had their work
-    /// interleaved piece by piece on one core, a context switch per I/O: 15 QD-128 readers on 10 cores and 8
-    /// SSDs switched 0.2-1.3 times per I/O under the four schedulers and lost 11-28% of the throughput of 10;
-    /// the artifact's switched 0.001 times per I/O and kept it (seed 000 Figs. 8b and 10, N = 15).
-    pub(super) fn yields_core(&self, process: u32, core: u32, now: u64) -> bool {
-        if self.wakeup_preemption.is_none() {
-            return false;
-        }
-        if self.processes[process as usize].state.resched
-            && !self.run_queues[core as usize].waiting.is_empty()
-        {
-            return true;
-        }
-        let (runner, until_ns) = self.core_runner[core as usize];
-        runner != process && (runner as usize) < self.processes.len() && until_ns > now
     }
 
     /// Whether `process` (a fio process, else false) is running inside its submission call: its batch's scheduler
@@ -363,9 +316,9 @@ mod tests {
     }
 
     #[test]
-    fn a_pick_waits_for_the_running_process_to_leave_its_call_and_after_its_slice_it_gives_the_core_up_there(
+    fn a_pick_waits_for_the_running_process_to_leave_its_call_but_no_longer_than_the_minimum_granularity(
     ) {
-        // Test host: 2 cores, CFS scaling 1 + ilog2(2) = 2 (latency 12 ms, minimum granularity 1.5 ms).
+        // Test host: 2 cores, CFS scaling 1 + ilog2(2) = 2: minimum granularity 0.75 ms x 2 = 1.5 ms.
         let c = three_pinned_readers();
         let mut sim = Simulation::new(&c).unwrap();
         // Process 1 is in its submission call on core 0 (its hooks booked until 20 us); process 0 waits.
@@ -382,32 +335,19 @@ mod tests {
         sim.pick_next(0, 20_000);
         assert!(!sim.processes[0].state.queued);
         assert_eq!(sim.host.cores[0].free_at_ns, 28_000);
-        // A call that goes on past the slice. Process 1 switched in at 0; with process 0 waiting, sched_slice is
-        // the latency (6 ms x 2 = 12 ms) over the 2 runnable processes: 6 ms. The pick is put off while the slice
-        // lasts; once it is over the runner is told to give the core up (need_resched), and the pick still waits
-        // for its call to end (a syscall is not preempted), where it goes back to the run queue itself.
+        // A call that goes on: put off until 1.5 ms after the pick came due, then the waiting process runs anyway.
         let mut sim = Simulation::new(&c).unwrap();
         sim.run_process_on(0, 1, 0, 5_000);
         sim.host
-            .run(0, 1, 5_000, 20_000_000, &mut Default::default());
+            .run(0, 1, 5_000, 5_000_000, &mut Default::default());
         sim.processes[1].state.submitting = true;
         sim.processes[0].state.inflight = 1;
         sim.queue_woken(0, 0, Some(completion(5_000)));
         sim.pick_next(0, 10_000);
-        assert!(sim.processes[0].state.queued && !sim.processes[1].state.resched);
-        sim.pick_next(0, 5_990_000);
-        assert!(
-            sim.processes[0].state.queued && !sim.processes[1].state.resched,
-            "5.99 ms into the slice"
-        );
-        sim.pick_next(0, 6_000_000);
-        assert!(sim.processes[0].state.queued, "the call goes on");
-        assert!(sim.processes[1].state.resched, "the slice is over");
-        // The call returns at 20.005 ms: process 1 queues, and the pick runs process 0 (the least vruntime).
-        sim.submission_call_returned(1, 20_005_000);
-        assert!(sim.processes[1].state.queued && !sim.processes[1].state.resched);
-        sim.pick_next(0, 20_005_000);
-        assert!(!sim.processes[0].state.queued && sim.processes[1].state.queued);
+        sim.pick_next(0, 1_500_000);
+        assert!(sim.processes[0].state.queued, "1.49 ms after it came due");
+        sim.pick_next(0, 1_510_000);
+        assert!(!sim.processes[0].state.queued, "1.5 ms after it came due");
         // Asleep in its call for a request (blk-mq's tag wait), process 1 holds no core: the pick does not wait.
         let mut sim = Simulation::new(&c).unwrap();
         sim.run_process_on(0, 1, 0, 5_000);
@@ -532,33 +472,5 @@ mod tests {
             slat_us > 5.0 * alone_slat_us && slat_us > clat_us,
             "{slat_us} {clat_us}"
         );
-    }
-
-    #[test]
-    fn processes_that_never_sleep_share_a_core_in_slices_not_one_io_at_a_time() {
-        // Three QD-32 readers on the 2-core test host, each I/O costing 40 us to submit and 1.5 us to complete:
-        // CPU-bound (two cores finish one I/O per 41.5 / 2 us; the small SSD takes ~77 K/s), so none of them ever
-        // waits for a completion. Two share a core. On CFS (6.3) the one running keeps it for its slice: the
-        // latency 6 ms x (1 + ilog2(2)) = 12 ms over the 2 runnable there, 6 ms; then it gives the core up where
-        // it next leaves the kernel. In 50 ms that is 50 / 6 ~ 8 switches (9), and the three together do what
-        // two do alone (2,408 I/Os in the window).
-        let run = |kernel: &str, readers: u32| {
-            let mut j = job("r", Rw::Randread, 32, readers);
-            j.runtime_ns = 50_000_000;
-            let mut c = config("none", vec![j]);
-            c.host.kernel = kernel.into();
-            c.host.io_uring.submit_ns = 40_000;
-            let r = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
-            (r.jobs[0].read.ios, r.jobs[0].context_switches)
-        };
-        let (two_ios, two_switches) = run("6.3", 2);
-        assert_eq!(two_switches, 0);
-        let (ios, switches) = run("6.3", 3);
-        assert!((5..=12).contains(&switches), "{switches}");
-        assert!(ios as f64 >= 0.98 * two_ios as f64, "{ios} {two_ios}");
-        // Negative control: without CFS's model (6.12, EEVDF not modelled) their work interleaves on the shared
-        // core piece by piece: hundreds of switches (683), each paid for.
-        let (_, switches) = run("6.12", 3);
-        assert!(switches > 300, "{switches}");
     }
 }
