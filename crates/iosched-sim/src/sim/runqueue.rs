@@ -1,6 +1,6 @@
-//! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a pinned process woken while its core
-//! runs other work (by its completion, or to issue: its start, the end of a think time) waits there, and when the
-//! core gets to it the runnable process with the least virtual runtime runs first (`pick_next_entity`), not the
+//! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a process woken while its core (for an
+//! unpinned one: every allowed core, `woken_core`) runs other work (by its completion, or to issue: its start, the
+//! end of a think time) waits there, and when the core gets to it the runnable process with the least virtual runtime runs first (`pick_next_entity`), not the
 //! one woken first. The core switches once the process running there is out of its submission call (a syscall is
 //! not preempted; its scheduler hooks are booked as it reaches them), or after CFS's minimum granularity.
 //!
@@ -14,8 +14,8 @@
 //! work split each call, whose dispatch loop then took the requests they inserted and went on, so the processes
 //! were still in their calls when their completions came and never slept (Kyber's 64 readers: 1.35x the mean).
 //!
-//! Simplifications: only pinned processes queue (an unpinned one goes to the core that frees soonest, as before:
-//! the model has no load balancing of queued tasks); the process charged with an interrupt is the one whose own
+//! Simplifications: processes already waiting are not balanced between run queues (an idle core pulls only a
+//! process whose own work is running, `idle_pull`); the process charged with an interrupt is the one whose own
 //! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
 //! itself stays booked with the woken process's completion path. EEVDF (6.6+) picks by virtual deadline and
 //! eligibility: not modelled, its woken processes are booked in wake-up order.
