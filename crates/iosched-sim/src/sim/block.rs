@@ -161,6 +161,43 @@ impl Simulation<'_> {
         } else {
             self.host.run(core, owner, at_ns, 0, account)
         };
+        let end = self.run_scheduler_work_from(
+            core,
+            owner,
+            device,
+            hctx,
+            now,
+            start,
+            cost_ns,
+            acquisitions,
+            in_interrupt,
+        );
+        if !in_interrupt
+            && (owner as usize) < self.processes.len()
+            && self.processes[owner as usize].state.core == core
+        {
+            self.account_vruntime(owner, core, end - start);
+        }
+        end
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_scheduler_work_from(
+        &mut self,
+        core: u32,
+        owner: u32,
+        device: u32,
+        hctx: u32,
+        now: u64,
+        start: u64,
+        cost_ns: u64,
+        acquisitions: u32,
+        in_interrupt: bool,
+    ) -> u64 {
+        let account = match owner {
+            KWORKER => &mut self.kworker_cpu,
+            process => &mut self.processes[process as usize].stats.cpu,
+        };
         match self.queues[device as usize].lock_for(hctx) {
             Some(lock) if acquisitions > 0 => {
                 let booking = lock.acquire(core, owner, now, start, cost_ns, acquisitions);
@@ -407,15 +444,22 @@ impl Simulation<'_> {
     /// free, a kblockd worker on the queue's CPU is woken: once the work booked there ends it switches in and makes
     /// its first dispatch call, which asks the elevator when it holds the lock (`dispatch_call`), as a thread's
     /// does. Simplification: the worker does not read `has_work` again when it gets the CPU, so a call whose
-    /// request another CPU took meanwhile is made, and finds nothing; and a worker woken for a queue whose worker
-    /// is still pending runs again (the kernel's work item is queued once). Returns when the call ends (`now` if
-    /// no worker is woken).
+    /// request another CPU took meanwhile is made, and finds nothing. A run asked for while the queue's worker is
+    /// still pending (woken, not yet switched in) is that same work item: nothing more is booked. Returns when the
+    /// call ends (`now` if no worker is woken).
     fn wake_kworker(&mut self, device: u32, hctx: u32, now: u64) -> u64 {
         if !self.may_dispatch(device, hctx) {
             return now;
         }
+        if self.kblockd_pending_until_ns[device as usize][hctx as usize] > now {
+            // The queue's work item is still pending (queued, its worker not yet switched in): queueing it again
+            // does nothing (`kblockd_mod_delayed_work_on` on a pending `hctx->run_work`); that run will see this
+            // work too.
+            return now;
+        }
         let core = self.kblockd_cpu(device, hctx);
         let (_, switched) = self.host.run(core, KWORKER, now, 0, &mut self.kworker_cpu);
+        self.kblockd_pending_until_ns[device as usize][hctx as usize] = switched;
         self.book_dispatch_call(device, hctx, KWORKER, core, now, switched)
     }
 
@@ -911,6 +955,29 @@ mod tests {
             acquisitions + 1
         );
         assert_eq!(sim.host.cores[core as usize].free_at_ns, t + 1_200);
+    }
+
+    /// A queue run asked for while the queue's kblockd work item is still pending (queued, its worker not yet
+    /// switched in) is that same item: `kblockd_mod_delayed_work_on` does not queue `hctx->run_work` twice. The
+    /// previous test's setup: the completion at T wakes a worker that switches in at T + 1,000. Asked again at
+    /// T + 500, nothing more is booked (the kworker's CPU stays 1,200 ns, one dispatch call pending); asked at
+    /// T + 1,100, after its switch-in, a second run is booked (the worker runs the work item again).
+    #[test]
+    fn a_queue_run_asked_for_while_its_kblockd_work_is_pending_is_that_same_work() {
+        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
+        sim.submit_batch(0, 0);
+        let (t, completion) = until_a_completion(&mut sim);
+        let waiting = (0..2u32)
+            .find(|&io| sim.slots[io as usize].request.is_none())
+            .expect("one bio waits in the elevator");
+        let core = sim.slots[waiting as usize].hctx;
+        sim.handle(t, completion);
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
+        assert_eq!(sim.wake_kworker(0, core, t + 500), t + 500);
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200, "pending: not queued again");
+        // Negative control: once the worker has switched in, the same request queues the work again.
+        assert!(sim.wake_kworker(0, core, t + 1_100) > t + 1_100);
+        assert!(sim.kworker_cpu.cpu_ns > 1_200);
     }
 
     /// The negative control of the previous test: the same two bios, but with the restart mark cleared before the

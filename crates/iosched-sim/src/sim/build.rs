@@ -66,10 +66,11 @@ impl<'c> Simulation<'c> {
         };
         host.set_cache(footprint, processes.len());
         host.set_window(window_start_ns, end_ns);
-        let queues_runs = queues
+        let queues_runs: Vec<Vec<u32>> = queues
             .iter()
             .map(|q| vec![0; q.nr_hw_queues as usize])
             .collect();
+        let kblockd_pending_until_ns = queues_runs.iter().map(|q| vec![0; q.len()]).collect();
         Ok(Self {
             config,
             events: EventQueue::new(),
@@ -95,6 +96,7 @@ impl<'c> Simulation<'c> {
             irq_package_idle_extra_ns: None,
             kworker_cpu: CpuAccount::default(),
             kblockd_runs: queues_runs,
+            kblockd_pending_until_ns,
             inner_lock_uses: Vec::new(),
             end_ns,
             window_start_ns,
@@ -104,6 +106,7 @@ impl<'c> Simulation<'c> {
             run_queues: (0..cores).map(|_| RunQueue::default()).collect(),
             run_queue_seq: 0,
             core_runner: vec![(u32::MAX, 0); cores as usize],
+            slice_start_ns: vec![0; cores as usize],
             wakeup_preemption: WakeupPreemption::for_host(cores, config.host.kernel_version()?),
         })
     }

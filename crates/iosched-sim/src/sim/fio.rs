@@ -64,6 +64,11 @@ impl Simulation<'_> {
     /// goes on, after the call's completion task work (`run_task_work`).
     pub(super) fn submission_call_returned(&mut self, process: u32, now: u64) {
         self.processes[process as usize].state.submitting = false;
+        let core = self.processes[process as usize].state.core;
+        if self.yields_core(process, core, now) {
+            // Another process has its core now (a pick made while this one was in its call): it waits, runnable.
+            return self.queue_woken(core, process, None);
+        }
         let at = self.run_task_work(process, now);
         self.try_issue(process, at);
     }
@@ -115,8 +120,8 @@ impl Simulation<'_> {
             // A job that has ended waits for all its I/O: every event is taken.
             let take = stopped || taken < FIO_REAP_MAX;
             end = self
-                .reap_bio(io, at, false, take)
-                .expect("a process that had not slept does not queue");
+                .reap_bio(io, at, false, take, false)
+                .expect("a process that had not slept, reaping on, does not queue");
             taken += take as u32;
         }
         unreaped.clear();
@@ -404,7 +409,7 @@ impl Simulation<'_> {
             self.processes[process as usize].state.unreaped.push(io);
             return;
         }
-        let Some(end) = self.reap_bio(io, now, sleeping, true) else {
+        let Some(end) = self.reap_bio(io, now, sleeping, true, true) else {
             return; // queued on its core: `pick_next` goes on
         };
         self.count_reap(process, now, 1);
@@ -417,7 +422,16 @@ impl Simulation<'_> {
     /// ends here. Returns when the work ends, or None if the woken process waits in its core's run queue
     /// (`queue_woken`: the pick reaps it and goes on with its loop).
     /// `take`: fio takes the event now; else it waits in the ring (`consume`). A sleeping process's is taken.
-    fn reap_bio(&mut self, io: u32, now: u64, sleeping: bool, take: bool) -> Option<u64> {
+    /// `may_yield`: a new completion for a running process, which waits in the run queue if another process has
+    /// the core now (`yields_core`); false for the completions it reaps on, in its own work.
+    fn reap_bio(
+        &mut self,
+        io: u32,
+        now: u64,
+        sleeping: bool,
+        take: bool,
+        may_yield: bool,
+    ) -> Option<u64> {
         let (process, slot_core, issue_ns, call_ns, write, bytes) = {
             let s = &self.slots[io as usize];
             (s.process, s.core, s.issue_ns, s.call_ns, s.write, s.bytes)
@@ -462,6 +476,10 @@ impl Simulation<'_> {
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
         } else if sleeping && self.waits_in_run_queue(core, from_ns) {
+            self.queue_woken(core, process, Some(io));
+            self.preempt_on_wakeup(core, process);
+            return None;
+        } else if !sleeping && may_yield && self.yields_core(process, core, from_ns) {
             self.queue_woken(core, process, Some(io));
             return None;
         } else {

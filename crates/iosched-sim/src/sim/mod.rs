@@ -164,6 +164,9 @@ pub struct Simulation<'c> {
     kworker_cpu: CpuAccount,
     /// Per device and hardware queue: kblockd runs so far, for the CPU the next one runs on.
     kblockd_runs: Vec<Vec<u32>>,
+    /// Per device and hardware queue: until when the last woken kblockd worker's run is still queued (it starts
+    /// at its switch-in); a queue run asked for before then is that same work item (`wake_kworker`).
+    kblockd_pending_until_ns: Vec<Vec<u64>>,
     /// Scratch: the elevator's inner-lock acquisitions to book.
     inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
@@ -179,6 +182,8 @@ pub struct Simulation<'c> {
     run_queue_seq: u64,
     /// Per core: the process whose own work it booked last, and until when (who an interrupt interrupts).
     core_runner: Vec<(u32, u64)>,
+    /// Per core: when its runner switched in: the start of its slice (`runqueue.rs`).
+    slice_start_ns: Vec<u64>,
     /// CFS's wake-up preemption, where the host's kernel has it (before 6.6's EEVDF): a woken process is placed
     /// at most `sleeper_credit_ns` behind its core's min_vruntime and preempts when it lags by more than
     /// `wakeup_granularity_ns`.
@@ -192,9 +197,10 @@ pub struct Simulation<'c> {
 struct WakeupPreemption {
     sleeper_credit_ns: u64,
     wakeup_granularity_ns: u64,
-    /// sysctl_sched_min_granularity (0.75 ms, scaled alike): the least a process runs before the tick may switch
-    /// the core to a waiting one (`runqueue.rs` bounds how long a pick waits for a process's call by it).
+    /// sysctl_sched_min_granularity (0.75 ms, scaled alike): the least slice a process gets (`slice_ns`).
     min_granularity_ns: u64,
+    /// sysctl_sched_latency (6 ms, scaled alike): the period in which every runnable process of a core runs once.
+    latency_ns: u64,
 }
 
 impl WakeupPreemption {
@@ -207,7 +213,21 @@ impl WakeupPreemption {
             sleeper_credit_ns: 6_000_000 * factor / 2,
             wakeup_granularity_ns: 1_000_000 * factor,
             min_granularity_ns: 750_000 * factor,
+            latency_ns: 6_000_000 * factor,
         })
+    }
+
+    /// `sched_slice` for one of `nr_running` runnable processes of equal weight on a core: the period
+    /// (`__sched_period`: the latency, or the minimum granularity per process beyond sched_nr_latency = 8) shared
+    /// equally.
+    fn slice_ns(&self, nr_running: u64) -> u64 {
+        let nr_running = nr_running.max(1);
+        let period = if nr_running > 8 {
+            nr_running * self.min_granularity_ns
+        } else {
+            self.latency_ns
+        };
+        period / nr_running
     }
 }
 
@@ -281,6 +301,7 @@ impl Simulation<'_> {
                 self.processes[process as usize].state.issue_pending = false;
                 if let Some(core) = self.issues_from_run_queue(process, now) {
                     self.queue_woken(core, process, None);
+                    self.preempt_on_wakeup(core, process);
                 } else {
                     self.try_issue(process, now);
                 }
@@ -370,7 +391,7 @@ impl Simulation<'_> {
     /// behind min_vruntime, as `migrate_task_rq_fair` does), and move the core's min_vruntime on. Simplification:
     /// min_vruntime follows the processes the core ran (CFS takes the least runnable one; with the model's
     /// processes of equal cost per I/O they differ by a few pieces of work).
-    fn account_vruntime(&mut self, process: u32, core: u32, ran_ns: u64) {
+    pub(super) fn account_vruntime(&mut self, process: u32, core: u32, ran_ns: u64) {
         if self.wakeup_preemption.is_none() {
             return;
         }
@@ -387,7 +408,7 @@ impl Simulation<'_> {
     }
 
     /// Put `process` on `core`, keeping its lag behind min_vruntime across a migration (`migrate_task_rq_fair`).
-    fn move_vruntime(&mut self, process: u32, core: u32) {
+    pub(super) fn move_vruntime(&mut self, process: u32, core: u32) {
         let proc = &mut self.processes[process as usize].state;
         if proc.core != core {
             proc.vruntime_ns = (proc.vruntime_ns + self.min_vruntime_ns[core as usize])
@@ -410,8 +431,18 @@ impl Simulation<'_> {
         proc.vruntime_ns = proc
             .vruntime_ns
             .max(min.saturating_sub(w.sleeper_credit_ns));
+        let vruntime_ns = proc.vruntime_ns;
+        // `wakeup_preempt_entity` compares with the running process (curr), whose virtual runtime may be well
+        // ahead of min_vruntime, which the woken process itself holds down on a core it keeps coming back to.
+        let (runner, until_ns) = self.core_runner[core as usize];
+        let curr_ns =
+            if runner != process && (runner as usize) < self.processes.len() && until_ns > at_ns {
+                self.processes[runner as usize].state.vruntime_ns.max(min)
+            } else {
+                min
+            };
         !self.host.idle_at(core, at_ns)
-            && min.saturating_sub(proc.vruntime_ns) > w.wakeup_granularity_ns
+            && curr_ns.saturating_sub(vruntime_ns) > w.wakeup_granularity_ns
     }
 
     /// The extra work of a wake-up at `at_ns` into an idle package: as the interrupt in progress found the package,
@@ -466,7 +497,7 @@ impl Simulation<'_> {
             &mut proc.stats.cpu,
         );
         self.account_vruntime(process, core, end_ns - start_ns);
-        self.core_runner[core as usize] = (process, end_ns);
+        self.set_runner(core, process, start_ns, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         proc.state.preempting_until_ns = end_ns;
@@ -494,7 +525,7 @@ impl Simulation<'_> {
             .host
             .run(core, process, at_ns, work_ns, &mut proc.stats.cpu);
         self.account_vruntime(process, core, end_ns - start_ns);
-        self.core_runner[core as usize] = (process, end_ns);
+        self.set_runner(core, process, start_ns, end_ns);
         let proc = &mut self.processes[process as usize];
         (proc.state.core, proc.state.busy_until_ns) = (core, end_ns);
         CpuBooking {
@@ -502,6 +533,17 @@ impl Simulation<'_> {
             start_ns,
             end_ns,
         }
+    }
+
+    /// `process`'s own work on `core` runs from `start_ns` to `end_ns`: it is the core's runner, on a new slice if
+    /// it switched in (another process ran last). Simplification: a process that slept and comes back to a core
+    /// nobody else ran on keeps its slice's start (CFS starts a slice at every pick).
+    fn set_runner(&mut self, core: u32, process: u32, start_ns: u64, end_ns: u64) {
+        let (runner, _) = self.core_runner[core as usize];
+        if runner != process {
+            self.slice_start_ns[core as usize] = start_ns;
+        }
+        self.core_runner[core as usize] = (process, end_ns);
     }
 
     /// Append bio `io` to the chain of the request headed by `head`.

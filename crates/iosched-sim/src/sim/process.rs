@@ -173,6 +173,9 @@ pub(super) struct LoopState {
     /// Woken, waiting in its core's run queue (`Simulation::queue_woken`): completions meanwhile wait in
     /// `unreaped`, and its loop goes on when the core picks it.
     pub(super) queued: bool,
+    /// Its slice is over while others wait for its core (CFS's need_resched): at its next step (a new
+    /// completion, or its submission call returning) it goes back to the run queue, runnable.
+    pub(super) resched: bool,
     /// Its bios waiting for a request in the block layer.
     pub(super) tag_waits: u32,
     /// io_uring: bios that found no request while every io-wq worker was already waiting with one, in order.
@@ -312,6 +315,7 @@ impl Process {
                 unreaped: Vec::new(),
                 consumable: VecDeque::new(),
                 queued: false,
+                resched: false,
                 tag_waits: 0,
                 punted: VecDeque::new(),
                 stopped: false,
