@@ -1,15 +1,16 @@
 //! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a process woken while its core (for an
 //! unpinned one: every allowed core, `woken_core`) runs other work (by its completion, or to issue: its start, the
 //! end of a think time) waits there, and when the core gets to it the runnable process with the least virtual
-//! runtime runs first (`pick_next_entity`), not the one woken first. The core switches only once the process running there stops running (its booked work ends:
-//! it sleeps), or once its slice is over (`sched_slice`: the scaled latency shared by the runnable processes of the
-//! core, at least the minimum granularity each) and it next leaves the kernel: a process that never sleeps (its
-//! completions keep coming) then goes back to the run queue itself (`yields_core`, CFS's need_resched), at a new
-//! completion or when its submission call returns (a syscall is not preempted; its scheduler hooks are booked as it
-//! reaches them). A process woken there that lags the runner by more than the wake-up granularity sets need_resched
-//! at once (`preempt_on_wakeup`): the runner gives the core up at its next step, not at its slice's end. Without
-//! that, the L-app beside 16 CPU-bound readers on 10 cores (seed 000 Fig. 11a, BFQ) waited whole slices: 880 reads
-//! and a P99 of 12 ms in 2 s, where the artifact has a P99 of 0.14-0.18 ms; with it, 24,132 reads at 131 us.
+//! runtime runs first (`pick_next_entity`), not the one woken first. The core switches only once the process
+//! running there stops running (its booked work ends: it sleeps), or once its slice is over (`sched_slice`: the
+//! scaled latency shared by the runnable processes of the core, at least the minimum granularity each) and it next
+//! leaves the kernel: a process that never sleeps (its completions keep coming) then goes back to the run queue
+//! itself (`yields_core`, CFS's need_resched), at a new completion or when its submission call returns (a syscall
+//! is not preempted; its scheduler hooks are booked as it reaches them). A process woken there that lags the
+//! runner by more than the wake-up granularity sets need_resched at once (`preempt_on_wakeup`): the runner gives
+//! the core up at its next step, not at its slice's end. Without that, the L-app beside 16 CPU-bound readers on 10
+//! cores (seed 000 Fig. 11a, BFQ) waited whole slices: 880 reads and a P99 of 12 ms in 2 s, where the artifact has
+//! a P99 of 0.14-0.18 ms; with it, 24,132 reads at 131 us.
 //!
 //! Why it matters: N QD-1 readers on one core all do the same work per I/O, so their virtual runtimes stay within
 //! one I/O's work of each other, and small differences in what each is charged decide the order. The interrupt
@@ -258,9 +259,9 @@ impl Simulation<'_> {
 
     /// Whether `process`, running on `core` and at a step of its loop (a new completion to reap, its submission
     /// call returning), gives the core up: its slice is over while others wait there (`resched`), or another
-    /// process's work was booked there after its own. It then waits in the run queue, runnable, until a pick
-    /// (CFS, kernels before 6.6). Without this, two processes that never sleep had their work
-    /// interleaved piece by piece on one core, a context switch per I/O: 15 QD-128 readers on 10 cores and 8
+    /// process's work was booked there after its own (unless it would preempt that one). It then waits in the run
+    /// queue, runnable, until a pick (CFS, kernels before 6.6). Without this, two processes that never sleep had
+    /// their work interleaved piece by piece on one core, a context switch per I/O: 15 QD-128 readers on 10 cores and 8
     /// SSDs switched 0.2-1.3 times per I/O under the four schedulers and lost 11-28% of the throughput of 10;
     /// the artifact's switched 0.001 times per I/O and kept it (seed 000 Figs. 8b and 10, N = 15).
     pub(super) fn yields_core(&self, process: u32, core: u32, now: u64) -> bool {
