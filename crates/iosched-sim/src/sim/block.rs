@@ -161,44 +161,7 @@ impl Simulation<'_> {
         } else {
             self.host.run(core, owner, at_ns, 0, account)
         };
-        let end = self.run_scheduler_work_from(
-            core,
-            owner,
-            device,
-            hctx,
-            now,
-            start,
-            cost_ns,
-            acquisitions,
-            in_interrupt,
-        );
-        if !in_interrupt
-            && (owner as usize) < self.processes.len()
-            && self.processes[owner as usize].state.core == core
-        {
-            self.account_vruntime(owner, core, end - start);
-        }
-        end
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn run_scheduler_work_from(
-        &mut self,
-        core: u32,
-        owner: u32,
-        device: u32,
-        hctx: u32,
-        now: u64,
-        start: u64,
-        cost_ns: u64,
-        acquisitions: u32,
-        in_interrupt: bool,
-    ) -> u64 {
-        let account = match owner {
-            KWORKER => &mut self.kworker_cpu,
-            process => &mut self.processes[process as usize].stats.cpu,
-        };
-        match self.queues[device as usize].lock_for(hctx) {
+        let end = match self.queues[device as usize].lock_for(hctx) {
             Some(lock) if acquisitions > 0 => {
                 let booking = lock.acquire(core, owner, now, start, cost_ns, acquisitions);
                 // Of a hand-off's cache misses only the lock word's is in the lock functions; the hook takes the
@@ -222,7 +185,15 @@ impl Simulation<'_> {
             }
             _ if in_interrupt => self.host.run_in_interrupt(core, start, cost_ns, account).1,
             _ => self.host.run(core, owner, start, cost_ns, account).1,
+        };
+        // The hook's time, spinning included, is the process's own: CFS counts it in its virtual runtime.
+        if !in_interrupt
+            && (owner as usize) < self.processes.len()
+            && self.processes[owner as usize].state.core == core
+        {
+            self.account_vruntime(owner, core, end - start);
         }
+        end
     }
 
     /// Book the elevator's inner-lock acquisitions made by the hook that just ran (Kyber's token wait queues) on
@@ -925,6 +896,18 @@ mod tests {
         }
     }
 
+    /// Two bios on one driver tag, run to the first completion (not handled): returns the simulation, the
+    /// completion's time and event, and the bio that found no driver tag and waits in mq-deadline.
+    fn one_bio_waiting_for_the_first_completion() -> (Simulation<'static>, u64, Event, u32) {
+        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
+        sim.submit_batch(0, 0);
+        let (t, completion) = until_a_completion(&mut sim);
+        let waiting = (0..2u32)
+            .find(|&io| sim.slots[io as usize].request.is_none())
+            .expect("one bio waits in the elevator");
+        (sim, t, completion, waiting)
+    }
+
     /// Root cause 2 of issue 17: the hardware-queue run a completion starts is scheduler work, booked on a kblockd
     /// worker under the scheduler's lock. Worked example: of the two bios, the one the first dispatch call did not
     /// take found no driver tag and waits in mq-deadline. When the other's request completes at T, a kworker on the
@@ -933,12 +916,7 @@ mod tests {
     /// T + 1,200, and the kworker has 1,200 ns of CPU. Before the fix it went at T, for free.
     #[test]
     fn a_completion_reruns_the_queue_on_a_kworker_under_the_schedulers_lock() {
-        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
-        sim.submit_batch(0, 0);
-        let (t, completion) = until_a_completion(&mut sim);
-        let waiting = (0..2u32)
-            .find(|&io| sim.slots[io as usize].request.is_none())
-            .expect("one bio waits in the elevator");
+        let (mut sim, t, completion, waiting) = one_bio_waiting_for_the_first_completion();
         assert!(sim.slots[1 - waiting as usize].request.is_some());
         let acquisitions = sim.queues[0].lock_for(0).unwrap().acquisitions;
         let core = sim.slots[waiting as usize].hctx; // one hardware queue per core: the kworker runs on its core
@@ -955,29 +933,6 @@ mod tests {
             acquisitions + 1
         );
         assert_eq!(sim.host.cores[core as usize].free_at_ns, t + 1_200);
-    }
-
-    /// A queue run asked for while the queue's kblockd work item is still pending (queued, its worker not yet
-    /// switched in) is that same item: `kblockd_mod_delayed_work_on` does not queue `hctx->run_work` twice. The
-    /// previous test's setup: the completion at T wakes a worker that switches in at T + 1,000. Asked again at
-    /// T + 500, nothing more is booked (the kworker's CPU stays 1,200 ns, one dispatch call pending); asked at
-    /// T + 1,100, after its switch-in, a second run is booked (the worker runs the work item again).
-    #[test]
-    fn a_queue_run_asked_for_while_its_kblockd_work_is_pending_is_that_same_work() {
-        let mut sim = one_driver_tag(SchedulerDispatch::Inline, 2);
-        sim.submit_batch(0, 0);
-        let (t, completion) = until_a_completion(&mut sim);
-        let waiting = (0..2u32)
-            .find(|&io| sim.slots[io as usize].request.is_none())
-            .expect("one bio waits in the elevator");
-        let core = sim.slots[waiting as usize].hctx;
-        sim.handle(t, completion);
-        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
-        assert_eq!(sim.wake_kworker(0, core, t + 500), t + 500);
-        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200, "pending: not queued again");
-        // Negative control: once the worker has switched in, the same request queues the work again.
-        assert!(sim.wake_kworker(0, core, t + 1_100) > t + 1_100);
-        assert!(sim.kworker_cpu.cpu_ns > 1_200);
     }
 
     /// The negative control of the previous test: the same two bios, but with the restart mark cleared before the
@@ -1007,6 +962,25 @@ mod tests {
         );
         assert_eq!(sim.kworker_cpu.cpu_ns, 0);
         assert!(sim.queues[0].elevator.has_work(0) || sim.queues[0].elevator.has_work(1));
+    }
+
+    /// A queue run asked for while the queue's kblockd work item is still pending (queued, its worker not yet
+    /// switched in) is that same item: `kblockd_mod_delayed_work_on` does not queue `hctx->run_work` twice. The
+    /// setup of `a_completion_reruns_the_queue_on_a_kworker_under_the_schedulers_lock`: the completion at T wakes
+    /// a worker that switches in at T + 1,000. Asked again at T + 500, nothing more is booked (the kworker's CPU
+    /// stays 1,200 ns, one dispatch call pending); asked at T + 1,100, after its switch-in, a second run is booked
+    /// (the worker runs the work item again).
+    #[test]
+    fn a_queue_run_asked_for_while_its_kblockd_work_is_pending_is_that_same_work() {
+        let (mut sim, t, completion, waiting) = one_bio_waiting_for_the_first_completion();
+        let core = sim.slots[waiting as usize].hctx;
+        sim.handle(t, completion);
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200);
+        assert_eq!(sim.wake_kworker(0, core, t + 500), t + 500);
+        assert_eq!(sim.kworker_cpu.cpu_ns, 1_200, "pending: not queued again");
+        // Negative control: once the worker has switched in, the same request queues the work again.
+        assert!(sim.wake_kworker(0, core, t + 1_100) > t + 1_100);
+        assert!(sim.kworker_cpu.cpu_ns > 1_200);
     }
 
     /// A contended hand-off of the scheduler's lock is lock time only for the lock word: one of the

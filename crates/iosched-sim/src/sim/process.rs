@@ -173,8 +173,9 @@ pub(super) struct LoopState {
     /// Woken, waiting in its core's run queue (`Simulation::queue_woken`): completions meanwhile wait in
     /// `unreaped`, and its loop goes on when the core picks it.
     pub(super) queued: bool,
-    /// Its slice is over while others wait for its core (CFS's need_resched): at its next step (a new
-    /// completion, or its submission call returning) it goes back to the run queue, runnable.
+    /// CFS's need_resched: its slice is over while others wait for its core, or a process woken there preempts it
+    /// (`preempt_on_wakeup`). At its next step (a new completion, or its submission call returning) it goes back
+    /// to the run queue, runnable.
     pub(super) resched: bool,
     /// Its bios waiting for a request in the block layer.
     pub(super) tag_waits: u32,
