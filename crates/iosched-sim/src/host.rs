@@ -20,7 +20,11 @@ use std::collections::VecDeque;
 
 pub struct Core {
     pub free_at_ns: u64,
+    /// Whose work was booked here last, a kernel thread's included.
     last_process: u32,
+    /// The user process whose address space (and FPU registers) the core holds: the last one that ran here. A
+    /// kernel thread borrows them (`context_switch` gives it the previous `active_mm`: lazy TLB).
+    mm_owner: u32,
     /// Processes switched in on this core so far (`Host::refill_ns`).
     switch_ins: u64,
     pub busy_ns: u64,
@@ -65,9 +69,11 @@ pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
     cache: CacheFootprint,
-    /// Per tracked process (`set_cache`; empty when the mechanism is off): the core it was last switched in on and
+    /// Per tracked process (`price_switch_ins`; empty when the mechanism is off): the core it was last switched in on and
     /// that core's `switch_ins` then (u32::MAX: never).
     last_switch_in: Vec<(u32, u64)>,
+    /// Ids from here on are kernel threads (`price_switch_ins`; every id is a user process until it is called).
+    user_processes: u32,
     /// `HostConfig::package_idle_wake_ns` and `package_idle_ns`: the extra cost of a wake-up into an idle package.
     pub package_idle_wake_ns: u64,
     pub package_idle_ns: u64,
@@ -88,6 +94,7 @@ impl Host {
                 .map(|_| Core {
                     free_at_ns: 0,
                     last_process: u32::MAX,
+                    mm_owner: u32::MAX,
                     switch_ins: 0,
                     busy_ns: 0,
                     lock_ns: 0,
@@ -96,6 +103,7 @@ impl Host {
             context_switch_ns,
             cache: CacheFootprint::default(),
             last_switch_in: Vec::new(),
+            user_processes: u32::MAX,
             package_idle_wake_ns: 0,
             package_idle_ns: 0,
             window_start_ns: 0,
@@ -125,6 +133,14 @@ impl Host {
     }
 
     /// Book `work_ns` of CPU for `process` on `core`, runnable from `at_ns`. Returns (start, end) of the work.
+    ///
+    /// Switching to another process costs `context_switch_ns` and a cache refill, paid by the process switched in.
+    /// A kernel thread (an id from `user_processes` on, such as the kblockd worker) runs on the address space of the
+    /// user process before it, so when that process comes back the core still holds its page tables, TLB entries
+    /// and FPU registers (Linux 6.3 `context_switch`: a thread without `mm` borrows `active_mm`; `switch_mm_irqs_off`
+    /// of the same mm and `switch_fpu_finish` with `fpregs_state_valid` reload nothing): a process → kernel thread →
+    /// process round trip costs one switch, the kernel thread's, not two. Simplification: the kernel thread's switch
+    /// costs a full `context_switch_ns`, and the process's way back in none.
     #[inline]
     pub fn run(
         &mut self,
@@ -137,24 +153,32 @@ impl Host {
         let c = &mut self.cores[core as usize];
         let mut cost = work_ns;
         if c.last_process != process {
-            if c.last_process != u32::MAX {
+            let kernel_thread = process >= self.user_processes;
+            let back_after_kernel_thread = !kernel_thread && c.mm_owner == process;
+            if c.last_process != u32::MAX && !back_after_kernel_thread {
                 cost += self.context_switch_ns;
                 account.context_switches += 1;
             }
             c.last_process = process;
-            cost += self.refill_ns(core, process);
+            if !kernel_thread {
+                c.mm_owner = process;
+            }
+            if !back_after_kernel_thread {
+                cost += self.refill_ns(core, process);
+            }
         }
         self.run_in_interrupt(core, at_ns, cost, account)
     }
 
-    /// Price switch-ins by `cache` for the processes 0..`processes` (the simulation's kernel threads, such as the
-    /// kblockd worker, have ids beyond them and are not tracked). With any of its three values 0 nothing is tracked,
-    /// so no switch-in pays a refill.
-    pub fn set_cache(&mut self, cache: CacheFootprint, processes: usize) {
+    /// Price switch-ins for the user processes 0..`user_processes`: the simulation's kernel threads, such as the
+    /// kblockd worker, have ids beyond them (see `run`). Refills follow `cache` for the user processes only; with
+    /// any of its three values 0 nothing is tracked, so no switch-in pays a refill.
+    pub fn price_switch_ins(&mut self, cache: CacheFootprint, user_processes: usize) {
         let on = cache.refill_ns > 0 && cache.process_cache_bytes > 0 && cache.core_cache_bytes > 0;
         self.cache = cache;
+        self.user_processes = user_processes as u32;
         self.last_switch_in = if on {
-            vec![(u32::MAX, 0); processes]
+            vec![(u32::MAX, 0); user_processes]
         } else {
             Vec::new()
         };
@@ -639,6 +663,33 @@ mod tests {
         assert_eq!((a.context_switches, b.context_switches), (1, 1));
     }
 
+    /// A kernel thread borrows the address space of the process before it, so that process comes back without a
+    /// switch of its own. Two user processes (ids 0 and 1), a kernel thread (id 7), 1,000 ns switches, one core:
+    /// process 0 runs 0 -> 2,000; the kernel thread switches in and runs 500 (2,000 -> 3,500, its one switch);
+    /// process 0 goes on at once, 1,000 (3,500 -> 4,500): the round trip cost one switch, not two.
+    #[test]
+    fn a_process_comes_back_after_a_kernel_thread_without_a_switch_of_its_own() {
+        let mut host = Host::new(1, 1_000);
+        host.price_switch_ins(CacheFootprint::default(), 2);
+        let (mut process, mut thread) = (CpuAccount::default(), CpuAccount::default());
+        host.run(0, 0, 0, 2_000, &mut process);
+        assert_eq!(host.run(0, 7, 2_000, 500, &mut thread), (2_000, 3_500));
+        assert_eq!(host.run(0, 0, 3_500, 1_000, &mut process), (3_500, 4_500));
+        assert_eq!((process.context_switches, thread.context_switches), (0, 1));
+        // Negative control: user process 1 in the kernel thread's place loaded its own address space, so 0 pays
+        // its way back in (3,500 -> 5,500).
+        let mut host = Host::new(1, 1_000);
+        host.price_switch_ins(CacheFootprint::default(), 2);
+        let (mut process, mut other) = (CpuAccount::default(), CpuAccount::default());
+        host.run(0, 0, 0, 2_000, &mut process);
+        assert_eq!(host.run(0, 1, 2_000, 500, &mut other), (2_000, 3_500));
+        assert_eq!(host.run(0, 0, 3_500, 1_000, &mut process), (3_500, 5_500));
+        // And a process other than the one whose address space the thread borrowed pays its switch as usual:
+        // 0, the thread, then 1 (5,500 -> 5,500 + 1,000 + 1,000).
+        host.run(0, 7, 5_500, 0, &mut other);
+        assert_eq!(host.run(0, 1, 6_500, 1_000, &mut other), (6_500, 8_500));
+    }
+
     /// A process switched in refills what the states switched in since pushed out of the core's cache. A 1 MiB
     /// cache, 48 KiB states, 2,200 ns to refill a whole one, a 1,000 ns context switch:
     /// - first run on a core: nothing of it there, 2,200 (no switch: the core ran nothing before);
@@ -656,7 +707,7 @@ mod tests {
                 process_cache_bytes: 48 << 10,
                 refill_ns: 2_200,
             };
-            host.set_cache(cache, 32);
+            host.price_switch_ins(cache, 32);
             host
         };
         let mut acc = CpuAccount::default();
@@ -702,7 +753,7 @@ mod tests {
             process_cache_bytes: 48 << 10,
             refill_ns: 2_200,
         };
-        zero.set_cache(no_core_cache, 32);
+        zero.price_switch_ins(no_core_cache, 32);
         assert_eq!(cost(&mut zero, 0, 0), 0, "off: first run is free");
         assert_eq!(cost(&mut zero, 0, 1), 1_000, "off: the switch only");
     }

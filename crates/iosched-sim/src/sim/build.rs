@@ -64,7 +64,7 @@ impl<'c> Simulation<'c> {
             process_cache_bytes: config.host.process_cache_bytes,
             refill_ns: config.host.cache_refill_ns,
         };
-        host.set_cache(footprint, processes.len());
+        host.price_switch_ins(footprint, processes.len());
         host.set_window(window_start_ns, end_ns);
         let queues_runs: Vec<Vec<u32>> = queues
             .iter()
