@@ -246,7 +246,8 @@ pub const SBITMAP_SINGLE_WAKE_COUNT: Change = Change {
     commit: "4f8126bb2308",
     title: "sbitmap: Use single per-bitmap counting to wake up queued tags",
     behaviour: "every wake_batch freed tags (counted while anyone waits) wake up to wake_batch sleepers of the first \
-                wait queue that has any; before, each wait queue counts its own wake_batch",
+                wait queue that has any; before, each wait queue counts its own wake_batch. Non-exclusive waiters \
+                (Kyber's hardware queues waiting for a token) count as none woken, so every wait queue's are woken",
     backports: &[],
 };
 
@@ -344,6 +345,41 @@ pub fn sbitmap_shift(depth: u32) -> u32 {
         }
     }
     shift
+}
+
+/// How freed bits wake what waits on an sbitmap queue's 8 wait queues (lib/sbitmap.c), by kernel version: threads
+/// asleep for a request tag (blk-mq, exclusive waiters since 4.19) and Kyber's hardware queues waiting for a token
+/// (non-exclusive entries: `sbitmap_add_wait_queue` uses `add_wait_queue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WakeRule {
+    /// Before 6.2: each wait queue counts freed bits itself (`wait_cnt`, from `wake_batch` down); the count goes to
+    /// the first wait queue with waiters from `wake_index`, and when it runs out that queue is woken and
+    /// `wake_index` moves past it. `exclusive` (4.19+): up to `wake_batch` sleepers; else (4.15) all of them.
+    /// Non-exclusive entries are all woken either way.
+    PerQueueCount { exclusive: bool },
+    /// 6.2 to 6.4 ([`SBITMAP_SINGLE_WAKE_COUNT`]): freed bits are counted once for the bitmap while anyone waits;
+    /// every `wake_batch` of them go through the wait queues from `wake_index` (advancing it past each) and stop at
+    /// the first where `wake_up_nr` woke an exclusive waiter (up to `wake_batch` of them). Non-exclusive entries are
+    /// called but count as none woken (`wake_up_nr` returns the exclusive ones, ee7dc86b6d3e), so with only those
+    /// waiting, as Kyber's token waits, every wait queue's entries are woken.
+    OneQueuePerBatch,
+    /// 6.5+ ([`SBITMAP_WAKE_WHOLE_BATCH`]): as above, going on to the next wait queues until `wake_batch`
+    /// exclusive waiters are woken.
+    AcrossQueues,
+}
+
+impl WakeRule {
+    pub fn of(kernel: KernelVersion) -> Self {
+        if kernel.has(&SBITMAP_WAKE_WHOLE_BATCH) {
+            WakeRule::AcrossQueues
+        } else if kernel.has(&SBITMAP_SINGLE_WAKE_COUNT) {
+            WakeRule::OneQueuePerBatch
+        } else {
+            WakeRule::PerQueueCount {
+                exclusive: kernel.has(&BLK_MQ_TAG_EXCLUSIVE_WAIT),
+            }
+        }
+    }
 }
 
 /// lib/sbitmap.c `sbq_calc_wake_batch`: freed tags per wake-up of an sbitmap queue's sleepers on `kernel`, for

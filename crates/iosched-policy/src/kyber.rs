@@ -33,19 +33,24 @@
 //!   domain is non-empty, take a token, then move *all* staging lists of that domain (CPUs in ascending order) to
 //!   the tail of the hardware queue's list and dispatch the head. Requests are only moved once a token is in hand,
 //!   so requests waiting for a token stay where later bios can still merge into them.
-//! * **Token waits** (`kyber_get_domain_token` on an sbitmap queue, Linux 5.2 `lib/sbitmap.c`). Each pool has 8
+//! * **Token waits** (`kyber_get_domain_token` on an sbitmap queue, `lib/sbitmap.c` of the run's kernel). Each pool has 8
 //!   wait queues (SBQ_WAIT_QUEUES) and a wake batch of depth / 8 within 1..=8 (8 for READ, WRITE and DISCARD at
 //!   their full depths, 2 for OTHER). A hardware queue that finds no token puts its one wait entry per domain, if it
 //!   is not queued already, at the *head* of the wait queue its own `wait_index` names, and advances that index
 //!   (so each hardware queue rotates over the 8 wait queues on its own). A hardware queue that gets a token while
 //!   queued takes its entry off.
 //! * **Completion.** The token goes back to its pool (`sbitmap_queue_clear`). If any hardware queue waits on the
-//!   pool, the freed token counts against the first wait queue with waiters from the pool's `wake_index` on; when
-//!   that wait queue has counted `wake_batch` freed tokens its count starts again, `wake_index` moves past it and
-//!   the whole wait queue is woken: Kyber's entries are not exclusive, so `wake_up_nr` calls every one of them,
-//!   newest first. Each callback (`kyber_domain_wake`) takes its entry off and runs its hardware queue;
-//!   [`Elevator::take_woken_hctxs`] hands those queues to the caller in that order. A resize that changes the wake
-//!   batch sets every wait queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::Restart`]
+//!   pool, the wake-up follows the kernel version ([`WakeRule`]). Before 6.2 the freed token counts against the
+//!   first wait queue with waiters from the pool's `wake_index` on; when that wait queue has counted `wake_batch`
+//!   freed tokens its count starts again, `wake_index` moves past it and the whole wait queue is woken: Kyber's
+//!   entries are not exclusive, so `wake_up_nr` calls every one of them, newest first. Since 6.2
+//!   ([`kernel::SBITMAP_SINGLE_WAKE_COUNT`]) the pool counts freed tokens once while anyone waits, and every
+//!   `wake_batch` of them wake every wait queue's entries, from `wake_index` on: the loop over the wait queues
+//!   stops only at one whose `wake_up_nr` woke an exclusive waiter, and Kyber's are none (so on Linux 6.3, with its
+//!   tokens used up, a batch of 8 freed read tokens wakes every hardware queue waiting for one). Each callback
+//!   (`kyber_domain_wake`) takes its entry off and runs its hardware queue; [`Elevator::take_woken_hctxs`] hands
+//!   those queues to the caller in that order. Before 6.2 a resize that changes the wake batch sets every wait
+//!   queue's count to 1 (`sbitmap_queue_update_wake_batch`). [`AfterCompletion::Restart`]
 //!   is returned either way (blk-mq's restart of the completion's own queue, if a run there wanted a driver tag).
 //!   For READ, WRITE and DISCARD two samples are recorded: total latency (`now − rq.start_ns`) and I/O latency
 //!   (`now − issue_ns`), each into an 8-bucket histogram relative to the domain's target: bucket =
@@ -81,9 +86,10 @@
 //!   queue's CPUs), so queues woken together run in parallel and race for the freed tokens; the simulator runs
 //!   them one after the other, synchronously, in callback order, before anything else runs a queue on that
 //!   completion. The kernel's second attempt right after queueing the wait cannot succeed in this serialized model
-//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg). The wait queues' own spinlocks are
-//!   reported ([`Elevator::take_inner_lock_uses`]): one acquisition to add a hardware queue's entry, one to take it
-//!   off after a token was found, one per wake-up (`wake_up_nr` holds it while it calls the entries).
+//!   and is omitted, as are the atomics' races (`wait_cnt` reset by cmpxchg before 6.2, `wakeup_cnt` since). The
+//!   wait queues' own spinlocks are reported ([`Elevator::take_inner_lock_uses`]): one acquisition to add a hardware
+//!   queue's entry, one to take it off after a token was found, one per wait queue a wake-up wakes (`wake_up_nr`
+//!   holds it while it calls the entries).
 //! * **Flush** requests go to OTHER. In the kernel most flush sequences (`RQF_FLUSH_SEQ`) bypass the elevator and
 //!   go straight to the hardware queue's dispatch list; the simulator hands them to the scheduler instead.
 //! * **Async depth** (`limit_depth`, per the run's kernel version): 75 % (KYBER_ASYNC_PERCENT) of each sbitmap word
@@ -109,7 +115,7 @@
 
 use std::collections::VecDeque;
 
-use crate::kernel::{self, KernelVersion, SchedTags};
+use crate::kernel::{self, KernelVersion, SchedTags, WakeRule};
 use crate::{
     merge_into_recent, AfterCompletion, Elevator, InnerLockUse, LockAcquisitions, Locking, Op,
     Request, TunableError,
@@ -277,7 +283,7 @@ impl HwQueue {
     }
 }
 
-/// One domain's tokens and the wait side of its sbitmap queue (lib/sbitmap.c, Linux 5.2).
+/// One domain's tokens and the wait side of its sbitmap queue (lib/sbitmap.c of the run's kernel version).
 #[derive(Debug, Clone)]
 struct TokenPool {
     depth: u32,
@@ -285,16 +291,21 @@ struct TokenPool {
     /// The waiting hardware queues on each of the SBQ_WAIT_QUEUES wait queues, in the order a wake-up calls them:
     /// Kyber's entries are non-exclusive, which `add_wait_queue` puts at the head, so the newest comes first.
     waits: [VecDeque<u32>; WAIT_QUEUES],
-    /// Per wait queue: freed tokens still to count before it is woken (`wait_cnt`).
+    /// Before 6.2, per wait queue: freed tokens still to count before it is woken (`wait_cnt`).
     wait_cnt: [u32; WAIT_QUEUES],
-    /// The wait queue a freed token counts against next (`wake_index`), if it has waiters.
+    /// Where wake-ups start: before 6.2 the wait queue a freed token counts against next, if it has waiters.
     wake_index: usize,
     /// Freed tokens per wake-up (`wake_batch`).
     wake_batch: u32,
+    /// Since 6.2: tokens freed while any hardware queue waited (`completion_cnt`) and those the wake-ups so far
+    /// stood for (`wakeup_cnt`, a `wake_batch` each).
+    completion_cnt: u64,
+    wakeup_cnt: u64,
+    rule: WakeRule,
 }
 
 impl TokenPool {
-    fn new(depth: u32) -> Self {
+    fn new(depth: u32, rule: WakeRule) -> Self {
         let wake_batch = wake_batch(depth);
         Self {
             depth,
@@ -303,37 +314,68 @@ impl TokenPool {
             wait_cnt: [wake_batch; WAIT_QUEUES],
             wake_index: 0,
             wake_batch,
+            completion_cnt: 0,
+            wakeup_cnt: 0,
+            rule,
         }
     }
 
-    /// sbitmap_queue_wake_up for one freed token: it counts against the first wait queue with waiters from
-    /// `wake_index` on; the wait queue whose count runs out is woken whole (its entries are not exclusive, so
-    /// `wake_up_nr` calls every one of them) and `wake_index` moves past it. The woken hardware queues are
-    /// appended to `woken` in call order.
-    /// Returns the wait queue woken, if any (`wake_up_nr` takes its spinlock while it calls the entries).
-    fn token_freed(&mut self, woken: &mut Vec<u32>) -> Option<usize> {
-        let ws = (0..WAIT_QUEUES)
-            .map(|i| (self.wake_index + i) % WAIT_QUEUES)
-            .find(|&ws| !self.waits[ws].is_empty())?;
-        self.wake_index = ws;
-        self.wait_cnt[ws] = self.wait_cnt[ws].saturating_sub(1);
-        if self.wait_cnt[ws] == 0 {
-            self.wait_cnt[ws] = self.wake_batch;
-            self.wake_index = (ws + 1) % WAIT_QUEUES;
-            woken.extend(self.waits[ws].drain(..));
-            return Some(ws);
+    /// sbitmap_queue_wake_up for one freed token of `domain`, by the kernel's [`WakeRule`]. Kyber's entries are
+    /// not exclusive: `wake_up_nr` calls every one of a wait queue it wakes.
+    /// - Before 6.2: the token counts against the first wait queue with waiters from `wake_index` on; the wait
+    ///   queue whose count runs out is woken whole and `wake_index` moves past it.
+    /// - Since 6.2: while any hardware queue waits, every `wake_batch` freed tokens go through the 8 wait queues
+    ///   from `wake_index` and wake each that has entries: `wake_up_nr` returns the exclusive waiters it woke, none
+    ///   here, so neither the 6.2 rule (stop at a wait queue that woke one) nor the 6.5 one (stop once
+    ///   `wake_batch` are woken) stops early, and `wake_index` comes back where it started.
+    ///
+    /// The woken hardware queues are appended to `woken` in call order, and each wait queue woken to `locks`
+    /// (`wake_up_nr` takes its spinlock while it calls the entries).
+    fn token_freed(&mut self, domain: usize, woken: &mut Vec<u32>, locks: &mut Vec<InnerLockUse>) {
+        if let WakeRule::PerQueueCount { .. } = self.rule {
+            let Some(ws) = (0..WAIT_QUEUES)
+                .map(|i| (self.wake_index + i) % WAIT_QUEUES)
+                .find(|&ws| !self.waits[ws].is_empty())
+            else {
+                return;
+            };
+            self.wake_index = ws;
+            self.wait_cnt[ws] = self.wait_cnt[ws].saturating_sub(1);
+            if self.wait_cnt[ws] == 0 {
+                self.wait_cnt[ws] = self.wake_batch;
+                self.wake_index = (ws + 1) % WAIT_QUEUES;
+                woken.extend(self.waits[ws].drain(..));
+                locks.push(wait_queue_lock(domain, ws));
+            }
+            return;
         }
-        None
+        if self.waits.iter().all(VecDeque::is_empty) {
+            return; // `ws_active` is 0: the token is not counted
+        }
+        self.completion_cnt += 1;
+        if self.completion_cnt - self.wakeup_cnt < self.wake_batch as u64 {
+            return;
+        }
+        self.wakeup_cnt += self.wake_batch as u64;
+        for i in 0..WAIT_QUEUES {
+            let ws = (self.wake_index + i) % WAIT_QUEUES;
+            if !self.waits[ws].is_empty() {
+                woken.extend(self.waits[ws].drain(..));
+                locks.push(wait_queue_lock(domain, ws));
+            }
+        }
     }
 
-    /// sbitmap_queue_resize: a new depth may change the wake batch; if it does, every wait queue's count is set to
-    /// 1, so the next freed token wakes.
+    /// sbitmap_queue_resize: a new depth may change the wake batch; before 6.2, if it does, every wait queue's
+    /// count is set to 1, so the next freed token wakes (`sbitmap_queue_update_wake_batch`).
     fn resize(&mut self, depth: u32) {
         self.depth = depth;
         let batch = wake_batch(depth);
         if batch != self.wake_batch {
             self.wake_batch = batch;
-            self.wait_cnt = [1; WAIT_QUEUES];
+            if let WakeRule::PerQueueCount { .. } = self.rule {
+                self.wait_cnt = [1; WAIT_QUEUES];
+            }
         }
     }
 }
@@ -376,7 +418,8 @@ impl Kyber {
             hctxs: (0..nr_hw_queues.max(1))
                 .map(|_| HwQueue::default())
                 .collect(),
-            tokens: MAX_DEPTH.map(TokenPool::new),
+            tokens: MAX_DEPTH
+                .map(|depth| TokenPool::new(depth, WakeRule::of(KernelVersion::NEWEST))),
             targets: [DEFAULT_READ_LAT_NS, DEFAULT_WRITE_LAT_NS, DISCARD_LAT_NS],
             histograms: [[[0; NR_BUCKETS]; 2]; NR_STAT_DOMAINS],
             window_deadline: [None; NR_STAT_DOMAINS],
@@ -634,6 +677,9 @@ impl Elevator for Kyber {
 
     fn set_kernel_version(&mut self, kernel: KernelVersion) {
         self.kernel = kernel;
+        for pool in &mut self.tokens {
+            pool.rule = WakeRule::of(kernel);
+        }
     }
 
     /// kyber_limit_depth: async requests (since 1db61b0afdd7 everything but sync reads) get the async depth.
@@ -676,9 +722,7 @@ impl Elevator for Kyber {
         );
         pool.in_use = pool.in_use.saturating_sub(1);
         let first_woken = self.woken.len();
-        if let Some(ws) = pool.token_freed(&mut self.woken) {
-            self.inner_lock_uses.push(wait_queue_lock(domain, ws));
-        }
+        pool.token_freed(domain, &mut self.woken, &mut self.inner_lock_uses);
         // kyber_domain_wake takes each woken queue's entry off its wait queue and runs the queue.
         for &hctx in &self.woken[first_woken..] {
             self.hctxs[hctx as usize].wait_queue[domain] = None;
@@ -1148,9 +1192,11 @@ mod tests {
         assert_eq!(k.tokens_in_use(Domain::Other), 16);
     }
 
+    /// Linux 5.2's wake-ups (before 6.2 each wait queue counts its own freed tokens).
     #[test]
     fn a_queue_that_gets_a_token_leaves_its_wait_queue_and_its_next_wait_goes_to_the_next_one() {
         let mut k = Kyber::new(3);
+        k.set_kernel_version(KernelVersion::new(5, 2));
         let mut held = hold_all_other_tokens(&mut k);
         k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
         assert_eq!(k.dispatch(1, 0), None);
@@ -1183,6 +1229,47 @@ mod tests {
         k.completed(&held.pop().unwrap(), 0, 4 * MS);
         assert_eq!(woken(&mut k), [1]);
         assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+    }
+
+    /// Since 6.2 the freed tokens are counted once per pool, and a wake-up calls every wait queue's entries:
+    /// `wake_up_nr` returns the exclusive waiters it woke, and Kyber's entries are not exclusive, so no wait queue
+    /// stops it. OTHER's 16 tokens all held, wake batch 2: queue 1 waits on wait queue 0 (lock 24), then, after
+    /// taking a token and waiting again, on wait queue 1 (lock 25); queue 2 waits on wait queue 0. The first freed
+    /// token is taken by queue 1 (counted: 1 of 2); the next freed one completes the batch and wakes wait queue 0
+    /// (queue 2) and wait queue 1 (queue 1) at once, taking both their locks. Linux 5.2 woke only wait queue 0
+    /// then, whose own count had reached 2, and queue 1 two tokens later (the previous test).
+    #[test]
+    fn since_6_2_every_wake_batch_freed_tokens_wake_every_waiting_queue() {
+        let mut k = Kyber::new(3);
+        k.set_kernel_version(KernelVersion::new(6, 3));
+        let mut held = hold_all_other_tokens(&mut k);
+        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
+        assert_eq!(k.dispatch(1, 0), None);
+        k.completed(&held.pop().unwrap(), 0, MS);
+        assert!(woken(&mut k).is_empty());
+        assert_eq!(k.dispatch(1, MS).map(|r| r.id), Some(16));
+        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), MS);
+        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), MS);
+        assert_eq!(k.dispatch(1, MS), None);
+        assert_eq!(k.dispatch(2, MS), None);
+        assert_eq!(
+            k.wait_queue_lengths(Domain::Other),
+            [1, 1, 0, 0, 0, 0, 0, 0]
+        );
+        k.take_inner_lock_uses(&mut Vec::new());
+        k.completed(&held.pop().unwrap(), 0, 2 * MS);
+        assert_eq!(woken(&mut k), [2, 1]);
+        assert_eq!(inner_locks_taken(&mut k), [24, 25]);
+        assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+        // The woken queues run in call order: 2 takes the freed token, 1 finds none and waits on its next wait
+        // queue (2, lock 26); the count goes on from the batch: two more freed tokens wake it.
+        assert_eq!(k.dispatch(2, 2 * MS).map(|r| r.id), Some(18));
+        assert_eq!(k.dispatch(1, 2 * MS), None);
+        assert_eq!(inner_locks_taken(&mut k), [26]);
+        k.completed(&held.pop().unwrap(), 0, 3 * MS);
+        assert!(woken(&mut k).is_empty(), "1 of 2 counted");
+        k.completed(&held.pop().unwrap(), 0, 4 * MS);
+        assert_eq!(woken(&mut k), [1]);
     }
 
     fn inner_locks_taken(k: &mut Kyber) -> Vec<u32> {
@@ -1232,10 +1319,11 @@ mod tests {
             [1, 7, 8, 16, 63, 64, 256].map(wake_batch),
             [1, 1, 1, 2, 7, 8, 8]
         );
-        let mut pool = TokenPool::new(256);
+        // Linux 5.2's wake-ups (per wait queue counts).
+        let mut pool = TokenPool::new(256, WakeRule::PerQueueCount { exclusive: true });
         pool.waits[3].push_front(5);
-        let mut woken = Vec::new();
-        pool.token_freed(&mut woken);
+        let (mut woken, mut locks) = (Vec::new(), Vec::new());
+        pool.token_freed(0, &mut woken, &mut locks);
         assert_eq!((woken.len(), pool.wait_cnt[3], pool.wake_index), (0, 7, 3));
         // Same batch: the counts stay.
         pool.resize(128);
@@ -1243,7 +1331,7 @@ mod tests {
         // A smaller batch sets every count to 1.
         pool.resize(16);
         assert_eq!((pool.wake_batch, pool.wait_cnt), (2, [1; 8]));
-        pool.token_freed(&mut woken);
+        pool.token_freed(0, &mut woken, &mut locks);
         assert_eq!((woken, pool.wait_cnt[3], pool.wake_index), (vec![5], 2, 4));
     }
 

@@ -24,7 +24,7 @@
 use iosched_policy::id_map::IdMap;
 use std::collections::VecDeque;
 
-use iosched_policy::kernel::{self, KernelVersion, SchedTags};
+use iosched_policy::kernel::{self, KernelVersion, SchedTags, WakeRule};
 use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Request};
 
 use crate::host::{SpinLock, HANDOFF_CACHE_LINES, WAIT_QUEUE_HANDOFF_LINES};
@@ -179,34 +179,6 @@ impl Sbitmap {
 
     fn in_use(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
-    }
-}
-
-/// How freed tags wake the threads asleep on a tag set's 8 wait queues, by kernel version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WakeRule {
-    /// Before 6.2: each wait queue counts freed tags itself (`wait_cnt`, from `wake_batch` down); the count goes to
-    /// the first wait queue with sleepers from `wake_index`, and when it runs out that queue is woken and
-    /// `wake_index` moves past it. `exclusive` (4.19+): up to `wake_batch` sleepers; else (4.15) all of them.
-    PerQueueCount { exclusive: bool },
-    /// 6.2 to 6.4 (4f8126bb2308): freed tags are counted once for the tag set while anyone waits; every
-    /// `wake_batch` of them wake up to `wake_batch` sleepers of the first wait queue from `wake_index` that has any.
-    OneQueuePerBatch,
-    /// 6.5+ (106397376c03): as above, going on to the next wait queues until `wake_batch` sleepers are woken.
-    AcrossQueues,
-}
-
-impl WakeRule {
-    pub fn of(kernel: KernelVersion) -> Self {
-        if kernel.has(&kernel::SBITMAP_WAKE_WHOLE_BATCH) {
-            WakeRule::AcrossQueues
-        } else if kernel.has(&kernel::SBITMAP_SINGLE_WAKE_COUNT) {
-            WakeRule::OneQueuePerBatch
-        } else {
-            WakeRule::PerQueueCount {
-                exclusive: kernel.has(&kernel::BLK_MQ_TAG_EXCLUSIVE_WAIT),
-            }
-        }
     }
 }
 
