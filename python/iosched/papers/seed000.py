@@ -867,20 +867,20 @@ def throughput_why(v: Values) -> dict[str, str]:
                   f"MQ-Deadline with 3 {r('fig-7a', 'mq-deadline', '3', 'read_kiops'):.2f}x (the artifact's peaks at "
                   f"3 processes, the model's at {peak('mq-deadline')}); {race}",
         "fig-7b": f"Kyber with 13-15 processes {r('fig-7b', 'kyber', '13', 'cpu_cores'):.2f}x-"
-                  f"{r('fig-7b', 'kyber', '15', 'cpu_cores'):.2f}x the artifact's CPU: with more processes than "
-                  "cores they share cores and pay context switches (the host's 1.5 µs each) where the artifact's "
-                  "Kyber stays at ~4 cores from 8 processes on",
+                  f"{r('fig-7b', 'kyber', '15', 'cpu_cores'):.2f}x the artifact's CPU, which stays at ~4 cores from "
+                  "8 processes on: every 8 freed tokens wake every waiting hardware queue's kblockd worker (Linux "
+                  "6.3), on the processes' own cores, and more processes than cores share cores",
         "fig-8a": "each hook takes as many locks as Linux 6.3's code does (BFQ's io-context look-ups under the "
                   "queue_lock included) at 19 ns per uncontended call, fitted to none with one process (a calibration "
                   f"input): the schedulers' single processes give {r('fig-8a', 'bfq', '1', 'lock_cycles_pct'):.2f}x "
                   f"(BFQ), {r('fig-8a', 'mq-deadline', '1', 'lock_cycles_pct'):.2f}x (MQ-Deadline) and "
                   f"{r('fig-8a', 'kyber', '1', 'lock_cycles_pct'):.2f}x (Kyber) the artifact's share; with 2-4 "
-                  f"processes BFQ's share is {locks('fig-8a', 'bfq', (2, 3, 4))}, MQ-Deadline's with 2-3 "
-                  f"{locks('fig-8a', 'mq-deadline', (2, 3))} and Kyber's with 3-5 {locks('fig-8a', 'kyber', (3, 4, 5))} "
-                  "(contention starts at other process counts than in the artifact); Kyber's with 10-15 "
+                  f"processes BFQ's share is {locks('fig-8a', 'bfq', (2, 3, 4))} (its contention starts at fewer "
+                  "processes than the artifact's); Kyber's with 10-15 "
                   f"{locks('fig-8a', 'kyber', (10, 15))}: the artifact's spins there (6% of its cycles in the slow "
                   "path), the model's hardly (its token wait queues' locks are held for no time and hand over two "
-                  "cache lines)",
+                  "cache lines, and the 3 ms re-run of every hardware queue that a dispatch loop finding no token "
+                  "arms, blk_mq_delay_run_hw_queues, 2.5% of the artifact's cycles, is not modelled)",
         "fig-8b": "the artifact's shares without contention are higher on 8 SSDs than on one (one process: none 3.04% "
                   "against 2.74, MQ-Deadline 5.98 against 5.05, Kyber 5.64 against 4.82) where the model's are the "
                   "same: a lock and the scheduler data it guards, touched by a core once every eight I/Os, are colder "
