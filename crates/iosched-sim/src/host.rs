@@ -69,8 +69,8 @@ pub struct Host {
     pub cores: Vec<Core>,
     pub context_switch_ns: u64,
     cache: CacheFootprint,
-    /// Per tracked process (`price_switch_ins`; empty when the mechanism is off): the core it was last switched in on and
-    /// that core's `switch_ins` then (u32::MAX: never).
+    /// Per tracked process (`price_switch_ins`; empty when the mechanism is off): the core it was last switched in
+    /// on and that core's `switch_ins` then (u32::MAX: never).
     last_switch_in: Vec<(u32, u64)>,
     /// Ids from here on are kernel threads (`price_switch_ins`; every id is a user process until it is called).
     user_processes: u32,
