@@ -38,7 +38,8 @@
 //!   at their full depths, 2 for OTHER). A hardware queue that finds no token puts its one wait entry per domain, if
 //!   it is not queued already, at the *head* of the wait queue its own `wait_index` names, and advances that index
 //!   (so each hardware queue rotates over the 8 wait queues on its own). A hardware queue that gets a token while
-//!   queued takes its entry off.
+//!   queued takes its entry off. The wait queues and their wake-ups are [`crate::sbitmap::SbqWaits`], as for the
+//!   block layer's request tags (whose sleepers are exclusive).
 //! * **Completion.** The token goes back to its pool (`sbitmap_queue_clear`). If any hardware queue waits on the
 //!   pool, the wake-up follows the kernel version ([`WakeRule`]). Before 6.2 the freed token counts against the
 //!   first wait queue with waiters from the pool's `wake_index` on; when that wait queue has counted `wake_batch`
@@ -116,6 +117,7 @@
 use std::collections::VecDeque;
 
 use crate::kernel::{self, KernelVersion, SchedTags, WakeRule};
+use crate::sbitmap::{SbqWaits, SBQ_WAIT_QUEUES as WAIT_QUEUES};
 use crate::{
     merge_into_recent, AfterCompletion, Elevator, InnerLockUse, LockAcquisitions, Locking, Op,
     Request, TunableError,
@@ -171,8 +173,6 @@ const NR_DOMAINS: usize = 4;
 const NR_STAT_DOMAINS: usize = 3;
 const MAX_DEPTH: [u32; NR_DOMAINS] = [256, 128, 64, 16];
 const BATCH_SIZE: [u32; NR_DOMAINS] = [16, 8, 1, 1];
-/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES).
-const WAIT_QUEUES: usize = 8;
 
 pub const DEFAULT_READ_LAT_NS: u64 = 2_000_000;
 pub const DEFAULT_WRITE_LAT_NS: u64 = 10_000_000;
@@ -288,20 +288,11 @@ impl HwQueue {
 struct TokenPool {
     depth: u32,
     in_use: u32,
-    /// The waiting hardware queues on each of the SBQ_WAIT_QUEUES wait queues, in the order a wake-up calls them:
-    /// Kyber's entries are non-exclusive, which `add_wait_queue` puts at the head, so the newest comes first.
-    waits: [VecDeque<u32>; WAIT_QUEUES],
-    /// Before 6.2, per wait queue: freed tokens still to count before it is woken (`wait_cnt`).
-    wait_cnt: [u32; WAIT_QUEUES],
-    /// Where wake-ups start: before 6.2 the wait queue a freed token counts against next, if it has waiters.
-    wake_index: usize,
+    /// The waiting hardware queues on each wait queue, in the order a wake-up calls them: Kyber's entries are
+    /// non-exclusive, which `add_wait_queue` puts at the head, so the newest comes first.
+    waits: SbqWaits<u32>,
     /// Freed tokens per wake-up (`wake_batch`).
     wake_batch: u32,
-    /// Since 6.2: tokens freed while any hardware queue waited (`completion_cnt`) and those the wake-ups so far
-    /// stood for (`wakeup_cnt`, a `wake_batch` each).
-    completion_cnt: u64,
-    wakeup_cnt: u64,
-    rule: WakeRule,
 }
 
 impl TokenPool {
@@ -310,60 +301,23 @@ impl TokenPool {
         Self {
             depth,
             in_use: 0,
-            waits: Default::default(),
-            wait_cnt: [wake_batch; WAIT_QUEUES],
-            wake_index: 0,
+            waits: SbqWaits::new(rule, wake_batch, false),
             wake_batch,
-            completion_cnt: 0,
-            wakeup_cnt: 0,
-            rule,
         }
     }
 
-    /// sbitmap_queue_wake_up for one freed token of `domain`, by the kernel's [`WakeRule`]. Kyber's entries are
-    /// not exclusive: `wake_up_nr` calls every one of a wait queue it wakes.
-    /// - Before 6.2: the token counts against the first wait queue with waiters from `wake_index` on; the wait
-    ///   queue whose count runs out is woken whole and `wake_index` moves past it.
-    /// - Since 6.2: while any hardware queue waits, every `wake_batch` freed tokens go through the 8 wait queues
-    ///   from `wake_index` and wake each that has entries: `wake_up_nr` returns the exclusive waiters it woke, none
-    ///   here, so neither the 6.2 rule (stop at a wait queue that woke one) nor the 6.5 one (stop once
-    ///   `wake_batch` are woken) stops early, and `wake_index` comes back where it started.
+    /// sbitmap_queue_wake_up for one freed token of `domain`, by the kernel's [`WakeRule`] ([`SbqWaits::bit_freed`]).
+    /// Kyber's entries are not exclusive: a wake-up calls every entry of each wait queue it wakes, so since 6.2
+    /// every `wake_batch` freed tokens wake every waiting hardware queue. `ws_active` counts the entries on the
+    /// wait queues (a woken entry is taken off by `kyber_domain_wake`).
     ///
     /// The woken hardware queues are appended to `woken` in call order, and each wait queue woken to `locks`
     /// (`wake_up_nr` takes its spinlock while it calls the entries).
     fn token_freed(&mut self, domain: usize, woken: &mut Vec<u32>, locks: &mut Vec<InnerLockUse>) {
-        if let WakeRule::PerQueueCount { .. } = self.rule {
-            let Some(ws) = (0..WAIT_QUEUES)
-                .map(|i| (self.wake_index + i) % WAIT_QUEUES)
-                .find(|&ws| !self.waits[ws].is_empty())
-            else {
-                return;
-            };
-            self.wake_index = ws;
-            self.wait_cnt[ws] = self.wait_cnt[ws].saturating_sub(1);
-            if self.wait_cnt[ws] == 0 {
-                self.wait_cnt[ws] = self.wake_batch;
-                self.wake_index = (ws + 1) % WAIT_QUEUES;
-                woken.extend(self.waits[ws].drain(..));
-                locks.push(wait_queue_lock(domain, ws));
-            }
-            return;
-        }
-        if self.waits.iter().all(VecDeque::is_empty) {
-            return; // `ws_active` is 0: the token is not counted
-        }
-        self.completion_cnt += 1;
-        if self.completion_cnt - self.wakeup_cnt < self.wake_batch as u64 {
-            return;
-        }
-        self.wakeup_cnt += self.wake_batch as u64;
-        for i in 0..WAIT_QUEUES {
-            let ws = (self.wake_index + i) % WAIT_QUEUES;
-            if !self.waits[ws].is_empty() {
-                woken.extend(self.waits[ws].drain(..));
-                locks.push(wait_queue_lock(domain, ws));
-            }
-        }
+        let active = !self.waits.is_empty();
+        self.waits.bit_freed(self.wake_batch, active, woken, |ws| {
+            locks.push(wait_queue_lock(domain, ws))
+        });
     }
 
     /// sbitmap_queue_resize: a new depth may change the wake batch; before 6.2, if it does, every wait queue's
@@ -373,9 +327,7 @@ impl TokenPool {
         let batch = wake_batch(depth);
         if batch != self.wake_batch {
             self.wake_batch = batch;
-            if let WakeRule::PerQueueCount { .. } = self.rule {
-                self.wait_cnt = [1; WAIT_QUEUES];
-            }
+            self.waits.reset_counts(1);
         }
     }
 }
@@ -467,6 +419,7 @@ impl Kyber {
     pub fn wait_queue_lengths(&self, domain: Domain) -> [usize; WAIT_QUEUES] {
         self.tokens[domain as usize]
             .waits
+            .queues()
             .each_ref()
             .map(VecDeque::len)
     }
@@ -490,7 +443,7 @@ impl Kyber {
         if pool.in_use < pool.depth {
             pool.in_use += 1;
             if let Some(ws) = queue.wait_queue[domain].take() {
-                pool.waits[ws].retain(|&h| h as usize != hctx);
+                pool.waits.queue_mut(ws).retain(|&h| h as usize != hctx);
                 self.inner_lock_uses.push(wait_queue_lock(domain, ws));
             }
             true
@@ -499,7 +452,7 @@ impl Kyber {
                 let ws = queue.wait_index[domain];
                 queue.wait_index[domain] = (ws + 1) % WAIT_QUEUES;
                 queue.wait_queue[domain] = Some(ws);
-                pool.waits[ws].push_front(hctx as u32);
+                pool.waits.queue_mut(ws).push_front(hctx as u32);
                 self.inner_lock_uses.push(wait_queue_lock(domain, ws));
             }
             false
@@ -678,7 +631,7 @@ impl Elevator for Kyber {
     fn set_kernel_version(&mut self, kernel: KernelVersion) {
         self.kernel = kernel;
         for pool in &mut self.tokens {
-            pool.rule = WakeRule::of(kernel);
+            pool.waits.set_rule(WakeRule::of(kernel));
         }
     }
 
@@ -1323,18 +1276,25 @@ mod tests {
         );
         // Linux 5.2's wake-ups (per wait queue counts).
         let mut pool = TokenPool::new(256, WakeRule::PerQueueCount { exclusive: true });
-        pool.waits[3].push_front(5);
+        pool.waits.queue_mut(3).push_front(5);
         let (mut woken, mut locks) = (Vec::new(), Vec::new());
         pool.token_freed(0, &mut woken, &mut locks);
-        assert_eq!((woken.len(), pool.wait_cnt[3], pool.wake_index), (0, 7, 3));
+        assert_eq!(
+            (woken.len(), pool.waits.wait_cnt(3), pool.waits.wake_index()),
+            (0, 7, 3)
+        );
         // Same batch: the counts stay.
         pool.resize(128);
-        assert_eq!(pool.wait_cnt[3], 7);
+        assert_eq!(pool.waits.wait_cnt(3), 7);
         // A smaller batch sets every count to 1.
         pool.resize(16);
-        assert_eq!((pool.wake_batch, pool.wait_cnt), (2, [1; 8]));
+        assert_eq!(pool.wake_batch, 2);
+        assert!((0..WAIT_QUEUES).all(|ws| pool.waits.wait_cnt(ws) == 1));
         pool.token_freed(0, &mut woken, &mut locks);
-        assert_eq!((woken, pool.wait_cnt[3], pool.wake_index), (vec![5], 2, 4));
+        assert_eq!(
+            (woken, pool.waits.wait_cnt(3), pool.waits.wake_index()),
+            (vec![5], 2, 4)
+        );
     }
 
     #[test]

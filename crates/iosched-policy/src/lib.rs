@@ -16,6 +16,7 @@ pub mod mq_deadline;
 pub mod none;
 pub mod noop;
 mod registry;
+pub mod sbitmap;
 #[cfg(test)]
 pub(crate) mod testkit;
 

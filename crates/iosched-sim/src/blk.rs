@@ -25,6 +25,7 @@ use iosched_policy::id_map::IdMap;
 use std::collections::VecDeque;
 
 use iosched_policy::kernel::{self, KernelVersion, SchedTags, WakeRule};
+use iosched_policy::sbitmap::{SbqWaits, SBQ_WAIT_QUEUES};
 use iosched_policy::{BlockLayer, Elevator, LockAcquisitions, Locking, Request};
 
 use crate::host::{SpinLock, HANDOFF_CACHE_LINES, WAIT_QUEUE_HANDOFF_LINES};
@@ -32,9 +33,6 @@ use crate::sq::RequestList;
 
 /// A bio waiting for a request: (arrival order, bio, operation, sync).
 type Waiter = (u64, u32, iosched_policy::Op, bool);
-
-/// Wait queues per sbitmap queue (SBQ_WAIT_QUEUES).
-const WAIT_QUEUES: usize = 8;
 
 /// One hardware queue's request tags: lib/sbitmap.c's `struct sbitmap` with its per-CPU allocation hints.
 struct Sbitmap {
@@ -182,93 +180,45 @@ impl Sbitmap {
     }
 }
 
-/// The wait side of one hardware queue's request tags (an `sbitmap_queue`): its 8 wait queues, the per-hctx index
-/// the next sleeper takes (`hctx->wait_index`), the index wake-ups start from (`wake_index`), and the counts that
-/// batch wake-ups (per wait queue `wait_cnt` before 6.2; `completion_cnt`, `wakeup_cnt` since).
+/// The wait side of one hardware queue's request tags (an `sbitmap_queue`, [`SbqWaits`]) and the per-hctx index
+/// the next sleeper takes (`hctx->wait_index`).
 pub struct TagWaits {
-    queues: [VecDeque<u32>; WAIT_QUEUES],
-    wait_cnt: [u32; WAIT_QUEUES],
+    waits: SbqWaits<u32>,
     wait_index: usize,
-    wake_index: usize,
     /// Sleepers plus woken threads that have not retried yet (`ws_active`: finish_wait drops it after the retry).
     active: u32,
-    completion_cnt: u64,
-    wakeup_cnt: u64,
-    rule: WakeRule,
 }
 
 impl TagWaits {
     fn new(rule: WakeRule, wake_batch: u32) -> Self {
+        // blk_mq_get_tag sleeps with sbitmap_prepare_to_wait: exclusive since 4.19.
+        let exclusive = match rule {
+            WakeRule::PerQueueCount { exclusive } => exclusive,
+            _ => true,
+        };
         Self {
-            queues: Default::default(),
-            wait_cnt: [wake_batch; WAIT_QUEUES],
+            waits: SbqWaits::new(rule, wake_batch, exclusive),
             wait_index: 0,
-            wake_index: 0,
             active: 0,
-            completion_cnt: 0,
-            wakeup_cnt: 0,
-            rule,
         }
     }
 
     /// `bt_wait_ptr` then `sbitmap_prepare_to_wait`: sleep on the next wait queue in turn, at its tail.
     fn sleep(&mut self, io: u32) {
-        self.queues[self.wait_index].push_back(io);
-        self.wait_index = (self.wait_index + 1) % WAIT_QUEUES;
+        self.waits.queue_mut(self.wait_index).push_back(io);
+        self.wait_index = (self.wait_index + 1) % SBQ_WAIT_QUEUES;
         self.active += 1;
     }
 
     /// The wake-up for one freed tag (`sbq_wake_up` before 6.2, `sbitmap_queue_wake_up` since); woken bios are
     /// appended to `woken`.
     fn tag_freed(&mut self, wake_batch: u32, woken: &mut Vec<u32>) {
-        if let WakeRule::PerQueueCount { exclusive } = self.rule {
-            // sbq_wake_ptr: the first wait queue with sleepers, from wake_index (which moves to it).
-            let Some(ws) = (0..WAIT_QUEUES)
-                .map(|i| (self.wake_index + i) % WAIT_QUEUES)
-                .find(|&ws| !self.queues[ws].is_empty())
-            else {
-                return;
-            };
-            self.wake_index = ws;
-            self.wait_cnt[ws] -= 1;
-            if self.wait_cnt[ws] > 0 {
-                return;
-            }
-            self.wait_cnt[ws] = wake_batch;
-            self.wake_index = (ws + 1) % WAIT_QUEUES;
-            let queue = &mut self.queues[ws];
-            let n = if exclusive {
-                (wake_batch as usize).min(queue.len())
-            } else {
-                queue.len()
-            };
-            woken.extend(queue.drain(..n));
-            return;
-        }
-        if self.active == 0 {
-            return;
-        }
-        self.completion_cnt += 1;
-        if self.completion_cnt - self.wakeup_cnt < wake_batch as u64 {
-            return;
-        }
-        self.wakeup_cnt += wake_batch as u64;
-        // __sbitmap_queue_wake_up: from wake_index, advancing it past each queue it looks at.
-        let mut left = wake_batch as usize;
-        for _ in 0..WAIT_QUEUES {
-            let queue = &mut self.queues[self.wake_index];
-            self.wake_index = (self.wake_index + 1) % WAIT_QUEUES;
-            let n = left.min(queue.len());
-            woken.extend(queue.drain(..n));
-            left -= n;
-            if left == 0 || (n > 0 && self.rule == WakeRule::OneQueuePerBatch) {
-                break;
-            }
-        }
+        let active = self.active > 0;
+        self.waits.bit_freed(wake_batch, active, woken, |_| {});
     }
 
     fn sleeping(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum()
+        self.waits.waiting()
     }
 }
 
