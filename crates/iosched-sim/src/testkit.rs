@@ -101,40 +101,10 @@ pub fn host(cores: u32) -> HostConfig {
 /// A time-based 4 KiB io_uring job on device 0: 1 ms of ramp, then 5 ms measured, on any core.
 pub fn job(name: &str, rw: Rw, iodepth: u32, numjobs: u32) -> JobConfig {
     JobConfig {
-        name: name.into(),
-        rw,
-        rwmixread: 50,
-        bs_bytes: 4096,
         iodepth,
-        iodepth_batch_submit: 1,
         numjobs,
-        ioengine: IoEngine::IoUring,
-        start_ns: 0,
         ramp_ns: 1_000_000,
-        runtime_ns: 5_000_000,
-        time_based: true,
-        rate_iops: 0,
-        thinktime_ns: 0,
-        prioclass: 0,
-        prio: 4,
-        cgroup: String::new(),
-        cgroup_weight: 100,
-        cpus_allowed: Vec::new(),
-        cpus_split: false,
-        offset_bytes: 0,
-        size_bytes: 0,
-        devices: vec![0],
-        offset_increment_bytes: 0,
-        buffered: false,
-        invalidate: true,
-        stonewall: false,
-        randseed: None,
-        stats_window_ns: None,
-        bssplit: None,
-        lat_percentiles: false,
-        loops: None,
-        random_distribution: None,
-        trace: None,
+        ..JobConfig::new(name, rw, 5_000_000)
     }
 }
 

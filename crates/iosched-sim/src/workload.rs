@@ -277,44 +277,13 @@ impl TraceReplay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::IoEngine;
 
     fn job(rw: Rw, devices: Vec<u32>) -> JobConfig {
         JobConfig {
-            name: "j".into(),
-            rw,
             rwmixread: 70,
-            bs_bytes: 4096,
-            iodepth: 1,
-            iodepth_batch_submit: 1,
-            numjobs: 1,
-            ioengine: IoEngine::IoUring,
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: 1,
-            time_based: true,
-            rate_iops: 0,
-            thinktime_ns: 0,
-            prioclass: 0,
-            prio: 4,
-            cgroup: String::new(),
-            cgroup_weight: 100,
-            cpus_allowed: Vec::new(),
-            cpus_split: false,
             offset_bytes: 1 << 20,
-            size_bytes: 0,
             devices,
-            offset_increment_bytes: 0,
-            buffered: false,
-            invalidate: true,
-            stonewall: false,
-            randseed: None,
-            stats_window_ns: None,
-            bssplit: None,
-            lat_percentiles: false,
-            loops: None,
-            random_distribution: None,
-            trace: None,
+            ..JobConfig::new("j", rw, 1)
         }
     }
 

@@ -595,6 +595,51 @@ pub struct JobConfig {
     pub trace: Option<TraceConfig>,
 }
 
+impl JobConfig {
+    /// A job with fio's defaults for everything but its name, direction and runtime: 4 KiB, QD 1, one process,
+    /// io_uring, 50% reads when mixed, no ramp, priority BE 4 in the root cgroup, any core, the whole of device 0
+    /// from offset 0, direct and repeatable (the run's seed). Time-based: fio's runtime caps a job, and the
+    /// simulator needs one.
+    pub fn new(name: &str, rw: Rw, runtime_ns: u64) -> Self {
+        Self {
+            name: name.into(),
+            rw,
+            rwmixread: 50,
+            bs_bytes: 4096,
+            iodepth: 1,
+            iodepth_batch_submit: 1,
+            numjobs: 1,
+            ioengine: IoEngine::IoUring,
+            start_ns: 0,
+            ramp_ns: 0,
+            runtime_ns,
+            time_based: true,
+            rate_iops: 0,
+            thinktime_ns: 0,
+            prioclass: 0,
+            prio: 4,
+            cgroup: String::new(),
+            cgroup_weight: 100,
+            cpus_allowed: Vec::new(),
+            cpus_split: false,
+            offset_bytes: 0,
+            size_bytes: 0,
+            devices: vec![0],
+            offset_increment_bytes: 0,
+            buffered: false,
+            invalidate: true,
+            stonewall: false,
+            randseed: None,
+            stats_window_ns: None,
+            bssplit: None,
+            lat_percentiles: false,
+            loops: None,
+            random_distribution: None,
+            trace: None,
+        }
+    }
+}
+
 /// fio's random_distribution (`distribution.rs` draws from it). Each skewed kind ranks the region's blocks by
 /// popularity and scatters the ranks over the region by a hash, as fio does, so the hot blocks are spread out;
 /// `center` (0..1) rotates where the scattered ranks start (None: a place drawn from the job's seed).
