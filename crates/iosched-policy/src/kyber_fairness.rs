@@ -1,5 +1,5 @@
 //! `kyber-fairness`: the proportional-share scheduler of Son, Oh and Ahn (seed 001, §IV and Algorithm 1), built on
-//! [`Kyber`](crate::kyber::Kyber). It shares the device among cgroups in proportion to their weights with tokens
+//! [`Kyber`]. It shares the device among cgroups in proportion to their weights with tokens
 //! that each cgroup spends on its own, so dispatching needs no device-wide lock. The same algorithm runs in a real
 //! Linux 6.12 kernel as our module `kmod/kyber-fairness` (in the VM lab); keep the two in step: docs/kmod.md lists
 //! every difference.
@@ -11,7 +11,7 @@
 //!   the pools, token waits and wake-ups: all are Kyber's own code (`kyber.rs`), so `read_lat_nsec` and
 //!   `write_lat_nsec` behave as under `kyber`.
 //! * **Per-cgroup request lists on every hardware queue.** Kyber's per-CPU staging lists and per-hardware-queue
-//!   dispatch lists are indexed by [cgroup][domain]. Bio merges look only at the bio's own cgroup's lists.
+//!   dispatch lists are indexed by `[cgroup][domain]`. Bio merges look only at the bio's own cgroup's lists.
 //! * **Budgets.** Each cgroup has a budget of tokens, counted in sectors. A cgroup starts with `weight × 16`
 //!   sectors. Dispatching a request costs its sectors for a read and its sectors × `wr_scale` for a write or
 //!   discard, charged when it is dispatched. Only a cgroup with budget > 0 may dispatch; its last request may take
