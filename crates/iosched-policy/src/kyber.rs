@@ -103,8 +103,9 @@
 //! * **Insert at head and requeue** are not part of the trait: every insert goes to the tail of its staging list, and
 //!   no request comes back after dispatch.
 //! * **Merge failures**: `blk_bio_list_merge` stops at the first candidate that is adjacent but cannot merge (for
-//!   example because of the size limit); [`mergeable`](crate::mergeable) does not distinguish that case, so the scan goes on to older
-//!   requests. Only the sector, operation and size rules of [`mergeable`](crate::mergeable) are checked.
+//!   example because of the size limit); [`mergeable`](crate::mergeable) does not distinguish that case, so the
+//!   scan goes on to older requests. Only the sector, operation and size rules of [`mergeable`](crate::mergeable)
+//!   are checked.
 //! * **Time** is in nanoseconds rather than jiffies: the 100 ms timer and the 1 s window are exact.
 //! * No tracepoints (`kyber_adjust`, `kyber_latency`, `kyber_throttled`); [`Kyber::introspect`] reports the depths.
 //!
