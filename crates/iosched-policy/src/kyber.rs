@@ -1106,6 +1106,38 @@ mod tests {
             .collect()
     }
 
+    /// The two wake-up tests' start, on `kernel`: OTHER's 16 tokens all held, queue 1 waits on wait queue 0, takes
+    /// the first freed token (counted, not yet a wake-up) when it runs for another reason and leaves its wait
+    /// queue; then its second wait goes to wait queue 1 and queue 2's first to wait queue 0. Returns the 15
+    /// tokens still held.
+    fn queues_1_and_2_waiting_on_wait_queues_1_and_0(
+        kernel: KernelVersion,
+    ) -> (Kyber, Vec<Request>) {
+        let mut k = Kyber::new(3);
+        k.set_kernel_version(kernel);
+        let mut held = hold_all_other_tokens(&mut k);
+        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
+        assert_eq!(k.dispatch(1, 0), None);
+        assert_eq!(
+            k.wait_queue_lengths(Domain::Other),
+            [1, 0, 0, 0, 0, 0, 0, 0]
+        );
+        k.completed(&held.pop().unwrap(), 0, MS);
+        assert!(woken(&mut k).is_empty());
+        assert_eq!(k.dispatch(1, MS).map(|r| r.id), Some(16));
+        assert!(!k.waiting(1, Domain::Other));
+        assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
+        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), MS);
+        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), MS);
+        assert_eq!(k.dispatch(1, MS), None);
+        assert_eq!(k.dispatch(2, MS), None);
+        assert_eq!(
+            k.wait_queue_lengths(Domain::Other),
+            [1, 1, 0, 0, 0, 0, 0, 0]
+        );
+        (k, held)
+    }
+
     fn woken(k: &mut Kyber) -> Vec<u32> {
         let mut woken = Vec::new();
         k.take_woken_hctxs(&mut woken);
@@ -1151,31 +1183,8 @@ mod tests {
     /// Linux 5.2's wake-ups (before 6.2 each wait queue counts its own freed tokens).
     #[test]
     fn a_queue_that_gets_a_token_leaves_its_wait_queue_and_its_next_wait_goes_to_the_next_one() {
-        let mut k = Kyber::new(3);
-        k.set_kernel_version(KernelVersion::new(5, 2));
-        let mut held = hold_all_other_tokens(&mut k);
-        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
-        assert_eq!(k.dispatch(1, 0), None);
-        assert_eq!(
-            k.wait_queue_lengths(Domain::Other),
-            [1, 0, 0, 0, 0, 0, 0, 0]
-        );
-        // A freed token (not yet a wake-up) is taken by queue 1 when it runs for another reason.
-        k.completed(&held.pop().unwrap(), 0, MS);
-        assert!(woken(&mut k).is_empty());
-        assert_eq!(k.dispatch(1, MS).map(|r| r.id), Some(16));
-        assert!(!k.waiting(1, Domain::Other));
-        assert_eq!(k.wait_queue_lengths(Domain::Other), [0; 8]);
-
-        // Queue 1's second wait goes to wait queue 1; queue 2's first to wait queue 0.
-        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), MS);
-        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), MS);
-        assert_eq!(k.dispatch(1, MS), None);
-        assert_eq!(k.dispatch(2, MS), None);
-        assert_eq!(
-            k.wait_queue_lengths(Domain::Other),
-            [1, 1, 0, 0, 0, 0, 0, 0]
-        );
+        let (mut k, mut held) =
+            queues_1_and_2_waiting_on_wait_queues_1_and_0(KernelVersion::new(5, 2));
         // Wait queue 0 had one freed token counted already: the next one wakes it, and the wake-ups move on to
         // wait queue 1, which takes two more.
         k.completed(&held.pop().unwrap(), 0, 2 * MS);
@@ -1196,22 +1205,8 @@ mod tests {
     /// then, whose own count had reached 2, and queue 1 two tokens later (the previous test).
     #[test]
     fn since_6_2_every_wake_batch_freed_tokens_wake_every_waiting_queue() {
-        let mut k = Kyber::new(3);
-        k.set_kernel_version(KernelVersion::new(6, 3));
-        let mut held = hold_all_other_tokens(&mut k);
-        k.insert(rq(16, Op::Flush, 1, 1, 0, 0), 0);
-        assert_eq!(k.dispatch(1, 0), None);
-        k.completed(&held.pop().unwrap(), 0, MS);
-        assert!(woken(&mut k).is_empty());
-        assert_eq!(k.dispatch(1, MS).map(|r| r.id), Some(16));
-        k.insert(rq(17, Op::Flush, 1, 1, 0, 0), MS);
-        k.insert(rq(18, Op::Flush, 2, 2, 0, 0), MS);
-        assert_eq!(k.dispatch(1, MS), None);
-        assert_eq!(k.dispatch(2, MS), None);
-        assert_eq!(
-            k.wait_queue_lengths(Domain::Other),
-            [1, 1, 0, 0, 0, 0, 0, 0]
-        );
+        let (mut k, mut held) =
+            queues_1_and_2_waiting_on_wait_queues_1_and_0(KernelVersion::new(6, 3));
         k.take_inner_lock_uses(&mut Vec::new());
         k.completed(&held.pop().unwrap(), 0, 2 * MS);
         assert_eq!(woken(&mut k), [2, 1]);
