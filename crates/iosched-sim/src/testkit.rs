@@ -46,6 +46,8 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         gc_step_copies: None,
         condition,
         trimmed_fraction: 0.0,
+        slc_static_bytes: None,
+        rested: false,
         max_sectors_kb: None,
         filesystem: None,
         null_blk: None,

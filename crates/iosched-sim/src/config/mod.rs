@@ -437,6 +437,15 @@ pub struct DeviceConfig {
     pub condition: Condition,
     /// Fraction of the logical space trimmed after conditioning (raises the effective spare area).
     pub trimmed_fraction: f64,
+    /// The part of the drive's SLC write cache that stays SLC however full the drive is (Samsung's "default"
+    /// TurboWrite region), in bytes of host data. Only a `rested` drive starts with it empty; None: no such region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slc_static_bytes: Option<u64>,
+    /// The drive idled before the run long enough to move its static SLC region's data to TLC: a preconditioned
+    /// drive then takes its first `slc_static_bytes` of writes without garbage collection. False: the region is
+    /// full (a drive written without pause), the state every other run starts from. No effect on a fresh drive.
+    #[serde(default)]
+    pub rested: bool,
     /// Largest request the block layer builds by merging (`max_sectors_kb`); None: 128 KiB.
     #[serde(default)]
     pub max_sectors_kb: Option<u32>,

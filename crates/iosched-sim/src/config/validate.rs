@@ -269,6 +269,12 @@ impl DeviceConfig {
         check(self.read_suspend_limit != Some(0), || {
             at("read_suspend_limit must be >= 1 (leave it out for no bound; read_suspend_ns = 0 for no suspend)")
         })?;
+        check(!self.rested || self.slc_static_bytes.is_some(), || {
+            at("rested needs slc_static_bytes (the static SLC region a rested drive starts with empty)")
+        })?;
+        check(self.slc_static_bytes != Some(0), || {
+            at("slc_static_bytes must be >= 1 (leave it out for a drive without a static SLC region)")
+        })?;
         check((0.0..=1.0).contains(&self.trimmed_fraction), || {
             at("trimmed_fraction must be within 0..1")
         })?;
@@ -429,6 +435,14 @@ mod tests {
             (
                 |c| c.devices[0].trimmed_fraction = 1.5,
                 "device /dev/nvme0n1: trimmed_fraction must be within 0..1",
+            ),
+            (
+                |c| c.devices[0].rested = true,
+                "device /dev/nvme0n1: rested needs slc_static_bytes (the static SLC region a rested drive starts with empty)",
+            ),
+            (
+                |c| c.devices[0].slc_static_bytes = Some(0),
+                "device /dev/nvme0n1: slc_static_bytes must be >= 1 (leave it out for a drive without a static SLC region)",
             ),
             (
                 |c| c.devices[0].logical_block_bytes = 256,

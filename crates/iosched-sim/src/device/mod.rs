@@ -155,14 +155,30 @@ pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
     ((1.0 - spare_factor) / (1.0 + spare_factor)).clamp(0.0, 1.0)
 }
 
+/// Free program units per flash unit that a rested drive's empty static SLC region adds (`rested`).
+///
+/// Simplifications: the region's data is spread over every unit as free space in which host programs need no
+/// garbage collection, and it programs at the TLC time (`program_ns`; real SLC programs are several times faster
+/// and the drive later folds them into TLC, in idle time). Once the region is used up the drive writes as a
+/// preconditioned one does; the region is not refilled or folded during the run.
+fn rested_region_units(config: &DeviceConfig) -> i64 {
+    match config.slc_static_bytes {
+        Some(bytes) if config.rested => {
+            let units = (config.channels * config.units_per_channel).max(1) as u64;
+            (bytes / config.program_unit_bytes as u64 / units) as i64
+        }
+        _ => 0,
+    }
+}
+
 impl Device {
     pub fn new(config: DeviceConfig, index: u32, hw_queues: u32, seed: u64) -> Self {
         let nr_units = config.channels * config.units_per_channel;
         let gc_low_units = config.gc_free_units_low as i64;
         let free_program_units_per_unit = match config.condition {
             // A preconditioned drive sits at its garbage-collection threshold: the spare area is spread over
-            // blocks as invalid pages, not as free blocks.
-            Condition::Preconditioned => gc_low_units,
+            // blocks as invalid pages, not as free blocks. A rested one also has its static SLC region empty.
+            Condition::Preconditioned => gc_low_units + rested_region_units(&config),
             Condition::Fresh => {
                 ((config.capacity_bytes + config.overprovision_bytes)
                     / config.program_unit_bytes as u64
