@@ -67,6 +67,9 @@ class DeviceSpec(_Strict):
     count: int = Field(default=1, ge=1, le=64)
     condition: Literal["fresh", "preconditioned"] | None = None
     trimmed_fraction: float | None = Field(default=None, ge=0.0, le=1.0)
+    # The drive idled before the run, its static SLC region empty (simulator: the preset's slc_static_bytes of
+    # writes need no garbage collection); None: the preset's (not rested).
+    rested: bool | None = None
     # The jobs reach the device through a file on this file system (simulator: its direct-I/O path's CPU cost, the
     # host preset's `filesystems`; the kernel backend makes it, as --filesystem does). None: the raw device.
     filesystem: Literal[presets_mod.FILESYSTEMS] | None = None
@@ -466,6 +469,11 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
             if d.trimmed_fraction is not None:
                 cfg["trimmed_fraction"] = float(d.trimmed_fraction)
             cfg["trimmed_fraction"] = float(cfg["trimmed_fraction"])
+            if d.rested:
+                if not cfg.get("slc_static_bytes"):
+                    raise SpecError(file, f"devices[{i}].rested", f"the device preset {d.preset} has no static SLC "
+                                    f"region to start empty ({dp.path}: add slc_static_bytes)")
+                cfg["rested"] = True
             if d.filesystem is not None:
                 if real is None and d.filesystem not in host.get("filesystems", {}):
                     raise SpecError(file, f"devices[{i}].filesystem", f"the host preset {host_name} prices no "

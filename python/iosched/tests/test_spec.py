@@ -297,6 +297,24 @@ def test_a_device_with_a_file_system_costs_its_path_and_one_the_host_does_not_pr
         expand_runs(load_experiment(str(bad)))
 
 
+def test_a_rested_drive_needs_a_static_slc_region_to_start_empty(tmp_path):
+    """`rested = true` reaches the simulator's device config on a preset with a static SLC region (the 980 PRO's
+    6 GB); on one without (the P4500, no TurboWrite) it is an error naming the option and the preset file."""
+    from .conftest import on_real_presets
+    rested = BASE.replace("count = 1 }", "count = 1, rested = true }").replace("repeat = 2", "repeat = 1")
+    with on_real_presets():
+        (run,) = expand_runs(load_experiment(str(write(tmp_path, rested))))
+        assert run.devices[0]["rested"] is True and run.devices[0]["slc_static_bytes"] == 6_000_000_000
+        (run,) = expand_runs(load_experiment(str(write(tmp_path, BASE.replace("repeat = 2", "repeat = 1")))))
+        assert not run.devices[0].get("rested")
+        spec = write(tmp_path, rested.replace('"samsung-980pro-1tb"', '"intel-p4500-2tb"'))
+        with pytest.raises(SpecError) as e:
+            expand_runs(load_experiment(str(spec)))
+    assert str(e.value).startswith(f"{spec}: devices[0].rested: the device preset intel-p4500-2tb has no static SLC "
+                                   "region to start empty (")
+    assert str(e.value).endswith("intel-p4500-2tb.toml: add slc_static_bytes)")
+
+
 def test_a_host_preset_without_the_schedulers_costs_is_refused_naming_both(tmp_path, monkeypatch):
     """A simulated run prices the scheduler's hooks from the host preset: a missing entry is an error naming the
     preset and the scheduler, never a silent zero; `none` (no elevator, no hooks) needs none."""
