@@ -200,7 +200,7 @@ def test_setups_follow_the_artifact():
     assert (one(k, "l")["cpus_allowed"], one(k, "w")["cpus_allowed"], one(k, "l")["iodepth"]) == ("1", "2", 1)
     runs = registry.get("seed000-throughput").runs(False)
     assert all(r.jobs[0].config["ioengine"] == "io_uring" for _, r in runs)
-    assert copy.deepcopy(s.KYBER_FULL) == {"duration": "10s", "ramp": "6s"}
+    assert copy.deepcopy(s.KYBER_FULL) == {"duration": "10s", "ramp": "26s"}
 
 
 def test_the_why_notes_follow_the_measured_values():
