@@ -417,7 +417,10 @@ mod tests {
         let (times, copies) = run(true, 256);
         assert_eq!(copies, 0, "the region needs no copy");
         let region = sustained_bytes_per_s(&times, 65536) / 1e6;
-        assert!((region / 463.5 - 1.0).abs() < 0.03, "rested {region:.1} MB/s");
+        assert!(
+            (region / 463.5 - 1.0).abs() < 0.03,
+            "rested {region:.1} MB/s"
+        );
         let (_, copies) = run(true, 656);
         assert!(copies > 0, "past the region garbage collection starts");
         let (times, copies) = run(false, 256);
