@@ -171,11 +171,11 @@ DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.32}
 # 126.08 K over 5 repetitions (SD 6.8 K). Solved by simulation (`calibration_targets`): 0.08 gives 127.4 K (0.07:
 # 120.2 K, 0.09: 129.4 K).
 # Rested: every run began on a drive that had idled (Kyber's module reloaded, then 10 s of bpftrace before fio), its
-# static SLC region empty. The artifact's kyber_adjust traces show it: in every run whose write target is 10 ms or
-# more and whose reads miss their target, Kyber's write depth falls 128 -> 32 -> 8 -> 2 -> 1 in fio's first 0.3-0.9 s
-# (kyber_token_events.csv), four windows whose write P99 stayed under a quarter of the target (bucket 0), where a
-# drive collecting garbage from the start (the model's preconditioned state) keeps the writes' P99 near 14 ms and the
-# depth at 128 (docs/papers.md, seed 000, Tables 2-4).
+# static SLC region empty. The artifact's kyber_adjust traces show it: in all 90 runs with reads at most 500 us and
+# writes at 10 ms or more, Kyber's first write-depth changes are falls at fio's start (mostly 128 -> 32 -> 8 -> 2 -> 1,
+# to 2 or less within 2 s in 84; kyber_token_events.csv), windows whose write P99 stayed under a quarter of the
+# target, where a drive collecting garbage from the start (the model's preconditioned state) keeps the writes' P99
+# near 14 ms and the depth at 128 (docs/papers.md, "Tables 2-4 start on a rested drive").
 TABLES_DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.08, "rested": True}
 # That input's Kyber targets (read, write) and its value; calibration_targets fits to the same.
 TABLES_STATE_TARGETS = (1000 * MS, 10 * MS)

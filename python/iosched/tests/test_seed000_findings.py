@@ -125,15 +125,15 @@ def test_f10_kyber_bounds_the_l_apps_latency_beside_writers_where_none_lets_it_e
     assert kyber < none / 3
 
 
-@pytest.mark.xfail(strict=True, reason="F14: the model's reader waits one program whether or not the writes are "
-                   "throttled (1.8 against 1.9-2.1 ms), the artifact's waits an erase or two programs (2.8 ms) when they "
-                   "are not")
+@pytest.mark.xfail(strict=True, reason="F14's size: the model's reads-first P99 is 1.15x below writes-first (1.8 "
+                   "against 2.1 ms: its reader waits one program either way), the artifact's 1.8x (1.5 against 2.8 ms: "
+                   "an erase or two programs when writes are not throttled)")
 def test_f14_kyber_with_reads_prioritised_gives_the_lowest_p99():
     # Two of Table 3's cells only: reads first against writes first (R 100 ms, W 0). The F14 row of the full
-    # reproduction compares reads first with every cell where writes go unthrottled and fails there too (the
-    # model's reader waits one program, ~2.1 ms, where the artifact's waits 2.8; docs/papers.md). Before the tables'
-    # drive started rested (its runs then measured from 6 s, inside what is now the static SLC region's phase) this
-    # pair passed on a 0.5 s window.
+    # reproduction asks for less (reads first below 0.9x every cell where writes go unthrottled) and holds since the
+    # tables' drive starts rested (1.83 against 2.11 ms; docs/papers.md); this pair asks for the artifact's size of
+    # the gap, 1.5x, which the model does not give. Before the rested start (runs measured from 6 s, inside what is
+    # now the static SLC region's phase) the pair passed on a 0.5 s window.
     prioritised = l_app_beside_writer("kyber", [("read_lat_nsec", 500 * s.US), ("write_lat_nsec", 100 * s.MS)],
                                       state=s.TABLES_DRIVE_STATE)
     writes_first = l_app_beside_writer("kyber", [("read_lat_nsec", 100 * s.MS), ("write_lat_nsec", 0)],
