@@ -56,7 +56,9 @@ def percentile(d: dict[str, Any], p: float) -> int:
 # ---------------------------------------------------------------- metrics of one job of a SimResult
 
 def _percentile(direction: dict[str, Any], pct: float) -> float:
-    return dict((p, v) for p, v in direction["percentiles"])[pct]
+    """A percentile of the direction's completion latencies; NaN when none completed in the window (a reader
+    starved behind others for all of a short window has no P99, and neither 0 nor the window is its value)."""
+    return dict((p, v) for p, v in direction["percentiles"]).get(pct, float("nan"))
 
 
 # The figures calibration and the paper experiments read off a simulated job (rates per second of its window).

@@ -178,3 +178,16 @@ def test_a_stored_results_timeseries_is_read_only_when_asked_for(tmp_path):
     (folder / "result.json.gz").write_bytes(bad)
     with pytest.raises(ValueError):
         store.load_result(tmp_path, "r1", lazy=True)["timeseries"]
+
+
+def test_a_percentile_of_a_direction_with_no_completions_is_nan_not_zero():
+    """A QD-1 reader starved behind others for a whole short window completes nothing: its P99 is unknown (NaN,
+    which the point scoring counts as a miss), not 0 µs and not an error. The same job with one completion has it."""
+    import math
+
+    from iosched.results import METRICS
+
+    def job(percentiles):
+        return {"window_ns": 200_000_000, "read": {"ios": len(percentiles) and 1, "percentiles": percentiles}}
+    assert math.isnan(METRICS["read_p99_us"](job([])))
+    assert METRICS["read_p99_us"](job([[50.0, 120_000], [99.0, 300_000]])) == 300.0
