@@ -349,8 +349,13 @@ mod tests {
         assert_eq!(device.stats.host_program_units, 2);
     }
 
-    /// Completion times of `count` writes of `bytes` each, all submitted at time 0 on one queue.
-    fn completion_times(config: crate::config::DeviceConfig, count: u32, bytes: u32) -> Vec<u64> {
+    /// Completion times of `count` writes of `bytes` each, all submitted at time 0 on one queue, and the device
+    /// after them (its counters).
+    fn run_writes(
+        config: crate::config::DeviceConfig,
+        count: u32,
+        bytes: u32,
+    ) -> (Vec<u64>, Device) {
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
         submit_writes_of(&mut device, &mut events, count, bytes);
@@ -359,7 +364,11 @@ mod tests {
             .map(|d| d.0)
             .collect();
         times.sort();
-        times
+        (times, device)
+    }
+
+    fn completion_times(config: crate::config::DeviceConfig, count: u32, bytes: u32) -> Vec<u64> {
+        run_writes(config, count, bytes).0
     }
 
     /// Sustained write rate in bytes per second between the completions of the middle and the last write.
@@ -404,14 +413,7 @@ mod tests {
             let mut config = small_device(Condition::Preconditioned);
             config.slc_static_bytes = Some(16 << 20);
             config.rested = rested;
-            let mut device = Device::new(config, 0, 1, 1);
-            let mut events = EventQueue::new();
-            submit_writes_of(&mut device, &mut events, count, 65536);
-            let mut times: Vec<u64> = run_until_idle(&mut device, &mut events)
-                .iter()
-                .map(|d| d.0)
-                .collect();
-            times.sort();
+            let (times, device) = run_writes(config, count, 65536);
             (times, device.stats.gc_program_units)
         };
         let (times, copies) = run(true, 256);
