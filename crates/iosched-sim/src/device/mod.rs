@@ -161,11 +161,10 @@ pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
 /// garbage collection, and it programs at the TLC time (`program_ns`; real SLC programs are several times faster
 /// and the drive later folds them into TLC, in idle time). Once the region is used up the drive writes as a
 /// preconditioned one does; the region is not refilled or folded during the run.
-fn rested_region_units(config: &DeviceConfig) -> i64 {
+fn rested_region_units(config: &DeviceConfig, nr_units: u32) -> i64 {
     match config.slc_static_bytes {
         Some(bytes) if config.rested => {
-            let units = (config.channels * config.units_per_channel).max(1) as u64;
-            (bytes / config.program_unit_bytes as u64 / units) as i64
+            (bytes / config.program_unit_bytes as u64 / nr_units.max(1) as u64) as i64
         }
         _ => 0,
     }
@@ -178,7 +177,7 @@ impl Device {
         let free_program_units_per_unit = match config.condition {
             // A preconditioned drive sits at its garbage-collection threshold: the spare area is spread over
             // blocks as invalid pages, not as free blocks. A rested one also has its static SLC region empty.
-            Condition::Preconditioned => gc_low_units + rested_region_units(&config),
+            Condition::Preconditioned => gc_low_units + rested_region_units(&config, nr_units),
             Condition::Fresh => {
                 ((config.capacity_bytes + config.overprovision_bytes)
                     / config.program_unit_bytes as u64
