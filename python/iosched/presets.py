@@ -24,12 +24,12 @@ DEVICE_FIELDS = (
     "program_ns", "erase_ns", "read_suspend_ns", "read_suspend_limit", "block_program_units", "write_buffer_bytes",
     "overprovision_bytes", "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
     "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
-    "read_buffer_bytes", "waiting_read_slots", "slc_static_bytes",
+    "read_buffer_bytes", "waiting_read_slots", "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns",
 )
 DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns",
                                     "gc_step_copies", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots",
-                                    "slc_static_bytes")
+                                    "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",

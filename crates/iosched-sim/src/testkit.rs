@@ -47,6 +47,8 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         condition,
         trimmed_fraction: 0.0,
         slc_static_bytes: None,
+        slc_dynamic_bytes: None,
+        slc_program_ns: None,
         rested: false,
         max_sectors_kb: None,
         filesystem: None,

@@ -435,12 +435,21 @@ pub struct DeviceConfig {
     #[serde(default)]
     pub gc_step_copies: Option<u32>,
     pub condition: Condition,
-    /// Fraction of the logical space trimmed after conditioning (raises the effective spare area).
+    /// Fraction of the logical space that holds no data: trimmed after conditioning (raises a preconditioned
+    /// drive's effective spare area), or never written on a fresh one (whether its data fits the SLC cache).
     pub trimmed_fraction: f64,
     /// The part of the drive's SLC write cache that stays SLC however full the drive is (Samsung's "default"
     /// TurboWrite region), in bytes of host data. Only a `rested` drive starts with it empty; None: no such region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_static_bytes: Option<u64>,
+    /// The SLC cache's part beyond the static region while the drive has free space (Samsung's "intelligent"
+    /// TurboWrite region), in bytes of host data. With `slc_program_ns`: a fresh drive whose data (the capacity
+    /// less `trimmed_fraction`) fits both regions runs in SLC mode (`device::slc_mode`). None: no such region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slc_dynamic_bytes: Option<u64>,
+    /// One SLC program of a flash page (`flash_page_bytes`) on one unit: how a drive in SLC mode programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slc_program_ns: Option<u64>,
     /// The drive idled before the run long enough to move its static SLC region's data to TLC: a preconditioned
     /// drive then takes its first `slc_static_bytes` of writes without garbage collection. False: the region is
     /// full (a drive written without pause), the state every other run starts from. No effect on a fresh drive.

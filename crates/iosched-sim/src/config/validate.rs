@@ -275,6 +275,17 @@ impl DeviceConfig {
         check(self.slc_static_bytes != Some(0), || {
             at("slc_static_bytes must be >= 1 (leave it out for a drive without a static SLC region)")
         })?;
+        check(self.slc_program_ns != Some(0), || {
+            at("slc_program_ns must be >= 1 (leave it out for a drive that never programs in SLC mode)")
+        })?;
+        check(
+            self.slc_program_ns.is_none()
+                || self.slc_static_bytes.is_some()
+                || self.slc_dynamic_bytes.is_some(),
+            || {
+                at("slc_program_ns needs an SLC cache to program: slc_static_bytes or slc_dynamic_bytes")
+            },
+        )?;
         check((0.0..=1.0).contains(&self.trimmed_fraction), || {
             at("trimmed_fraction must be within 0..1")
         })?;
@@ -443,6 +454,14 @@ mod tests {
             (
                 |c| c.devices[0].slc_static_bytes = Some(0),
                 "device /dev/nvme0n1: slc_static_bytes must be >= 1 (leave it out for a drive without a static SLC region)",
+            ),
+            (
+                |c| c.devices[0].slc_program_ns = Some(0),
+                "device /dev/nvme0n1: slc_program_ns must be >= 1 (leave it out for a drive that never programs in SLC mode)",
+            ),
+            (
+                |c| c.devices[0].slc_program_ns = Some(200_000),
+                "device /dev/nvme0n1: slc_program_ns needs an SLC cache to program: slc_static_bytes or slc_dynamic_bytes",
             ),
             (
                 |c| c.devices[0].logical_block_bytes = 256,

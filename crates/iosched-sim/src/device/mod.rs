@@ -155,6 +155,35 @@ pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
     ((1.0 - spare_factor) / (1.0 + spare_factor)).clamp(0.0, 1.0)
 }
 
+/// Whether the drive runs in SLC mode: fresh (secure-erased), with an SLC program time, and its data (the capacity
+/// less the never-written `trimmed_fraction`) fits its SLC cache, static and dynamic regions together. TurboWrite
+/// then writes every host page in SLC, and overwrites of data in the cache stay there (the firmware reclaims SLC
+/// blocks whose data was rewritten; it folds to TLC only when free space runs short).
+///
+/// Simplifications: the whole run is in SLC mode (the cache does not fill up: the data fits, and runs rewrite it);
+/// an SLC program takes one page per unit (`flash_page_bytes` in `slc_program_ns`) where TLC takes
+/// `program_unit_bytes` in `program_ns`; an SLC read takes the fastest TLC page read (`read_ns_by_page_type`'s
+/// least: one sensing, as the TLC page that needs the fewest), as no datasheet gives the SLC read time.
+pub fn slc_mode(config: &DeviceConfig) -> bool {
+    let cache_bytes = config.slc_static_bytes.unwrap_or(0) + config.slc_dynamic_bytes.unwrap_or(0);
+    let data_bytes = config.capacity_bytes as f64 * (1.0 - config.trimmed_fraction.clamp(0.0, 1.0));
+    config.condition == Condition::Fresh
+        && config.slc_program_ns.is_some()
+        && cache_bytes > 0
+        && data_bytes <= cache_bytes as f64
+}
+
+/// The flash as a drive in SLC mode programs and reads it (`slc_mode`); `config` unchanged otherwise.
+fn in_slc_mode(mut config: DeviceConfig) -> DeviceConfig {
+    if let (true, Some(program_ns)) = (slc_mode(&config), config.slc_program_ns) {
+        config.program_unit_bytes = config.flash_page_bytes;
+        config.program_ns = program_ns;
+        let fastest = config.read_ns_by_page_type.iter().copied().min();
+        config.read_ns_by_page_type = fastest.into_iter().collect();
+    }
+    config
+}
+
 /// Free program units per flash unit that a rested drive's empty static SLC region adds (`rested`).
 ///
 /// Simplifications: the region's data is spread over every unit as free space in which host programs need no
@@ -172,6 +201,7 @@ fn rested_region_units(config: &DeviceConfig, nr_units: u32) -> i64 {
 
 impl Device {
     pub fn new(config: DeviceConfig, index: u32, hw_queues: u32, seed: u64) -> Self {
+        let config = in_slc_mode(config);
         let nr_units = config.channels * config.units_per_channel;
         let gc_low_units = config.gc_free_units_low as i64;
         let free_program_units_per_unit = match config.condition {

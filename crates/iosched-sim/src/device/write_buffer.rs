@@ -431,6 +431,47 @@ mod tests {
         assert!(full < 463.5 / 3.0, "not rested {full:.1} MB/s");
     }
 
+    /// Worked example: a fresh drive whose data fits its SLC cache programs in SLC. Small device (1 GiB, 4 units,
+    /// 16 KiB pages, 1 GB/s channels), given a 16 MiB static and a 256 MiB dynamic SLC region and 100 us per SLC
+    /// page program. With 75% of the space never written its data is 256 MiB <= 272 MiB of cache: SLC mode, so each
+    /// unit takes a 16 KiB page over its channel (16,384 ns) and programs it for 100 us: 4 x 16,384 B / 116,384 ns =
+    /// 563.1 MB/s, and reads take the fastest page read (40 us of 40 and 60). With half the space written (512 MiB
+    /// of data, the negative control) the drive programs TLC units of 64 KiB in 0.5 ms: 463.5 MB/s (above); so does
+    /// a preconditioned drive, whatever it holds.
+    #[test]
+    fn a_fresh_drive_whose_data_fits_its_slc_cache_programs_in_slc() {
+        let config = |condition: Condition, trimmed_fraction: f64| {
+            let mut config = small_device(condition);
+            config.slc_static_bytes = Some(16 << 20);
+            config.slc_dynamic_bytes = Some(256 << 20);
+            config.slc_program_ns = Some(100_000);
+            config.trimmed_fraction = trimmed_fraction;
+            config
+        };
+        let rate = |config: crate::config::DeviceConfig| {
+            sustained_bytes_per_s(&completion_times(config, 400, 65536), 65536) / 1e6
+        };
+        let slc = config(Condition::Fresh, 0.75);
+        assert!(super::super::slc_mode(&slc));
+        assert_eq!(
+            super::super::in_slc_mode(slc.clone()).read_ns_by_page_type,
+            vec![40_000]
+        );
+        let fast = rate(slc);
+        assert!((fast / 563.1 - 1.0).abs() < 0.03, "SLC mode {fast:.1} MB/s");
+        let written = config(Condition::Fresh, 0.5);
+        assert!(
+            !super::super::slc_mode(&written),
+            "512 MiB of data does not fit 272 MiB"
+        );
+        let tlc = rate(written);
+        assert!((tlc / 463.5 - 1.0).abs() < 0.03, "TLC {tlc:.1} MB/s");
+        assert!(!super::super::slc_mode(&config(
+            Condition::Preconditioned,
+            0.75
+        )));
+    }
+
     /// Worked example: the drive state sets the drain rate through garbage collection. Small device: 1 GiB of user
     /// space, 64 MiB over-provisioned, 16 program units per block, 4 units; a host program takes 565.5 us (above),
     /// a copy 50 (mean read) + 500 = 550 us, an erase 2 ms.
