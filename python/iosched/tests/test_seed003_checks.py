@@ -229,3 +229,27 @@ def test_the_file_system_experiment_declares_every_run_its_checks_figures_and_po
     assert len(fig.panels) == 4 and all(len(p.traces) == 6 for p in fig.panels)
     scored = exp.points.score(res)
     assert not any(p.missing for p in scored)
+
+
+@pytest.mark.usefixtures("real_presets")
+def test_the_file_system_runs_read_in_slc_beside_the_writer(tmp_path):
+    """The file-system runs' drive holds a 50 GiB file after a secure erase (FS_DRIVE_STATE: 95% never written),
+    which fits the 980 PRO's SLC cache (6 + 108 GB), so it runs in SLC mode: each unit programs a 16 KiB page in
+    196 us, and the QD-1 reader beside the QD-256 writer waits at most about that for a busy unit. The artifact's
+    reader there (ext4, None): P99 305-938 µs over its 5 runs, median 42-47 µs. Negative control: the same file on a
+    drive whose whole space holds data (trimmed_fraction 0) programs TLC units of 48 KiB in 1.73 ms, and the
+    reader's P99 is about one of them."""
+    import iosched
+
+    def reader_p99_us(trimmed_fraction: float, out: str) -> float:
+        spec = s._fs_spec("ext4", "R1-W256", "none")
+        spec.update(duration="1s", ramp="200ms")
+        spec["devices"] = [dict(spec["devices"][0], trimmed_fraction=trimmed_fraction)]
+        df = iosched.run(spec, out=tmp_path / out, progress=False, report=False).df
+        return float(df[df["job"] == "r"]["read_clat_p99_ns"].iloc[0]) / 1e3
+
+    assert s.FS_DRIVE_STATE == {"condition": "fresh", "trimmed_fraction": 0.95}
+    slc = reader_p99_us(s.FS_DRIVE_STATE["trimmed_fraction"], "slc")
+    tlc = reader_p99_us(0.0, "tlc")
+    assert slc < 400, f"SLC mode: P99 {slc:.0f} us"
+    assert tlc > 1500, f"TLC: P99 {tlc:.0f} us"
