@@ -236,7 +236,7 @@ def test_the_file_system_runs_read_in_slc_beside_the_writer(tmp_path):
     """The file-system runs' drive holds a 50 GiB file after a secure erase (FS_DRIVE_STATE: 95% never written),
     which fits the 980 PRO's SLC cache (6 + 108 GB), so it runs in SLC mode: each unit programs a 16 KiB page in
     196 us, and the QD-1 reader beside the QD-256 writer waits at most about that for a busy unit. The artifact's
-    reader there (ext4, None): P99 305-938 µs over its 5 runs, median 42-47 µs. Negative control: the same file on a
+    reader there (ext4, None): P99 264-938 µs over its 5 runs, median 42-47 µs. Negative control: the same file on a
     drive whose whole space holds data (trimmed_fraction 0) programs TLC units of 48 KiB in 1.73 ms, and the
     reader's P99 is about one of them."""
     import iosched
