@@ -439,7 +439,8 @@ pub struct DeviceConfig {
     /// drive's effective spare area), or never written on a fresh one (whether its data fits the SLC cache).
     pub trimmed_fraction: f64,
     /// The part of the drive's SLC write cache that stays SLC however full the drive is (Samsung's "default"
-    /// TurboWrite region), in bytes of host data. Only a `rested` drive starts with it empty; None: no such region.
+    /// TurboWrite region), in bytes of host data. A `rested` drive starts with it empty, and it counts toward a
+    /// fresh drive's SLC cache (`slc_dynamic_bytes`); None: no such region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_static_bytes: Option<u64>,
     /// The SLC cache's part beyond the static region while the drive has free space (Samsung's "intelligent"
