@@ -398,7 +398,7 @@ def test_a_guest_that_dies_in_a_run(tmp_path, panic):
         assert list(out.glob("runs/*/spec.json")), "no run was written"
         # The qemu running the batch now: the first one seen may have died while booting and been replaced (the
         # runner's boot retry after a TCG flake, seen once in CI).
-        kids = sorted(set(_qemu_children(proc.pid)))
+        kids = sorted(_qemu_children(proc.pid))
         assert kids, "no qemu runs the batch"
         if panic:
             with open(_console_of(kids[0]), "a") as f:
