@@ -1,6 +1,7 @@
 import json
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -365,3 +366,24 @@ def test_the_kernel_versions_table_in_the_docs_lists_every_modelled_change():
     last = doc.split("## Kernel versions", 1)[1].split("\n## ", 1)[0].rstrip().splitlines()[-1]
     assert table_rows(doc.replace(last + "\n", "", 1)) != changes_rows()
     assert table_rows(doc.replace("| 5.13 |", "| 5.12 |", 1)) != changes_rows()
+
+
+SEED003_FS = Path(__file__).resolve().parents[3] / "experiments" / "validation" / "seed003-fs"
+
+
+def test_the_seed003_fs_validation_specs_run_one_workload_on_each_target_and_scheduler():
+    """experiments/validation/seed003-fs/: R1-W256 on the raw device, ext4 and xfs, under Kyber's four corner targets
+    and none (docs/papers.md, the kernel-backend validation of seed003-fs). Each spec resolves, and they differ only
+    in the file system and the scheduler: a changed job in one of them would compare different workloads."""
+    runs = {p.stem: expand_runs(load_experiment(str(p))) for p in sorted(SEED003_FS.glob("*.toml"))}
+    assert sorted(runs) == [f"{fs}-{s}" for fs in ("ext4", "raw", "xfs") for s in ("kyber", "none")]
+    corners = [{"read_lat_nsec": r, "write_lat_nsec": w} for r in (50_000, 100_000_000) for w in (20_000, 100_000_000)]
+    for name, rs in runs.items():
+        fs, scheduler = name.split("-")
+        assert [r.scheduler for r in rs] == [scheduler] * len(rs)
+        assert [r.tunables for r in rs] == (corners if scheduler == "kyber" else [{}])
+        assert [r.devices[0].get("filesystem") for r in rs] == [None if fs == "raw" else fs] * len(rs)
+    jobs = {name: [j.config for j in rs[0].jobs] for name, rs in runs.items()}
+    reader, writer = jobs["raw-none"]
+    assert (reader["iodepth"], writer["iodepth"]) == (1, 256)
+    assert all(j == jobs["raw-none"] for j in jobs.values())
