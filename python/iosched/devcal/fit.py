@@ -118,7 +118,8 @@ def fit_host(measured: dict, base_host: dict, device_params: dict, plan_steps: t
     simulated peak-QD random reads cost the measured CPU per I/O, and usr_fraction from that run's usr/sys split.
     sleep_wake_ns stays the base's: fio's QD 1 CPU per I/O on a virtual machine includes idle-exit and
     halt-polling costs that are not the task's wake-up work, so it does not pin it (fit.md shows it).
-    io_uring and psync are scaled by libaio's factor (named assumption: the plan runs libaio only)."""
+    io_uring and psync are scaled by libaio's factor (named assumption: the plan runs libaio only), and so are the
+    file systems' direct-I/O paths: the same shares of this machine's path as of the base's (presets/README.md)."""
     host = json.loads(json.dumps(base_host))
     steps = {s.name: s for s in plan_steps}
     peak = f"cal-randread-qd{_peak_qd(measured)}"
@@ -136,6 +137,9 @@ def fit_host(measured: dict, base_host: dict, device_params: dict, plan_steps: t
     for engine in ("io_uring", "psync"):
         for key in ("submit_ns", "complete_ns"):
             host[engine][key] = max(1, int(round(host[engine][key] * factor)))
+    for path in host.get("filesystems", {}).values():
+        for key in ("read_ns", "write_ns"):
+            path[key] = max(1, int(round(path[key] * factor)))
     return host
 
 
@@ -259,4 +263,8 @@ def host_provenance(prov: dict[str, str], measured: dict, device: str, when: str
     for engine in ("io_uring", "psync"):
         out[engine] = (f"named assumption: {base}'s costs scaled by the factor fitted for libaio (the plan runs "
                        f"libaio only; {src})")
+    if "filesystems" in prov:
+        out["filesystems"] = (f"named assumption: {base}'s file-system paths scaled by the factor fitted for libaio, "
+                              f"the same shares of this machine's path (presets/README.md, \"File systems' direct-I/O "
+                              f"path\"; scripts/fs-dio-cost measures them here; {src})")
     return out

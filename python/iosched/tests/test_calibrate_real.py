@@ -11,7 +11,7 @@ import os
 import pytest
 
 from iosched.devcal import plan
-from iosched.presets import load_preset_file
+from iosched.presets import load_preset, load_preset_file
 
 # The kernel tests' module-wide gate (skip without root/fio/loop devices, fail under IOSCHED_REQUIRE_KERNEL).
 from .test_kernel_real import Loop, _kernel_or_skip, cli  # noqa: F401
@@ -48,6 +48,14 @@ def test_calibrate_then_validate(loop):
     host = load_preset_file(d / "presets" / "hosts" / "loop-host.toml", "host")
     assert host.params["cores"] == os.cpu_count()
     assert host.provenance["libaio"].startswith("fit: ")
+    # The file systems' paths keep the base's shares of the engine path: scaled by libaio's fitted factor, as
+    # io_uring's costs are (copied unscaled, a 1 us path would carry the Xeon's 0.77 us for ext4).
+    base = load_preset("host", "xeon-silver-4210r-10c").params
+    factor = host.params["io_uring"]["submit_ns"] / base["io_uring"]["submit_ns"]
+    for fs, path in base["filesystems"].items():
+        for key, ns in path.items():
+            assert host.params["filesystems"][fs][key] == pytest.approx(ns * factor, rel=0.02, abs=2), (fs, key)
+    assert "scaled by the factor fitted for libaio" in host.provenance["filesystems"]
 
     spec = d / "v.toml"
     spec.write_text('name = "v"\nduration = "0.3s"\nramp = "0.1s"\nscheduler = { name = "none" }\n'
