@@ -115,7 +115,8 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--destructive", is_flag=True,
               help="kernel: write to a device that holds data (a filesystem or other signature, partitions).")
 @click.option("--filesystem", type=click.Choice(["ext4", "xfs", "f2fs"]),
-              help="kernel: make this filesystem on each device and run the jobs on a file inside it.")
+              help="kernel: make this filesystem on each device and run the jobs on a file inside it. sim: every "
+                   "device's `filesystem` (the jobs on a file; the host preset prices the path).")
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
@@ -152,8 +153,7 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
                                             "time on the devices given)")
         return _run_kernel(spec, host, device, devices, scheduler, sets, duration, seed, out, destructive,
                            filesystem, precondition, no_report, static)
-    for flag, given in (("--destructive", destructive), ("--filesystem", filesystem),
-                        ("--precondition", precondition)):
+    for flag, given in (("--destructive", destructive), ("--precondition", precondition)):
         if given:
             raise SpecError(flag, None, "only with --backend kernel")
     if len(device) > 1:
@@ -165,7 +165,7 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     if seed is not None and seed < 0:
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=list(sets),
-                   duration=duration, seed=seed)
+                   duration=duration, seed=seed, filesystem=filesystem)
     run_simulated(spec, ov, Path(out), jobs=jobs, cluster=cluster, report=not no_report, static=static,
                   echo=click.echo)
 

@@ -172,6 +172,7 @@ class Overrides:
     duration: str | None = None
     seed: int | None = None
     repeat: int | None = None
+    filesystem: str | None = None                      # every devices entry's `filesystem`
 
 
 @dataclass
@@ -237,7 +238,7 @@ def experiment_from_data(path: str, data: dict[str, Any], kind: str = "toml",
     if named is None:     # whether the spec names itself (else the name comes from the file's)
         named = "name" in data
     data.setdefault("name", p.stem)
-    _apply_overrides(data, overrides or Overrides())
+    _apply_overrides(data, overrides or Overrides(), file=path)
     spec = validate_spec(path, data)
     # The experiment's name names files in OUT (the report's figures): printable, no path separators.
     check_name(spec.name, file=path, key="name" if named else None, path_component=True,
@@ -293,7 +294,7 @@ def _cli_preset(name: str) -> str:
     return str(Path(name).resolve()) if presets_mod.is_preset_path(name) else name
 
 
-def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
+def _apply_overrides(data: dict[str, Any], o: Overrides, file: str = "") -> None:
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
 
     def drop(axis: str) -> None:
@@ -314,6 +315,16 @@ def _apply_overrides(data: dict[str, Any], o: Overrides) -> None:
             first["count"] = o.devices
             drop("devices.count")
         data["devices"] = [first] + list(devs[1:])
+    if o.filesystem is not None:
+        devs = data.get("devices")
+        if not isinstance(devs, list) or not devs:
+            devs = [{}]
+        # As the kernel backend's flag: the spec's own file systems, if any, must be this one.
+        named = sorted({str(d["filesystem"]) for d in devs if isinstance(d, dict) and d.get("filesystem") is not None}
+                       - {o.filesystem})
+        if named:
+            raise SpecError("--filesystem", None, f"{o.filesystem}, but {file}'s devices say {', '.join(named)}")
+        data["devices"] = [dict(d, filesystem=o.filesystem) if isinstance(d, dict) else d for d in devs]
     sched = data.get("scheduler")
     if not isinstance(sched, dict):
         sched = {} if sched is None else sched

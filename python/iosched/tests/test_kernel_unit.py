@@ -441,7 +441,7 @@ def test_sessions_of_other_processes_are_not_touched():
 
 def test_cli_kernel_flags_need_the_kernel_backend(tmp_path):
     spec = write(tmp_path, 'duration = "10ms"\n[[job]]\nname = "a"\n')
-    for extra in (["--destructive"], ["--precondition"], ["--filesystem", "ext4"]):
+    for extra in (["--destructive"], ["--precondition"]):
         res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), *extra])
         assert res.exit_code == 2 and "only with --backend kernel" in res.output
     res = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / "o"), "--device", "a", "--device", "b"])

@@ -298,6 +298,28 @@ def test_a_device_with_a_file_system_costs_its_path_and_one_the_host_does_not_pr
         expand_runs(load_experiment(str(bad)))
 
 
+def test_the_filesystem_flag_puts_every_device_of_a_simulated_run_on_that_file_system(tmp_path):
+    """`iosched run SPEC --filesystem ext4` (the simulator): every devices entry gets `filesystem = "ext4"`, as the
+    kernel backend's flag makes the file system on each device; without the flag the spec's raw device stays raw
+    (the negative control), and a flag that contradicts the spec's own file system is an error, as on the kernel."""
+    two = BASE.replace("repeat = 2", "repeat = 1").replace(
+        'devices = [{ preset = "samsung-980pro-1tb", count = 1 }]',
+        'devices = [{ preset = "samsung-980pro-1tb", count = 1 }, { preset = "samsung-980pro-1tb", filesystem = "ext4" }]')
+    assert two != BASE.replace("repeat = 2", "repeat = 1")
+    spec = str(write(tmp_path, two))
+    (raw,) = expand_runs(load_experiment(spec))
+    assert [d.get("filesystem") for d in raw.devices] == [None, "ext4"]
+    (run,) = expand_runs(load_experiment(spec, Overrides(filesystem="ext4")))
+    assert [d.get("filesystem") for d in run.devices] == ["ext4", "ext4"]
+    with pytest.raises(SpecError, match=f"--filesystem: xfs, but {spec}'s devices say ext4"):
+        load_experiment(spec, Overrides(filesystem="xfs"))
+    res = CliRunner().invoke(main, ["run", spec, "--filesystem", "ext4", "--duration", "5ms", "--no-report",
+                                    "--out", str(tmp_path / "o"), "-j", "1"])
+    assert res.exit_code == 0, res.output
+    (recorded,) = [json.loads(p.read_text()) for p in (tmp_path / "o" / "runs").glob("*/spec.json")]
+    assert [d.get("filesystem") for d in recorded["sim_config"]["devices"]] == ["ext4", "ext4"]
+
+
 def test_a_rested_drive_needs_a_static_slc_region_to_start_empty(tmp_path):
     """`rested = true` reaches the simulator's device config on a preset with a static SLC region (the 980 PRO's
     6 GB); on one without (the P4500, no TurboWrite) it is an error naming the option and the preset file."""
@@ -371,19 +393,21 @@ def test_the_kernel_versions_table_in_the_docs_lists_every_modelled_change():
 SEED003_FS = Path(__file__).resolve().parents[3] / "experiments" / "validation" / "seed003-fs"
 
 
-def test_the_seed003_fs_validation_specs_run_one_workload_on_each_target_and_scheduler():
-    """experiments/validation/seed003-fs/: R1-W256 on the raw device, ext4 and xfs, under Kyber's four corner targets
-    and none (docs/papers.md, the kernel-backend validation of seed003-fs). Each spec resolves, and they differ only
-    in the file system and the scheduler: a changed job in one of them would compare different workloads."""
-    runs = {p.stem: expand_runs(load_experiment(str(p))) for p in sorted(SEED003_FS.glob("*.toml"))}
-    assert sorted(runs) == [f"{fs}-{s}" for fs in ("ext4", "raw", "xfs") for s in ("kyber", "none")]
+def test_the_seed003_fs_validation_specs_run_one_workload_under_kyber_and_none_on_each_target():
+    """experiments/validation/seed003-fs/: R1-W256 under Kyber's four corner targets and under none (docs/papers.md,
+    the kernel-backend validation of seed003-fs), on the raw device and, with --filesystem, on ext4 and xfs. Both
+    specs resolve and describe one workload: a changed job in one of them would compare different workloads."""
+    runs = {p.stem: p for p in sorted(SEED003_FS.glob("*.toml"))}
+    assert sorted(runs) == ["kyber", "none"]
     corners = [{"read_lat_nsec": r, "write_lat_nsec": w} for r in (50_000, 100_000_000) for w in (20_000, 100_000_000)]
-    for name, rs in runs.items():
-        fs, scheduler = name.split("-")
-        assert [r.scheduler for r in rs] == [scheduler] * len(rs)
-        assert [r.tunables for r in rs] == (corners if scheduler == "kyber" else [{}])
-        assert [r.devices[0].get("filesystem") for r in rs] == [None if fs == "raw" else fs] * len(rs)
-    jobs = {name: [j.config for j in rs[0].jobs] for name, rs in runs.items()}
-    reader, writer = jobs["raw-none"]
+    jobs = {}
+    for fs in (None, "ext4", "xfs"):
+        for scheduler, path in runs.items():
+            rs = expand_runs(load_experiment(str(path), Overrides(filesystem=fs)))
+            assert [r.scheduler for r in rs] == [scheduler] * len(rs)
+            assert [r.tunables for r in rs] == (corners if scheduler == "kyber" else [{}])
+            assert [r.devices[0].get("filesystem") for r in rs] == [fs] * len(rs)
+            jobs[scheduler, fs] = [j.config for j in rs[0].jobs]
+    reader, writer = jobs["none", None]
     assert (reader["iodepth"], writer["iodepth"]) == (1, 256)
-    assert all(j == jobs["raw-none"] for j in jobs.values())
+    assert all(j == jobs["none", None] for j in jobs.values())
