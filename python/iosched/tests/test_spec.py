@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -311,7 +312,7 @@ def test_the_filesystem_flag_puts_every_device_of_a_simulated_run_on_that_file_s
     assert [d.get("filesystem") for d in raw.devices] == [None, "ext4"]
     (run,) = expand_runs(load_experiment(spec, Overrides(filesystem="ext4")))
     assert [d.get("filesystem") for d in run.devices] == ["ext4", "ext4"]
-    with pytest.raises(SpecError, match=f"--filesystem: xfs, but {spec}'s devices say ext4"):
+    with pytest.raises(SpecError, match=re.escape(f"--filesystem: xfs, but {spec}'s devices say ext4")):
         load_experiment(spec, Overrides(filesystem="xfs"))
     res = CliRunner().invoke(main, ["run", spec, "--filesystem", "ext4", "--duration", "5ms", "--no-report",
                                     "--out", str(tmp_path / "o"), "-j", "1"])
