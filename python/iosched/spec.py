@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -294,6 +295,14 @@ def _cli_preset(name: str) -> str:
     return str(Path(name).resolve()) if presets_mod.is_preset_path(name) else name
 
 
+def check_filesystem_flag(given: str, named: Iterable[Any], file: str) -> None:
+    """--filesystem GIVEN against the file systems the spec's devices name (None: raw): on either backend the flag
+    may only agree with them."""
+    other = sorted({str(n) for n in named if n is not None} - {given})
+    if other:
+        raise SpecError("--filesystem", None, f"{given}, but {file}'s devices say {', '.join(other)}")
+
+
 def _apply_overrides(data: dict[str, Any], o: Overrides, file: str = "") -> None:
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
 
@@ -319,11 +328,7 @@ def _apply_overrides(data: dict[str, Any], o: Overrides, file: str = "") -> None
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
             devs = [{}]
-        # As the kernel backend's flag: the spec's own file systems, if any, must be this one.
-        named = sorted({str(d["filesystem"]) for d in devs if isinstance(d, dict) and d.get("filesystem") is not None}
-                       - {o.filesystem})
-        if named:
-            raise SpecError("--filesystem", None, f"{o.filesystem}, but {file}'s devices say {', '.join(named)}")
+        check_filesystem_flag(o.filesystem, (d.get("filesystem") for d in devs if isinstance(d, dict)), file)
         data["devices"] = [dict(d, filesystem=o.filesystem) if isinstance(d, dict) else d for d in devs]
     sched = data.get("scheduler")
     if not isinstance(sched, dict):

@@ -30,7 +30,8 @@ from typing import Any, Callable
 from ... import kernel_version, presets, store
 from ...errors import SpecError, show
 from ...results import job_rows
-from ...spec import Experiment, RealSystem, ResolvedRun, device_names, expand_runs, validate_spec
+from ...spec import (Experiment, RealSystem, ResolvedRun, check_filesystem_flag, device_names, expand_runs,
+                    validate_spec)
 from ...version import __version__
 from . import KernelError, cgroups, fiofile, fioresult, fs, safety, state
 from .blockdev import BlockDevice, elsewhere_hint
@@ -131,9 +132,7 @@ def spec_filesystem(exp: Experiment, given: str | None) -> str | None:
     them: the backend makes the same one on every device)."""
     named = {d.filesystem for d in validate_spec(exp.file, exp.data).devices}
     if given is not None:
-        if named - {None, given}:
-            raise SpecError("--filesystem", None, f"{given}, but {exp.file}'s devices say "
-                            f"{', '.join(sorted(n for n in named if n))}")
+        check_filesystem_flag(given, named, exp.file)
         return given
     if len(named) > 1:
         raise SpecError(exp.file, "devices.filesystem", "the kernel backend makes one file system on every device: "
