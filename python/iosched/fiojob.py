@@ -32,6 +32,7 @@ OPTIONS = {
     "cgroup_weight": "weight", "cpus_allowed": "cpus", "cpus_allowed_policy": "cpupolicy", "size": "size",
     "offset": "size", "filename": "str", "group_reporting": "bool", "direct": "bool", "buffered": "bool",
     "ioengine": "engine", "offset_increment": "size", "stonewall": "bool", "invalidate": "bool",
+    "end_fsync": "bool", "fsync_on_close": "bool",
     "read_iolog": "str", "read_iolog_format": "str", "replay_time_scale": "pos",
     "replay_no_stall": "bool", "replay_lun": "lun", "replay_blkparse_action": "str",
     "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
@@ -420,6 +421,15 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
             raise _err(raw, "size", "a buffered job needs a size (the size of each process's file)")
     invalidate = _bool(raw, *opts["invalidate"]) if "invalidate" in opts else True
     stonewall = _bool(raw, *opts["stonewall"]) if "stonewall" in opts else False
+    # fio fsyncs a write job's file when its writing is done, with either option (one file per process here), and
+    # counts the fsync in the job's runtime.
+    end_fsync = any(_bool(raw, *opts[k]) for k in ("end_fsync", "fsync_on_close") if k in opts)
+    if end_fsync and rw in ("read", "randread"):
+        notes.append(f"{raw.file}: {raw.label}: end_fsync has no effect on a job that only reads (as in fio)")
+        end_fsync = False
+    elif end_fsync and not buffered:
+        notes.append(f"{raw.file}: {raw.label}: end_fsync on direct I/O: nothing is dirty, and the drive cache "
+                     "flush an fsync sends is not simulated (the kernel backend runs it)")
 
     def time_opt(name: str, unit: str) -> int | None:
         if name not in opts:
@@ -606,6 +616,8 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         "offset_bytes": offset, "size_bytes": size, "devices": idx, "offset_increment_bytes": increment,
         "buffered": buffered, "invalidate": invalidate, "stonewall": stonewall,
     }
+    if end_fsync:
+        config["end_fsync"] = True
     if "random_distribution" in opts:
         distribution = _random_distribution(raw, *opts["random_distribution"])
         if distribution is not None:

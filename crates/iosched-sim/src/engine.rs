@@ -47,6 +47,8 @@ pub enum Event {
     CallDone { process: u32 },
     /// The writeback flusher may submit its next request.
     FlusherStep,
+    /// A process in fsync may submit its next writeback request (`Simulation::fsync_step`).
+    FsyncStep { process: u32 },
     /// A core reaches the processes woken on it that wait in its CFS run queue: the one with the least virtual
     /// runtime runs (`Simulation::pick_next`).
     PickNext { core: u32 },

@@ -23,12 +23,14 @@
 //!   writes each for a chunk of `MIN_WRITEBACK_PAGES` (4 MiB) before moving to the next, continuing where it
 //!   stopped (`writeback_index`); each request is a run of contiguous dirty pages up to `max_sectors_kb`,
 //!   asynchronous, submitted one at a time: the flusher sleeps while the block layer has no free request.
+//! * **fsync** (fio's `end_fsync`, `fsync_on_close`): the caller writes its file's dirty pages back itself, in
+//!   file order, one request at a time (`next_writeback_of`), and waits until none is dirty or under writeback.
 //!
 //! # Not modelled
 //!
-//! Periodic (`dirty_expire_centisecs`, 30 s) writeback, fsync/close flushing, ext4 metadata and journal writes,
-//! delayed-allocation work, page allocation and reclaim costs (a page costs the same to dirty whether new or
-//! cached), readahead thrashing and random-read heuristics, mmap.
+//! Periodic (`dirty_expire_centisecs`, 30 s) writeback, ext4 metadata and journal writes (an fsync's journal commit
+//! and the drive cache flush that ends it), delayed-allocation work, page allocation and reclaim costs (a page costs
+//! the same to dirty whether new or cached), readahead thrashing and random-read heuristics, mmap.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -57,6 +59,8 @@ struct File {
     writeback_index: u64,
     chunk_written: u64,
     in_wb_queue: bool,
+    /// Pages under writeback (fsync waits for them).
+    writeback: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +130,7 @@ impl PageCache {
             writeback_index: 0,
             chunk_written: 0,
             in_wb_queue: false,
+            writeback: 0,
         });
         let f = self.files.len() - 1;
         self.by_region.insert((device, offset_bytes, size_bytes), f);
@@ -185,6 +190,7 @@ impl PageCache {
             self.cached -= 1;
         }
         let f = &mut self.files[file];
+        f.writeback = f.writeback + wb(to) - wb(from);
         f.pages[page as usize] = to;
         if to == Page::Dirty {
             f.dirty.insert(page);
@@ -310,6 +316,32 @@ impl PageCache {
             return Some((file, start, count));
         }
         None
+    }
+
+    /// fsync's next request for `file` (write_cache_pages with WB_SYNC_ALL over the whole file): its first run of
+    /// up to `max_pages` contiguous dirty pages, now under writeback. None when none of its pages is dirty.
+    pub fn next_writeback_of(&mut self, file: usize, max_pages: u64) -> Option<Run> {
+        let f = &self.files[file];
+        let start = *f.dirty.iter().next()?;
+        let mut count = 0;
+        while count < max_pages && f.dirty.contains(&(start + count)) {
+            count += 1;
+        }
+        for p in start..start + count {
+            self.set(file, p, Page::Writeback);
+        }
+        // The flusher's queue drops the file when it next finds nothing dirty there (`next_writeback`).
+        Some((file, start, count))
+    }
+
+    /// Whether any page of `file` is under writeback.
+    pub fn under_writeback(&self, file: usize) -> bool {
+        self.files[file].writeback > 0
+    }
+
+    /// Whether any page of `file` is dirty and not under writeback.
+    pub fn file_has_dirty(&self, file: usize) -> bool {
+        !self.files[file].dirty.is_empty()
     }
 
     /// Writeback of pages `first..first + count` completed: clean, or dirty again if written meanwhile.

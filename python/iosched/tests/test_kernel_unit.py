@@ -225,6 +225,7 @@ startdelay = "10ms"
 time_based = false
 size = "128M"
 loops = 2
+end_fsync = true
 [[job]]
 name = "sync"
 rw = "randread"
@@ -275,6 +276,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
     assert (bg["randseed"], after["randseed"]) == ("42", "7")           # the job's own, else the run's
     assert bg["random_distribution"] == "zipf:1.2:0.25" and "random_distribution" not in lapp
     assert after["loops"] == "2" and "loops" not in bg
+    assert after["end_fsync"] == "1" and "end_fsync" not in bg
     assert after["stonewall"] == "1" and after["startdelay"] == "10ms" and "time_based" not in after
     assert after["runtime"] == "1500ms" and after["ioengine"] == "libaio" and "norandommap" not in after
     assert jobs["sync"]["ioengine"] == "pvsync2"        # fio runs the job's engine; the simulator runs psync

@@ -583,6 +583,10 @@ pub struct JobConfig {
     /// fio's stonewall: the job starts only once every earlier job has finished.
     #[serde(default)]
     pub stonewall: bool,
+    /// fio's end_fsync (or fsync_on_close): a buffered writer fsyncs its file when its writing is done, and the
+    /// job ends when the fsync returns.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub end_fsync: bool,
     /// fio's loops: without `time_based`, a process transfers its `size_bytes` this many times (a sequential job
     /// walks its region again from the start). None: once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -648,6 +652,7 @@ impl JobConfig {
             buffered: false,
             invalidate: true,
             stonewall: false,
+            end_fsync: false,
             randseed: None,
             stats_window_ns: None,
             bssplit: None,

@@ -17,6 +17,18 @@ pub(super) struct Buffered {
     pub(super) call: Option<(u64, u64, u32, u64)>,
     /// Sleeping: a read waits for its pages, a write for the dirty limit.
     pub(super) waiting: bool,
+    /// fio's end_fsync on a writer: once its writing is done it fsyncs its file, and the job ends when that returns.
+    pub(super) end_fsync: bool,
+    pub(super) fsync: Option<Fsync>,
+}
+
+/// Where a writer's fsync is (`Simulation::fsync_step`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fsync {
+    /// Writing its file's dirty pages back: its latest request is on its way into the elevator.
+    Writing,
+    /// Asleep until the last of its file's pages under writeback is written (filemap_fdatawait).
+    Waiting,
 }
 
 impl Simulation<'_> {
@@ -40,6 +52,9 @@ impl Simulation<'_> {
             return;
         }
         if at >= proc.state.end_ns || proc.state.bytes_issued >= proc.params.size_limit_bytes {
+            if b.end_fsync && b.fsync.is_none() {
+                return self.fsync_step(process, at);
+            }
             return self.stop(process, at);
         }
         let proc = &mut self.processes[p];
@@ -134,8 +149,9 @@ impl Simulation<'_> {
             tail: NO_IO,
             request: None,
             live: true,
-            // Readahead is a read (sync for the elevator); writeback is asynchronous.
-            sync: !write,
+            // Readahead is a read (sync for the elevator); the flusher's writeback is asynchronous, fsync's
+            // (WB_SYNC_ALL) sync.
+            sync: !write || Some(process) != self.flusher,
             kind,
         });
         self.ios_issued += 1;
@@ -208,6 +224,7 @@ impl Simulation<'_> {
                 if !cache.over_dirty_limit() {
                     self.wake_writers(end);
                 }
+                self.wake_fsync(file as usize, end);
                 self.kick_flusher(end);
             }
             BioKind::Fio => unreachable!(),
@@ -307,10 +324,64 @@ impl Simulation<'_> {
         );
     }
 
-    /// Bio `io` got into the elevator (inserted or merged): a flusher waiting on it goes on.
+    /// Bio `io` got into the elevator (inserted or merged): the flusher, or a process in fsync, waiting on it goes
+    /// on.
     pub(super) fn accepted(&mut self, io: u32, now: u64) {
-        if matches!(self.slots[io as usize].kind, BioKind::Writeback { .. }) {
-            self.events.schedule(now, Event::FlusherStep);
+        let slot = &self.slots[io as usize];
+        if matches!(slot.kind, BioKind::Writeback { .. }) {
+            if Some(slot.process) == self.flusher {
+                self.events.schedule(now, Event::FlusherStep);
+            } else {
+                let process = slot.process;
+                self.events.schedule(now, Event::FsyncStep { process });
+            }
+        }
+    }
+
+    /// fsync by a writer whose writing is done (ext4_sync_file: file_write_and_wait_range): it writes its file's
+    /// dirty pages back itself, in file order, one request at a time (WB_SYNC_ALL, so REQ_SYNC: sync for the
+    /// elevator), each once the last got into the elevator; then it sleeps until none of its file's pages is under
+    /// writeback, the flusher's included, and the job ends. ext4's journal commit and the drive cache flush that
+    /// end a real fsync are not modelled.
+    pub(super) fn fsync_step(&mut self, process: u32, now: u64) {
+        let p = process as usize;
+        let file = self.processes[p].source.buffered.as_ref().unwrap().file;
+        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let cache = self.cache.as_mut().unwrap();
+        if let Some((_, first, count)) = cache.next_writeback_of(file, max_pages) {
+            self.processes[p].source.buffered.as_mut().unwrap().fsync = Some(Fsync::Writing);
+            let submit_ns = self.processes[p].params.cost.submit_ns;
+            let CpuBooking { core, end_ns, .. } = self.run_process(process, now, submit_ns);
+            let file = file as u32;
+            let kind = BioKind::Writeback { file, first, count };
+            return self.submit_cache_bio(process, core, kind, end_ns);
+        }
+        let in_flight = cache.under_writeback(file);
+        self.processes[p].source.buffered.as_mut().unwrap().fsync = Some(Fsync::Waiting);
+        if !in_flight {
+            self.stop(process, now);
+        }
+    }
+
+    /// Writeback of `file` ended at `at`: a process asleep in fsync on it wakes once none of its pages is under
+    /// writeback (to write any dirtied meanwhile, or to return).
+    fn wake_fsync(&mut self, file: usize, at: u64) {
+        if self.cache.as_ref().unwrap().under_writeback(file) {
+            return;
+        }
+        for p in 0..self.processes.len() {
+            let asleep = self.processes[p]
+                .source
+                .buffered
+                .as_ref()
+                .is_some_and(|b| b.file == file && b.fsync == Some(Fsync::Waiting))
+                && !self.processes[p].state.stopped;
+            if asleep {
+                let work = self.processes[p].params.cost.sleep_wake_ns
+                    + self.package_idle_wake_extra_ns(at);
+                let done = self.run_process(p as u32, at, work).end_ns;
+                self.fsync_step(p as u32, done);
+            }
         }
     }
 }
@@ -347,6 +418,79 @@ mod tests {
         assert!(matches!(bio.kind, BioKind::Writeback { .. }));
         assert_eq!((bio.process, bio.sync), (flusher, false));
         assert!(sim.flusher_busy);
+    }
+
+    /// fio's end_fsync on a 4 MiB write, below the 64 MiB cache's 6.4 MiB background threshold. Without it nothing
+    /// reaches the device: the job ends with its last write(). With it the writer writes its 1,024 dirty pages
+    /// back itself, as sync requests of max_sectors (128 KiB: 4 MiB / 128 KiB = 32 of them), and the job ends
+    /// only once the last has completed and no page of its file is dirty or under writeback.
+    #[test]
+    fn end_fsync_has_the_writer_write_its_file_back_and_the_job_end_when_it_is_clean() {
+        // (requests issued, completed, the first one's (process, sync, bytes), the file clean, when the job ended)
+        let run = |end_fsync: bool| {
+            let mut job = buffered_job("w", Rw::Write, 1, 4 << 20);
+            job.end_fsync = end_fsync;
+            let c = config("none", vec![job]);
+            let mut sim = Simulation::new(&c).unwrap();
+            sim.start_and_run_until(|sim| {
+                sim.cache_bios_in_flight > 0 || sim.active_processes == 0
+            });
+            let first = sim
+                .slots
+                .iter()
+                .find(|s| s.live)
+                .map(|s| (s.process, s.sync, s.bytes));
+            sim.run_until(|sim| sim.active_processes == 0);
+            let cache = sim.cache.as_ref().unwrap();
+            let clean = !cache.file_has_dirty(0) && !cache.under_writeback(0);
+            let ended = sim.processes[0].state.finished_ns.unwrap();
+            (sim.ios_issued, sim.ios_completed, first, clean, ended)
+        };
+        let (issued, _, first, clean, plain_end) = run(false);
+        assert_eq!((issued, first, clean), (0, None, false));
+        let (issued, completed, first, clean, synced_end) = run(true);
+        assert_eq!(
+            first,
+            Some((0, true, 128 << 10)),
+            "the writer's own sync request"
+        );
+        assert_eq!((issued, completed, clean), (32, 32, true));
+        // 4 MiB at the small device's rate takes milliseconds; the plain job's 64 copies of 16 us about one.
+        assert!(
+            synced_end > plain_end + 1_000_000,
+            "{synced_end} vs {plain_end}"
+        );
+    }
+
+    /// A 16 MiB write passes the 6.4 MiB background threshold, so the flusher is writing the file back when the
+    /// writer's fsync starts: the fsync writes what is still dirty and returns only when the flusher's requests
+    /// have completed too. 16 MiB in requests of up to 128 KiB: at least 128 of them, from the two together (the
+    /// flusher may find a shorter run of dirty pages while the writer is still writing).
+    #[test]
+    fn end_fsync_waits_for_the_flushers_writeback_of_the_file_too() {
+        let mut job = buffered_job("w", Rw::Write, 1, 16 << 20);
+        job.end_fsync = true;
+        let c = config("none", vec![job]);
+        let mut sim = Simulation::new(&c).unwrap();
+        let flusher = sim.flusher.unwrap();
+        let mut by_flusher = 0;
+        sim.schedule_start();
+        while sim.active_processes > 0 && sim.step().is_some() {
+            by_flusher = by_flusher.max(
+                sim.slots
+                    .iter()
+                    .filter(|s| s.live && s.process == flusher)
+                    .count(),
+            );
+        }
+        assert!(by_flusher > 0, "the flusher wrote some of it");
+        assert!(
+            sim.ios_issued >= 128
+                && sim.ios_issued == sim.ios_completed
+                && sim.cache_bios_in_flight == 0
+        );
+        let cache = sim.cache.as_ref().unwrap();
+        assert!(!cache.file_has_dirty(0) && !cache.under_writeback(0));
     }
 
     #[test]

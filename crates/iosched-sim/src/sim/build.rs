@@ -326,6 +326,8 @@ impl<'j> JobLayout<'j> {
                     readahead: Readahead::new(read_ahead_pages),
                     call: None,
                     waiting: false,
+                    end_fsync: job.end_fsync && job.rw == Rw::Write,
+                    fsync: None,
                 })
             }
             _ => None,

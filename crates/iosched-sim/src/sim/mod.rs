@@ -340,6 +340,7 @@ impl Simulation<'_> {
             Event::Sample => self.sample(now),
             Event::CallDone { process } => self.call_done(process, now),
             Event::FlusherStep => self.flusher_step(now),
+            Event::FsyncStep { process } => self.fsync_step(process, now),
             Event::PickNext { core } => self.pick_next(core, now),
         }
     }

@@ -98,6 +98,8 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             o.append(("group_reporting", 1))
         if c["stonewall"]:
             o.append(("stonewall", 1))
+        if c.get("end_fsync"):
+            o.append(("end_fsync", 1))
         if c["rw"].startswith("rand") or c["rw"] == "randrw":
             # The simulator draws random offsets without fio's random map (norandommap).
             o.append(("norandommap", 1))
