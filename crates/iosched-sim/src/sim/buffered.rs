@@ -493,6 +493,22 @@ mod tests {
         assert!(!cache.file_has_dirty(0) && !cache.under_writeback(0));
     }
 
+    /// fio counts end_fsync in a job's runtime also when the job is time_based: a writer that dirties pages for
+    /// 2 ms (~8 MiB at the test host's 4 GB/s copies, under the background threshold) reports a 2 ms window
+    /// without it, and with it the 2 ms plus the milliseconds its fsync takes to write them back.
+    #[test]
+    fn a_time_based_writers_window_includes_its_end_fsync() {
+        let window = |end_fsync: bool| {
+            let mut job = buffered_job("w", Rw::Write, 1, 64 << 20);
+            (job.time_based, job.runtime_ns, job.end_fsync) = (true, 2_000_000, end_fsync);
+            let c = config("none", vec![job]);
+            crate::simulate(&c, &mut |_| true).unwrap().jobs[0].window_ns
+        };
+        assert_eq!(window(false), 2_000_000);
+        let synced = window(true);
+        assert!(synced > 3_000_000, "{synced}");
+    }
+
     #[test]
     fn a_read_waits_for_its_readahead_and_reads_ahead_of_itself() {
         let c = config("none", vec![buffered_job("r", Rw::Read, 1, 4 << 20)]);

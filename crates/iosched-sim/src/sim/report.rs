@@ -166,11 +166,16 @@ impl Simulation<'_> {
             vec![Default::default(); jobs.len()];
         for proc in self.processes.iter().filter(|p| p.is_job_process()) {
             let job = &mut jobs[proc.params.job as usize];
-            let end = proc
-                .state
-                .finished_ns
-                .unwrap_or(proc.state.end_ns)
-                .min(proc.state.end_ns);
+            // fio counts a job's end_fsync in its runtime, also past a time_based job's end.
+            let fsynced = proc
+                .source
+                .buffered
+                .as_ref()
+                .is_some_and(|b| b.fsync.is_some());
+            let end = match proc.state.finished_ns {
+                Some(finished) if fsynced => finished,
+                finished => finished.unwrap_or(proc.state.end_ns).min(proc.state.end_ns),
+            };
             job.window_ns = job
                 .window_ns
                 .max(end.saturating_sub(proc.state.stats_start_ns));
