@@ -353,6 +353,7 @@ def test_end_fsync_and_fsync_on_close_fsync_a_writer_and_nothing_else_as_fio_doe
     assert r.config["end_fsync"] and "drive cache flush an fsync sends is not simulated" in r.notes[0]
 
 
+@pytest.mark.usefixtures("real_presets")
 def test_end_fsync_times_the_writeback_in_the_jobs_bandwidth():
     """fio counts end_fsync in the job's runtime (backend.c: do_io fsyncs before update_runtime), so three 16 MiB
     buffered writers on i7-3517u-4c run at memory speed without it and at the SATA drive's rate with it."""
