@@ -43,6 +43,17 @@ impl Simulation<'_> {
         (bytes as u128 * 1_000_000_000 / rate as u128) as u64
     }
 
+    /// Pages in the largest request the block layer builds (`max_sectors_kb`): each readahead or writeback bio's
+    /// most.
+    fn max_request_pages(&self) -> u64 {
+        self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES
+    }
+
+    /// The work of waking process `p`, asleep in its read(), write() or fsync, at `at`.
+    fn wake_work_ns(&self, p: usize, at: u64) -> u64 {
+        self.processes[p].params.cost.sleep_wake_ns + self.package_idle_wake_extra_ns(at)
+    }
+
     /// A buffered process's next read() or write() call (psync: one at a time).
     pub(super) fn buffered_call(&mut self, process: u32, at: u64) {
         let p = process as usize;
@@ -83,7 +94,7 @@ impl Simulation<'_> {
             runs = b.readahead.on_read(cache, b.file, first, count);
         }
         // Each readahead request is built and submitted in the reader's context.
-        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let max_pages = self.max_request_pages();
         let requests: u64 = runs.iter().map(|&(_, _, n)| n.div_ceil(max_pages)).sum();
         work += requests * submit_ns;
         let CpuBooking {
@@ -108,7 +119,7 @@ impl Simulation<'_> {
         pages: std::ops::Range<u64>,
         at: u64,
     ) {
-        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let max_pages = self.max_request_pages();
         let mut first = pages.start;
         while first < pages.end {
             let count = max_pages.min(pages.end - first);
@@ -246,9 +257,7 @@ impl Simulation<'_> {
             {
                 continue;
             }
-            let work = self.processes[p].params.cost.sleep_wake_ns
-                + self.package_idle_wake_extra_ns(at)
-                + self.copy_ns(c * PAGE_BYTES);
+            let work = self.wake_work_ns(p, at) + self.copy_ns(c * PAGE_BYTES);
             let done = self.run_process(p as u32, at, work).end_ns;
             self.finish_call(p as u32, done);
         }
@@ -264,8 +273,7 @@ impl Simulation<'_> {
                 .as_ref()
                 .is_some_and(|b| b.write && b.waiting);
             if waiting_writer {
-                let work = self.processes[p].params.cost.sleep_wake_ns
-                    + self.package_idle_wake_extra_ns(at);
+                let work = self.wake_work_ns(p, at);
                 let done = self.run_process(p as u32, at, work).end_ns;
                 self.finish_call(p as u32, done);
             }
@@ -304,7 +312,7 @@ impl Simulation<'_> {
             self.flusher_busy = false;
             return;
         }
-        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let max_pages = self.max_request_pages();
         let Some((file, first, count)) = self.cache.as_mut().unwrap().next_writeback(max_pages)
         else {
             self.flusher_busy = false;
@@ -346,7 +354,7 @@ impl Simulation<'_> {
     pub(super) fn fsync_step(&mut self, process: u32, now: u64) {
         let p = process as usize;
         let file = self.processes[p].source.buffered.as_ref().unwrap().file;
-        let max_pages = self.queues[0].max_sectors as u64 * SECTOR_BYTES / PAGE_BYTES;
+        let max_pages = self.max_request_pages();
         let cache = self.cache.as_mut().unwrap();
         if let Some((_, first, count)) = cache.next_writeback_of(file, max_pages) {
             self.processes[p].source.buffered.as_mut().unwrap().fsync = Some(Fsync::Writing);
@@ -377,8 +385,7 @@ impl Simulation<'_> {
                 .is_some_and(|b| b.file == file && b.fsync == Some(Fsync::Waiting))
                 && !self.processes[p].state.stopped;
             if asleep {
-                let work = self.processes[p].params.cost.sleep_wake_ns
-                    + self.package_idle_wake_extra_ns(at);
+                let work = self.wake_work_ns(p, at);
                 let done = self.run_process(p as u32, at, work).end_ns;
                 self.fsync_step(p as u32, done);
             }
