@@ -17,12 +17,13 @@
 //! stayed in the reader's submission queue, and round robin let the L-app's read, alone on its own queue, pass them
 //! (P99 0.6 ms).
 //!
-//! Why round robin at the front end, not doorbell order: with 256 QD-1 readers on 10 cores the 980 PRO is
-//! front-end bound (774 K IOPS) and the artifact's read latency spreads P50 264 / P90 569 / P99 1,090 µs (ICPE'24
-//! Fig. 5, none); taking commands in doorbell order the model gave 309 / 418 / 569 µs, by round robin over the
-//! cores' queues 283 / 590 / 1,090 µs, with nothing else changed: how long a command waits depends on how many
-//! share its core's queue. Round robin is NVMe's default arbitration, the one every controller supports and the one
-//! Linux leaves selected.
+//! Why round robin at the front end: it is NVMe's default arbitration, the one every controller supports and the one
+//! Linux leaves selected. It once also stood for the spread of the 980 PRO's latencies at depth (ICPE'24 Fig. 5,
+//! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which it gave with the drive's read ceiling
+//! here at the front end; but the artifact's SPDK reader, one thread and so one submission queue, spreads the same
+//! (QD 256: 268 / 561 / 1,011 µs), and the spread went once other host costs changed. The waiting is at the flash
+//! units: where the preset sets `read_out_ns`, a read passes the front end without occupying it and the controller's
+//! work on it comes after the flash read (`flash.rs`), so the reads that wait are those whose unit is busy.
 
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
@@ -75,6 +76,7 @@ impl Device {
             self.front_end[core].command = Some(command);
             let busy_ns = match (command.write, self.config.write_command_ns) {
                 (true, Some(write_ns)) => write_ns,
+                (false, _) if self.config.read_out_ns.is_some() => 0, // its work comes after the flash
                 _ => self.config.command_ns,
             };
             events.schedule(

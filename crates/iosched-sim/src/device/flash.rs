@@ -22,6 +22,8 @@ pub(super) enum UnitOp {
     HostProgram,
     GcCopy,
     Erase,
+    /// Holding a read's data until the controller's read-out stage has taken it (`read_out_ns`).
+    ReadOut,
 }
 
 /// One flash page of a read command, queued on the unit the page maps to.
@@ -68,6 +70,8 @@ pub(super) struct ReadTracking {
     pub(super) done_at_ns: u64,
     /// Bytes of the read buffer it holds until its completion is posted (`read_buffer_bytes`).
     pub(super) buffer_bytes: u32,
+    /// The command's bytes, which cross the link together after its read-out (`read_out_ns`).
+    pub(super) bytes: u32,
 }
 
 impl Unit {
@@ -115,6 +119,7 @@ impl Device {
             } else {
                 0
             },
+            bytes: command.bytes,
         };
         // Commands of one mapping unit get the flash's fast partial-page read; longer ones normal page reads.
         let page_read = command.bytes > FAST_READ_MAX_BYTES;
@@ -332,6 +337,48 @@ impl Device {
         }
     }
 
+    /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel to
+    /// the controller. Once the command's last piece is there, the read-out stage takes the command (in the order
+    /// the units finished), then its data crosses the link; returns until when unit `u` keeps the data (the read-out's
+    /// end, if that is later than now), or None if the unit is free now.
+    fn read_piece_off_flash(
+        &mut self,
+        u: usize,
+        request: u32,
+        bytes: u32,
+        now: u64,
+        events: &mut EventQueue,
+    ) -> Option<u64> {
+        let read_out_ns = self.config.read_out_ns?;
+        let channel = u / self.config.units_per_channel as usize;
+        let off_channel = book(
+            &mut self.channel_free_at_ns[channel],
+            now,
+            transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
+        );
+        let tracking = &mut self.reads[request as usize];
+        tracking.pages_left -= 1;
+        tracking.done_at_ns = tracking.done_at_ns.max(off_channel);
+        if tracking.pages_left > 0 {
+            return None;
+        }
+        let (ready_ns, command_bytes) = (tracking.done_at_ns, tracking.bytes);
+        let read_out_end = book(&mut self.read_out_free_at_ns, ready_ns, read_out_ns);
+        let at_host = book(
+            &mut self.link_to_host_free_at_ns,
+            read_out_end,
+            transfer_ns(command_bytes as u64, self.config.link_bytes_per_s),
+        );
+        events.schedule(
+            at_host + self.config.read_pipeline_ns,
+            Event::DeviceComplete {
+                device: self.index,
+                request,
+            },
+        );
+        (read_out_end > now).then_some(read_out_end)
+    }
+
     /// A flash unit finished operation number `operation` (unless that one was suspended: then it ends later).
     pub fn unit_done(&mut self, unit: u32, operation: u32, events: &mut EventQueue) {
         let now = events.now_ns;
@@ -340,6 +387,12 @@ impl Device {
             return;
         }
         match self.units[u].op {
+            UnitOp::Read { request, bytes } if self.config.read_out_ns.is_some() => {
+                if let Some(held_until_ns) = self.read_piece_off_flash(u, request, bytes, now, events) {
+                    return self.run_op(unit, UnitOp::ReadOut, held_until_ns, events);
+                }
+            }
+            UnitOp::ReadOut => {}
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
                 let off_channel = book(
@@ -475,6 +528,74 @@ mod tests {
             lone_read_on_one_unit(16384, 0, None),
             1_000 + 40_000 + 16_384 + 4_096 + 2_000
         );
+    }
+
+    /// A drive of 2 channels x 2 units, every page read 40 us, with the reads' controller work either at the front
+    /// end (`command_ns`) or after the flash (`read_out_ns`), `work_ns` each; reads of `pages` (16 KiB apart: one
+    /// piece each), all submitted at 0. Returns each read's completion time, in request order.
+    fn reads_with_controller_work(work_ns: u64, after_flash: bool, pages: &[u64]) -> Vec<u64> {
+        let mut config = small_device(Condition::Fresh);
+        config.read_ns_by_page_type = vec![40_000];
+        config.command_ns = if after_flash { 1_000 } else { work_ns };
+        config.read_out_ns = after_flash.then_some(work_ns);
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        for (i, &page) in pages.iter().enumerate() {
+            device.submit(0, read(i as u32, page * 16384), &mut events);
+        }
+        let mut done = run_until_idle(&mut device, &mut events);
+        done.sort_by_key(|d| d.1);
+        done.into_iter().map(|d| d.0).collect()
+    }
+
+    /// The pages of `reads_with_controller_work`'s drive that its address hash puts on `unit`.
+    fn pages_of_unit(unit: usize, n: usize) -> Vec<u64> {
+        let device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
+        pages_on_unit(&device, unit, n)
+    }
+
+    #[test]
+    fn a_lone_read_takes_as_long_with_its_controller_work_after_the_flash() {
+        // Before: 1 us at the front end + 40 us array + 4,096 ns channel + 1,024 ns link + 2 us pipeline. After: the
+        // same 1 us between the channel and the link.
+        let page = pages_of_unit(0, 1);
+        let total = 1_000 + 40_000 + 4_096 + 1_024 + 2_000;
+        assert_eq!(reads_with_controller_work(1_000, false, &page), [total]);
+        assert_eq!(reads_with_controller_work(1_000, true, &page), [total]);
+    }
+
+    #[test]
+    fn a_unit_keeps_a_reads_data_until_the_controller_has_taken_it() {
+        // Two reads on unit 0, 10 us of controller work each. After the flash: A's array 0-40 us, channel to 44.096,
+        // read-out to 54.096, and the unit holds A's data until then; B's array starts there, 54.096-94.096,
+        // channel to 98.192, read-out to 108.192. Each then crosses the link (1.024 us) and the pipeline (2 us).
+        let pages = pages_of_unit(0, 2);
+        assert_eq!(
+            reads_with_controller_work(10_000, true, &pages),
+            [54_096 + 3_024, 108_192 + 3_024]
+        );
+        // Negative control, the work at the front end: A 0-10 us there, B 10-20; A's array 10-50, B's 50-90 (the
+        // unit frees when its array ends), each then 4.096 + 1.024 + 2 us: B ends 14 us sooner.
+        assert_eq!(
+            reads_with_controller_work(10_000, false, &pages),
+            [50_000 + 7_120, 90_000 + 7_120]
+        );
+    }
+
+    #[test]
+    fn the_read_out_takes_one_read_at_a_time_so_it_is_the_drives_read_ceiling() {
+        // One read on each of the 4 units, 10 us of controller work each: every array ends at 40 us; two pieces per
+        // channel cross it by 44.096 and 48.192 us; the read-out takes them one at a time, 10 us apart from 44.096
+        // on: ends at 54.096, 64.096, 74.096, 84.096 (+ 3.024 us each to complete). 100 K reads a second, as with
+        // the work at the front end, where the reads reach the flash 10 us apart instead (0-10, ..., 30-40 us) and
+        // end 40 us later + 7.12 us.
+        let pages: Vec<u64> = (0..4).map(|unit| pages_of_unit(unit, 1)[0]).collect();
+        let mut after = reads_with_controller_work(10_000, true, &pages);
+        after.sort();
+        assert_eq!(after, [57_120, 67_120, 77_120, 87_120]);
+        let mut before = reads_with_controller_work(10_000, false, &pages);
+        before.sort();
+        assert_eq!(before, [57_120, 67_120, 77_120, 87_120]);
     }
 
     #[test]

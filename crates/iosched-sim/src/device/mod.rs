@@ -5,11 +5,14 @@
 //!   while one with many waits its length (named assumption: the controller fetches a command only when a
 //!   front-end core can take it; it holds no internal queue of fetched commands in doorbell order).
 //! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling), or
-//!   `write_command_ns` for a write where that is set.
+//!   `write_command_ns` for a write where that is set; a read none where the preset sets `read_out_ns`.
 //! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
 //!   plus jitter), programs of `program_unit_bytes`, garbage-collection copies and erases. Reads go first when a unit
 //!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
 //!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
+//! - Where the preset sets `read_out_ns`, the controller's work on a read comes once its data is off the channel:
+//!   one read at a time (the drive's read ceiling), and the unit that read the command's last piece keeps the data,
+//!   taking no other operation, until the controller has taken it.
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
 //! - A read buffer (`read_buffer_bytes`, optional): a read leaving the front end holds its bytes of it until its
 //!   completion is posted; a read that finds no room waits off the front end while one of `waiting_read_slots` is
@@ -90,6 +93,8 @@ pub struct Device {
     units: Vec<Unit>,
     idle_units: Vec<u32>,
     channel_free_at_ns: Vec<u64>,
+    /// When the controller's read-out stage (`read_out_ns`) is next free.
+    read_out_free_at_ns: u64,
     link_to_host_free_at_ns: u64,
     link_to_device_free_at_ns: u64,
     /// The buffer's fill server (`buffer_fill_bytes_per_s`): when the data booked on it so far is in.
@@ -254,6 +259,7 @@ impl Device {
                 .collect(),
             idle_units: (0..nr_units).rev().collect(),
             channel_free_at_ns: vec![0; config.channels as usize],
+            read_out_free_at_ns: 0,
             link_to_host_free_at_ns: 0,
             link_to_device_free_at_ns: 0,
             buffer_fill_free_at_ns: 0,
