@@ -26,6 +26,9 @@
 //! work on it comes after the flash read (`flash.rs`), so the reads that wait are those whose unit is busy.
 
 use super::{Command, Device};
+
+/// PROBE: the core number of the read-out stage's events.
+pub(super) const READ_OUT_CORE: u32 = u32::MAX;
 use crate::engine::{Event, EventQueue};
 
 /// A front-end core: the command it works on, and since when it holds a write the buffer has no room for. A write
@@ -102,6 +105,9 @@ impl Device {
 
     /// A front-end core finished processing its command.
     pub fn controller_done(&mut self, core: u32, events: &mut EventQueue) {
+        if core == READ_OUT_CORE {
+            return self.read_out_done(events);
+        }
         let command = self.front_end[core as usize]
             .command
             .expect("controller core without a command");

@@ -351,6 +351,18 @@ impl Device {
     ) -> Option<u64> {
         let read_out_ns = self.config.read_out_ns?;
         let channel = u / self.config.units_per_channel as usize;
+        if self.ro_rr {
+            let tracking = &mut self.reads[request as usize];
+            tracking.pages_left -= 1;
+            if tracking.pages_left > 0 {
+                return None;
+            }
+            self.read_out_queues[channel].push_back((request, channel as u32));
+            if self.read_out_busy.is_none() {
+                self.start_read_out(events);
+            }
+            return None;
+        }
         let off_channel = book(
             &mut self.channel_free_at_ns[channel],
             now,
@@ -377,6 +389,45 @@ impl Device {
             },
         );
         (read_out_end > now).then_some(read_out_end)
+    }
+
+    /// PROBE: the read-out takes the next read, the channels' queues in rotation.
+    fn start_read_out(&mut self, events: &mut EventQueue) {
+        let n = self.read_out_queues.len();
+        for i in 0..n {
+            let ch = (self.read_out_next + i) % n;
+            if let Some(item) = self.read_out_queues[ch].pop_front() {
+                self.read_out_busy = Some(item);
+                self.read_out_next = (ch + 1) % n;
+                events.schedule(
+                    events.now_ns + self.config.read_out_ns.unwrap_or(0),
+                    Event::ControllerDone { device: self.index, core: super::controller::READ_OUT_CORE },
+                );
+                return;
+            }
+        }
+    }
+
+    /// PROBE: the read-out finished a read: its data crosses its channel and the link.
+    pub(super) fn read_out_done(&mut self, events: &mut EventQueue) {
+        let now = events.now_ns;
+        let (request, channel) = self.read_out_busy.take().expect("read-out without a read");
+        let bytes = self.reads[request as usize].bytes;
+        let off_channel = book(
+            &mut self.channel_free_at_ns[channel as usize],
+            now,
+            transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
+        );
+        let at_host = book(
+            &mut self.link_to_host_free_at_ns,
+            off_channel,
+            transfer_ns(bytes as u64, self.config.link_bytes_per_s),
+        );
+        events.schedule(
+            at_host + self.config.read_pipeline_ns,
+            Event::DeviceComplete { device: self.index, request },
+        );
+        self.start_read_out(events);
     }
 
     /// A flash unit finished operation number `operation` (unless that one was suspended: then it ends later).

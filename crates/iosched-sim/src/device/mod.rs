@@ -95,6 +95,11 @@ pub struct Device {
     channel_free_at_ns: Vec<u64>,
     /// When the controller's read-out stage (`read_out_ns`) is next free.
     read_out_free_at_ns: u64,
+    /// PROBE (IOSCHED_RO_RR): reads waiting for the read-out, per channel, served in rotation.
+    ro_rr: bool,
+    read_out_queues: Vec<std::collections::VecDeque<(u32, u32)>>,
+    read_out_busy: Option<(u32, u32)>,
+    read_out_next: usize,
     link_to_host_free_at_ns: u64,
     link_to_device_free_at_ns: u64,
     /// The buffer's fill server (`buffer_fill_bytes_per_s`): when the data booked on it so far is in.
@@ -260,6 +265,10 @@ impl Device {
             idle_units: (0..nr_units).rev().collect(),
             channel_free_at_ns: vec![0; config.channels as usize],
             read_out_free_at_ns: 0,
+            ro_rr: std::env::var_os("IOSCHED_RO_RR").is_some(),
+            read_out_queues: vec![Default::default(); config.channels as usize],
+            read_out_busy: None,
+            read_out_next: 0,
             link_to_host_free_at_ns: 0,
             link_to_device_free_at_ns: 0,
             buffer_fill_free_at_ns: 0,
