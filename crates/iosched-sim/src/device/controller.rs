@@ -18,17 +18,15 @@
 //! (P99 0.6 ms).
 //!
 //! Why round robin at the front end: it is NVMe's default arbitration, the one every controller supports and the one
-//! Linux leaves selected. It once also stood for the spread of the 980 PRO's latencies at depth (ICPE'24 Fig. 5,
-//! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which it gave with the drive's read ceiling
-//! here at the front end; but the artifact's SPDK reader, one thread and so one submission queue, spreads the same
-//! (QD 256: 268 / 561 / 1,011 µs), and the spread went once other host costs changed. The waiting is at the flash
-//! units: where the preset sets `read_out_ns`, a read passes the front end without occupying it and the controller's
-//! work on it comes after the flash read (`flash.rs`), so the reads that wait are those whose unit is busy.
+//! Linux leaves selected. It was first chosen for the spread of the 980 PRO's latencies at depth (ICPE'24 Fig. 5,
+//! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which round robin over the cores' queues gave
+//! (283 / 590 / 1,090; doorbell order 309 / 418 / 569) until other host costs changed (now 324 / 457 / 614). The
+//! spread is not arbitration's: the artifact's SPDK reader, one thread and so one submission queue, spreads the same
+//! (QD 256: 268 / 561 / 1,011 µs). Where the preset sets `read_out_ns`, a read passes the front end without
+//! occupying it and the drive's read ceiling is the controller's read-out after the flash (`flash.rs`), which takes
+//! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread.
 
 use super::{Command, Device};
-
-/// PROBE: the core number of the read-out stage's events.
-pub(super) const READ_OUT_CORE: u32 = u32::MAX;
 use crate::engine::{Event, EventQueue};
 
 /// A front-end core: the command it works on, and since when it holds a write the buffer has no room for. A write
@@ -105,9 +103,6 @@ impl Device {
 
     /// A front-end core finished processing its command.
     pub fn controller_done(&mut self, core: u32, events: &mut EventQueue) {
-        if core == READ_OUT_CORE {
-            return self.read_out_done(events);
-        }
         let command = self.front_end[core as usize]
             .command
             .expect("controller core without a command");

@@ -22,8 +22,6 @@ pub(super) enum UnitOp {
     HostProgram,
     GcCopy,
     Erase,
-    /// Holding a read's data until the controller's read-out stage has taken it (`read_out_ns`).
-    ReadOut,
 }
 
 /// One flash page of a read command, queued on the unit the page maps to.
@@ -70,8 +68,16 @@ pub(super) struct ReadTracking {
     pub(super) done_at_ns: u64,
     /// Bytes of the read buffer it holds until its completion is posted (`read_buffer_bytes`).
     pub(super) buffer_bytes: u32,
-    /// The command's bytes, which cross the link together after its read-out (`read_out_ns`).
+    /// The command's bytes, which cross the channel and the link together after its read-out (`read_out_ns`).
     pub(super) bytes: u32,
+}
+
+/// A read waiting for, or in, the controller's read-out stage (`read_out_ns`): its command, and when the last of
+/// its data is off the flash channels.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadOut {
+    request: u32,
+    ready_ns: u64,
 }
 
 impl Unit {
@@ -337,49 +343,66 @@ impl Device {
         }
     }
 
-    /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel to
-    /// the controller. Once the command's last piece is there, the read-out stage takes the command (in the order
-    /// the units finished), then its data crosses the link; returns until when unit `u` keeps the data (the read-out's
-    /// end, if that is later than now), or None if the unit is free now.
-    fn read_piece_off_flash(
-        &mut self,
-        u: usize,
-        request: u32,
-        bytes: u32,
-        now: u64,
-        events: &mut EventQueue,
-    ) -> Option<u64> {
-        let read_out_ns = self.config.read_out_ns?;
+    /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel.
+    /// Once the command's last piece is read, the command waits for the read-out in the queue of that piece's
+    /// channel. The unit is free at once: the data waits in the controller, not in the unit.
+    fn read_piece_done(&mut self, u: usize, request: u32, events: &mut EventQueue) {
         let channel = u / self.config.units_per_channel as usize;
-        if self.ro_rr {
-            let tracking = &mut self.reads[request as usize];
-            tracking.pages_left -= 1;
-            if tracking.pages_left > 0 {
-                return None;
-            }
-            self.read_out_queues[channel].push_back((request, channel as u32));
-            if self.read_out_busy.is_none() {
-                self.start_read_out(events);
-            }
-            return None;
-        }
+        let piece_bytes = match self.units[u].op {
+            UnitOp::Read { bytes, .. } => bytes,
+            _ => unreachable!("a read piece from a unit not reading"),
+        };
         let off_channel = book(
             &mut self.channel_free_at_ns[channel],
-            now,
-            transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
+            events.now_ns,
+            transfer_ns(piece_bytes as u64, self.config.channel_bytes_per_s),
         );
         let tracking = &mut self.reads[request as usize];
         tracking.pages_left -= 1;
         tracking.done_at_ns = tracking.done_at_ns.max(off_channel);
         if tracking.pages_left > 0 {
-            return None;
+            return;
         }
-        let (ready_ns, command_bytes) = (tracking.done_at_ns, tracking.bytes);
-        let read_out_end = book(&mut self.read_out_free_at_ns, ready_ns, read_out_ns);
+        let ready_ns = tracking.done_at_ns;
+        self.read_out_queues[channel].push_back(ReadOut { request, ready_ns });
+        if self.read_out_busy.is_none() {
+            self.start_read_out(events);
+        }
+    }
+
+    /// The read-out stage takes its next read: the oldest of the next channel's queue with one, the channels in
+    /// rotation from the one after the last taken. It works on the read once its data is off the channel.
+    fn start_read_out(&mut self, events: &mut EventQueue) {
+        let channels = self.read_out_queues.len();
+        let Some(channel) = (0..channels)
+            .map(|i| (self.read_out_next_channel + i) % channels)
+            .find(|&c| !self.read_out_queues[c].is_empty())
+        else {
+            return;
+        };
+        let read = self.read_out_queues[channel]
+            .pop_front()
+            .expect("a queue with a read");
+        self.read_out_busy = Some(read);
+        self.read_out_next_channel = (channel + 1) % channels;
+        let read_out_ns = self.config.read_out_ns.expect("a read-out stage");
+        events.schedule(
+            events.now_ns.max(read.ready_ns) + read_out_ns,
+            Event::ReadOutDone { device: self.index },
+        );
+    }
+
+    /// The read-out stage finished a read: its data crosses the link, and the stage takes the next.
+    pub fn read_out_done(&mut self, events: &mut EventQueue) {
+        let ReadOut { request, .. } = self
+            .read_out_busy
+            .take()
+            .expect("a read-out ended with no read in it");
+        let bytes = self.reads[request as usize].bytes as u64;
         let at_host = book(
             &mut self.link_to_host_free_at_ns,
-            read_out_end,
-            transfer_ns(command_bytes as u64, self.config.link_bytes_per_s),
+            events.now_ns,
+            transfer_ns(bytes, self.config.link_bytes_per_s),
         );
         events.schedule(
             at_host + self.config.read_pipeline_ns,
@@ -387,45 +410,6 @@ impl Device {
                 device: self.index,
                 request,
             },
-        );
-        (read_out_end > now).then_some(read_out_end)
-    }
-
-    /// PROBE: the read-out takes the next read, the channels' queues in rotation.
-    fn start_read_out(&mut self, events: &mut EventQueue) {
-        let n = self.read_out_queues.len();
-        for i in 0..n {
-            let ch = (self.read_out_next + i) % n;
-            if let Some(item) = self.read_out_queues[ch].pop_front() {
-                self.read_out_busy = Some(item);
-                self.read_out_next = (ch + 1) % n;
-                events.schedule(
-                    events.now_ns + self.config.read_out_ns.unwrap_or(0),
-                    Event::ControllerDone { device: self.index, core: super::controller::READ_OUT_CORE },
-                );
-                return;
-            }
-        }
-    }
-
-    /// PROBE: the read-out finished a read: its data crosses its channel and the link.
-    pub(super) fn read_out_done(&mut self, events: &mut EventQueue) {
-        let now = events.now_ns;
-        let (request, channel) = self.read_out_busy.take().expect("read-out without a read");
-        let bytes = self.reads[request as usize].bytes;
-        let off_channel = book(
-            &mut self.channel_free_at_ns[channel as usize],
-            now,
-            transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
-        );
-        let at_host = book(
-            &mut self.link_to_host_free_at_ns,
-            off_channel,
-            transfer_ns(bytes as u64, self.config.link_bytes_per_s),
-        );
-        events.schedule(
-            at_host + self.config.read_pipeline_ns,
-            Event::DeviceComplete { device: self.index, request },
         );
         self.start_read_out(events);
     }
@@ -438,12 +422,9 @@ impl Device {
             return;
         }
         match self.units[u].op {
-            UnitOp::Read { request, bytes } if self.config.read_out_ns.is_some() => {
-                if let Some(held_until_ns) = self.read_piece_off_flash(u, request, bytes, now, events) {
-                    return self.run_op(unit, UnitOp::ReadOut, held_until_ns, events);
-                }
+            UnitOp::Read { request, .. } if self.config.read_out_ns.is_some() => {
+                self.read_piece_done(u, request, events)
             }
-            UnitOp::ReadOut => {}
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
                 let off_channel = book(
@@ -616,28 +597,33 @@ mod tests {
     }
 
     #[test]
-    fn a_unit_keeps_a_reads_data_until_the_controller_has_taken_it() {
-        // Two reads on unit 0, 10 us of controller work each. After the flash: A's array 0-40 us, channel to 44.096,
-        // read-out to 54.096, and the unit holds A's data until then; B's array starts there, 54.096-94.096,
-        // channel to 98.192, read-out to 108.192. Each then crosses the link (1.024 us) and the pipeline (2 us).
-        let pages = pages_of_unit(0, 2);
+    fn the_read_out_takes_the_channels_reads_in_rotation() {
+        // Reads A and B on units 0 and 1 (channel 0), C on unit 2 (channel 1), 10 us of controller work each. After
+        // the flash: every array ends at 40 us; A crosses channel 0 by 44.096, B after it by 48.192, C channel 1 by
+        // 44.096. The read-out takes A (44.096-54.096), then channel 1's C (to 64.096), then B (to 74.096); each
+        // then crosses the link (1.024 us) and the pipeline (2 us): C passes B, which was read as early.
+        let pages = [
+            pages_of_unit(0, 1)[0],
+            pages_of_unit(1, 1)[0],
+            pages_of_unit(2, 1)[0],
+        ];
         assert_eq!(
             reads_with_controller_work(10_000, true, &pages),
-            [54_096 + 3_024, 108_192 + 3_024]
+            [54_096 + 3_024, 74_096 + 3_024, 64_096 + 3_024]
         );
-        // Negative control, the work at the front end: A 0-10 us there, B 10-20; A's array 10-50, B's 50-90 (the
-        // unit frees when its array ends), each then 4.096 + 1.024 + 2 us: B ends 14 us sooner.
+        // Negative control, the work at the front end: A 0-10 us there, B 10-20, C 20-30; their arrays end at 50,
+        // 60 and 70 us, each then 4.096 + 1.024 + 2 us: in the order they came.
         assert_eq!(
             reads_with_controller_work(10_000, false, &pages),
-            [50_000 + 7_120, 90_000 + 7_120]
+            [50_000 + 7_120, 60_000 + 7_120, 70_000 + 7_120]
         );
     }
 
     #[test]
     fn the_read_out_takes_one_read_at_a_time_so_it_is_the_drives_read_ceiling() {
         // One read on each of the 4 units, 10 us of controller work each: every array ends at 40 us; two pieces per
-        // channel cross it by 44.096 and 48.192 us; the read-out takes them one at a time, 10 us apart from 44.096
-        // on: ends at 54.096, 64.096, 74.096, 84.096 (+ 3.024 us each to complete). 100 K reads a second, as with
+        // channel cross it by 44.096 and 48.192 us; the read-out takes one at a time, 10 us each, the channels in
+        // turn: ends at 54.096, 64.096, 74.096, 84.096 (+ 3.024 us each to complete). 100 K reads a second, as with
         // the work at the front end, where the reads reach the flash 10 us apart instead (0-10, ..., 30-40 us) and
         // end 40 us later + 7.12 us.
         let pages: Vec<u64> = (0..4).map(|unit| pages_of_unit(unit, 1)[0]).collect();
