@@ -346,12 +346,14 @@ impl Device {
     /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel.
     /// Once the command's last piece is read, the command waits for the read-out in the queue of that piece's
     /// channel. The unit is free at once: the data waits in the controller, not in the unit.
-    fn read_piece_done(&mut self, u: usize, request: u32, events: &mut EventQueue) {
+    fn read_piece_done(
+        &mut self,
+        u: usize,
+        request: u32,
+        piece_bytes: u32,
+        events: &mut EventQueue,
+    ) {
         let channel = u / self.config.units_per_channel as usize;
-        let piece_bytes = match self.units[u].op {
-            UnitOp::Read { bytes, .. } => bytes,
-            _ => unreachable!("a read piece from a unit not reading"),
-        };
         let off_channel = book(
             &mut self.channel_free_at_ns[channel],
             events.now_ns,
@@ -422,8 +424,8 @@ impl Device {
             return;
         }
         match self.units[u].op {
-            UnitOp::Read { request, .. } if self.config.read_out_ns.is_some() => {
-                self.read_piece_done(u, request, events)
+            UnitOp::Read { request, bytes } if self.config.read_out_ns.is_some() => {
+                self.read_piece_done(u, request, bytes, events)
             }
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
