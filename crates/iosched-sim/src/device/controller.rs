@@ -17,12 +17,13 @@
 //! stayed in the reader's submission queue, and round robin let the L-app's read, alone on its own queue, pass them
 //! (P99 0.6 ms).
 //!
-//! Why round robin at the front end, not doorbell order: with 256 QD-1 readers on 10 cores the 980 PRO is
-//! front-end bound (774 K IOPS) and the artifact's read latency spreads P50 264 / P90 569 / P99 1,090 µs (ICPE'24
-//! Fig. 5, none); taking commands in doorbell order the model gave 309 / 418 / 569 µs, by round robin over the
-//! cores' queues 283 / 590 / 1,090 µs, with nothing else changed: how long a command waits depends on how many
-//! share its core's queue. Round robin is NVMe's default arbitration, the one every controller supports and the one
-//! Linux leaves selected.
+//! Why round robin at the front end: it is NVMe's default arbitration, the one every controller supports and the one
+//! Linux leaves selected. It was first chosen for the spread of the 980 PRO's latencies at depth (ICPE'24 Fig. 5,
+//! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which round robin over the cores' queues gave
+//! (283 / 590 / 1,090; doorbell order 309 / 418 / 569) until other host costs changed (now 324 / 457 / 614). The
+//! spread is not arbitration's: the artifact's SPDK reader, one thread and so one submission queue, spreads the same
+//! (QD 256: 268 / 561 / 1,011 µs). docs/papers.md ("Where the 980 PRO's reads wait at depth") has the probe that
+//! moves the read ceiling behind the flash, where it gives that spread, and what it costs elsewhere.
 
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
