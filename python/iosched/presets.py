@@ -23,10 +23,10 @@ DEVICE_FIELDS = (
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
     "program_ns", "erase_ns", "read_suspend_ns", "read_suspend_limit", "block_program_units", "write_buffer_bytes",
     "overprovision_bytes", "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
-    "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
+    "read_out_ns", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
     "read_buffer_bytes", "waiting_read_slots", "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns",
 )
-DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns",
+DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns", "read_out_ns",
                                     "gc_step_copies", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots",
                                     "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns")

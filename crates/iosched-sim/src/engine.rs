@@ -30,6 +30,8 @@ pub enum Event {
     TagRetry { io: u32 },
     /// A controller core finished fetching and processing a command.
     ControllerDone { device: u32, core: u32 },
+    /// The controller's read-out stage finished a read (`DeviceConfig::read_out_ns`).
+    ReadOutDone { device: u32 },
     /// A flash unit finished its current operation.
     /// `operation` numbers the unit's operations, so the end of one that was suspended since is recognised.
     UnitDone {

@@ -19,6 +19,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         controller_cores: 1,
         command_ns: 1_000,
         write_command_ns: None,
+        read_out_ns: None,
         read_pipeline_ns: 2_000,
         write_ack_ns: 5_000,
         write_ack_jitter_ns: 0,

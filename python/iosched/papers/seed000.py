@@ -645,22 +645,18 @@ ONE_CORE_ORDER = ("with 16-256 QD-1 processes on one core the artifact's P99 is 
                   "256), each process coming back to a core whose private cache the others refilled (host preset, "
                   "fitted to none's 8.2 µs at 256, whose P99 is therefore calibration): none 6.9 / 7.6 µs at 32 / "
                   "64, Kyber and MQ-Deadline 8.7 µs at 256 (the artifact 9.2 and 8.9)")
-TEN_CORES_SPREAD = ("with 256 QD-1 processes on 10 cores none is device-bound (~774 K) and the artifact's latencies "
-                    "spread widely (P50 / P90 / P99 268 / 582 / 1,101 µs) where the model's bunch (324 / 457 / 614). "
-                    "Before the cores' private caches were modelled it spread them as the artifact (283 / 590 / "
-                    "1,090) through the drive's round-robin over the cores' submission queues, but any refill cost "
-                    "on a switch bunches them; and the artifact's SPDK reader, one submission queue, spreads the same "
-                    "(QD 256: 268 / 561 / 1,011), so the spread is the drive's: its reads wait after the flash, where "
-                    "the model's wait in one queue before it (docs/papers.md, 'Where the 980 PRO's reads wait at "
-                    "depth': probes that move the read ceiling behind the flash give the spread; on a branch, not "
-                    "merged). The schedulers' processes wait for CPU instead: MQ-Deadline "
-                    "and BFQ are CPU-bound (lock contention), and the model's Kyber costs ~1.9 µs more CPU per I/O "
-                    "than none where the artifact's costs 0.55 µs more (Fig. 7b's excess), so its backlog sits in the "
-                    "host. There a woken process waits in a core's CFS run queue when all cores are busy "
-                    "(docs/simulator.md, host), so MQ-Deadline's I/Os at 256 spend 9.6 µs in the submission call "
-                    "and 500 µs after it (fio's slat and clat; the artifact's 21 and 580 µs), BFQ's 22 and 1,118 µs "
-                    "(34 and 874); booking each process's work piece by piece on whichever core freed first had "
-                    "interleaved others' work with its call (MQ-Deadline 345 and 317 µs)")
+TEN_CORES_SPREAD = ("with 256 QD-1 processes on 10 cores none is device-bound (~774 K) and its latencies spread "
+                    "widely, the artifact's P50 / P90 / P99 268 / 582 / 1,101 µs and the model's 274 / 651 / 1,008: "
+                    "the drive's read ceiling is its controller's read-out after the flash, where a read waits as "
+                    "long as its channel's queue, as the artifact's SPDK reader shows from one submission queue (QD "
+                    "256: 268 / 561 / 1,011; docs/papers.md, 'Where the 980 PRO's reads wait at depth'); with the "
+                    "ceiling before the flash the model's bunched (324 / 457 / 614). Kyber's spread as none's. "
+                    "MQ-Deadline and BFQ are CPU-bound (lock contention), so their processes wait for CPU instead: a "
+                    "woken process waits in a core's CFS run queue when all cores are busy (docs/simulator.md, "
+                    "host), so MQ-Deadline's I/Os at 256 spend 9.6 µs in the submission call and 500 µs after it "
+                    "(fio's slat and clat; the artifact's 21 and 580 µs), BFQ's 22 and 1,118 µs (34 and 874); "
+                    "booking each process's work piece by piece on whichever core freed first had interleaved "
+                    "others' work with its call (MQ-Deadline 345 and 317 µs)")
 SCHED_CPU_AT_QD1 = ("the schedulers' CPU per I/O at low load: one QD-1 process costs 2.1-3.7 µs more under them than "
                     "under none in the artifact (cpu.csv: 10.2-11.8 µs against 8.1), 0.45-1.9 µs more in the model "
                     "(their hooks' costs, set at saturation, where the artifact's difference is 0.6-1.4 µs). The "
@@ -683,8 +679,9 @@ def latency_why(v: Values) -> dict[str, str]:
                   f"{r('fig-4a', 'mq-deadline', 1, 'cpu_cores'):.2f}x at QD 1: " + SCHED_CPU_AT_QD1,
         "fig-4b": f"BFQ {r('fig-4b', 'bfq', 1, 'cpu_cores'):.2f}x, Kyber {r('fig-4b', 'kyber', 1, 'cpu_cores'):.2f}x "
                   "with 1 process: " + SCHED_CPU_AT_QD1,
-        "fig-5a": f"{r('fig-5a', 'bfq', 256):.2f}x (BFQ), {r('fig-5a', 'kyber', 256):.2f}x (Kyber), "
-                  f"{r('fig-5a', 'none', 256):.2f}x (none): " + TEN_CORES_SPREAD,
+        "fig-5a": f"{r('fig-5a', 'mq-deadline', 256):.2f}x (MQ-Deadline), {r('fig-5a', 'bfq', 256):.2f}x (BFQ), "
+                  f"{r('fig-5a', 'kyber', 256):.2f}x (Kyber), {r('fig-5a', 'none', 256):.2f}x (none): "
+                  + TEN_CORES_SPREAD,
         "fig-5b": f"the schedulers with 1-4 processes (Kyber {r('fig-5b', 'kyber', 1, 'cpu_cores'):.2f}x at 1, "
                   f"{r('fig-5b', 'kyber', 4, 'cpu_cores'):.2f}x at 4): " + SCHED_CPU_AT_QD1
                   + "; and Fig. 5's runs found the drive as fast as Fig. 1a's did (none, one process: 18.1 K reads "

@@ -110,13 +110,13 @@ def test_f13_throttling_writes_lets_reads_through():
     assert reads_first > 1.5 * untuned  # paper: 219.9 vs 136.1 KIOPS
 
 
-def l_app_beside_writer(scheduler, tunables=(), writers=1, state=None):
+def l_app_beside_writer(scheduler, tunables=(), writers=1, state=None, runtime_s=0.5):
     """F10/F14's setup: the L-app (4 KiB random read, QD 1) beside 4 KiB random writers at QD 128; its P99 in ms.
     ``state``: the drive's (Table 3's runs: TABLES_DRIVE_STATE, rested, so past its static SLC region with the
     tables' ramp), else seed 000's."""
     jobs = [Job("l", s.R, 1, [0]), Job("t", s.W, 128, list(range(1, 1 + writers)), numjobs=writers)]
     ramp_s = s.TABLES_RAMP_S if state == s.TABLES_DRIVE_STATE else s.KYBER_SETTLE_S
-    r = s.simulate(jobs, scheduler, tunables=tunables, runtime_s=0.5, ramp_s=ramp_s, state=state)
+    r = s.simulate(jobs, scheduler, tunables=tunables, runtime_s=runtime_s, ramp_s=ramp_s, state=state)
     return s.value(r, "read_p99_us", "l") / 1000
 
 
@@ -135,9 +135,12 @@ def test_f14_kyber_with_reads_prioritised_gives_the_lowest_p99():
     # tables' drive starts rested (1.83 against 2.11 ms; docs/papers.md); this pair asks for the artifact's size of
     # the gap, 1.5x, which the model does not give. Before the rested start (runs measured from 6 s, inside what is
     # now the static SLC region's phase) the pair passed on a 0.5 s window.
+    # 2 s, not 0.5: the writes-first reader's waits are bimodal (a program, ~2.1 ms, or an erase, to 3.5 ms) with ~1%
+    # beyond the first step, so a P99 from ~450 reads lands on either (3.3 ms with the read-out after the flash, a
+    # 1.8x gap that the full run's 10 s, 2.13 ms, does not give); ~1,800 reads give 2.10 ms as the full run does.
     prioritised = l_app_beside_writer("kyber", [("read_lat_nsec", 500 * s.US), ("write_lat_nsec", 100 * s.MS)],
-                                      state=s.TABLES_DRIVE_STATE)
+                                      state=s.TABLES_DRIVE_STATE, runtime_s=2)
     writes_first = l_app_beside_writer("kyber", [("read_lat_nsec", 100 * s.MS), ("write_lat_nsec", 0)],
-                                       state=s.TABLES_DRIVE_STATE)
+                                       state=s.TABLES_DRIVE_STATE, runtime_s=2)
     assert prioritised < 3.0  # ms; paper: 1.4-1.9
     assert writes_first > 1.5 * prioritised  # paper: 2.8

@@ -365,6 +365,14 @@ pub struct DeviceConfig {
     /// mapping, or a virtual disk's per-request cost); None: `command_ns` for every command.
     #[serde(default)]
     pub write_command_ns: Option<u64>,
+    /// The controller's work on each read command once its data is off the flash channels (the ECC decode and the
+    /// set-up of its transfer to the host), one read at a time; the commands whose last piece was read on a channel
+    /// wait in that channel's queue, and the stage takes the channels in rotation. Where set, reads pass the front
+    /// end without occupying it (`command_ns` is then a write's), so the drive's read ceiling is this stage and a
+    /// read waits as long as its channel's queue is, not in one queue before the flash with every other read.
+    /// None: a read's work is `command_ns` at the front end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_out_ns: Option<u64>,
     /// Latency added after the flash read (ECC decode, completion posting), not occupying any resource.
     pub read_pipeline_ns: u64,
     /// Latency of acknowledging a write once its data sits in the write buffer.

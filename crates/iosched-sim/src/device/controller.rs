@@ -22,8 +22,9 @@
 //! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which round robin over the cores' queues gave
 //! (283 / 590 / 1,090; doorbell order 309 / 418 / 569) until other host costs changed (now 324 / 457 / 614). The
 //! spread is not arbitration's: the artifact's SPDK reader, one thread and so one submission queue, spreads the same
-//! (QD 256: 268 / 561 / 1,011 µs). docs/papers.md ("Where the 980 PRO's reads wait at depth") has the probe that
-//! moves the read ceiling behind the flash, where it gives that spread, and what it costs elsewhere.
+//! (QD 256: 268 / 561 / 1,011 µs). Where the preset sets `read_out_ns`, a read passes the front end without
+//! occupying it and the drive's read ceiling is the controller's read-out after the flash (`flash.rs`), which takes
+//! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread.
 
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
@@ -76,6 +77,7 @@ impl Device {
             self.front_end[core].command = Some(command);
             let busy_ns = match (command.write, self.config.write_command_ns) {
                 (true, Some(write_ns)) => write_ns,
+                (false, _) if self.config.read_out_ns.is_some() => 0, // its work comes after the flash
                 _ => self.config.command_ns,
             };
             events.schedule(

@@ -68,6 +68,16 @@ pub(super) struct ReadTracking {
     pub(super) done_at_ns: u64,
     /// Bytes of the read buffer it holds until its completion is posted (`read_buffer_bytes`).
     pub(super) buffer_bytes: u32,
+    /// The command's bytes, which cross the channel and the link together after its read-out (`read_out_ns`).
+    pub(super) bytes: u32,
+}
+
+/// A read waiting for, or in, the controller's read-out stage (`read_out_ns`): its command, and when the last of
+/// its data is off the flash channels.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadOut {
+    request: u32,
+    ready_ns: u64,
 }
 
 impl Unit {
@@ -115,6 +125,7 @@ impl Device {
             } else {
                 0
             },
+            bytes: command.bytes,
         };
         // Commands of one mapping unit get the flash's fast partial-page read; longer ones normal page reads.
         let page_read = command.bytes > FAST_READ_MAX_BYTES;
@@ -332,6 +343,79 @@ impl Device {
         }
     }
 
+    /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel.
+    /// Once the command's last piece is read, the command waits for the read-out in the queue of that piece's
+    /// channel. The unit is free at once: the data waits in the controller, not in the unit.
+    fn read_piece_done(
+        &mut self,
+        u: usize,
+        request: u32,
+        piece_bytes: u32,
+        events: &mut EventQueue,
+    ) {
+        let channel = u / self.config.units_per_channel as usize;
+        let off_channel = book(
+            &mut self.channel_free_at_ns[channel],
+            events.now_ns,
+            transfer_ns(piece_bytes as u64, self.config.channel_bytes_per_s),
+        );
+        let tracking = &mut self.reads[request as usize];
+        tracking.pages_left -= 1;
+        tracking.done_at_ns = tracking.done_at_ns.max(off_channel);
+        if tracking.pages_left > 0 {
+            return;
+        }
+        let ready_ns = tracking.done_at_ns;
+        self.read_out_queues[channel].push_back(ReadOut { request, ready_ns });
+        if self.read_out_busy.is_none() {
+            self.start_read_out(events);
+        }
+    }
+
+    /// The read-out stage takes its next read: the oldest of the next channel's queue with one, the channels in
+    /// rotation from the one after the last taken. It works on the read once its data is off the channel.
+    fn start_read_out(&mut self, events: &mut EventQueue) {
+        let channels = self.read_out_queues.len();
+        let Some(channel) = (0..channels)
+            .map(|i| (self.read_out_next_channel + i) % channels)
+            .find(|&c| !self.read_out_queues[c].is_empty())
+        else {
+            return;
+        };
+        let read = self.read_out_queues[channel]
+            .pop_front()
+            .expect("a queue with a read");
+        self.read_out_busy = Some(read);
+        self.read_out_next_channel = (channel + 1) % channels;
+        let read_out_ns = self.config.read_out_ns.expect("a read-out stage");
+        events.schedule(
+            events.now_ns.max(read.ready_ns) + read_out_ns,
+            Event::ReadOutDone { device: self.index },
+        );
+    }
+
+    /// The read-out stage finished a read: its data crosses the link, and the stage takes the next.
+    pub fn read_out_done(&mut self, events: &mut EventQueue) {
+        let ReadOut { request, .. } = self
+            .read_out_busy
+            .take()
+            .expect("a read-out ended with no read in it");
+        let bytes = self.reads[request as usize].bytes as u64;
+        let at_host = book(
+            &mut self.link_to_host_free_at_ns,
+            events.now_ns,
+            transfer_ns(bytes, self.config.link_bytes_per_s),
+        );
+        events.schedule(
+            at_host + self.config.read_pipeline_ns,
+            Event::DeviceComplete {
+                device: self.index,
+                request,
+            },
+        );
+        self.start_read_out(events);
+    }
+
     /// A flash unit finished operation number `operation` (unless that one was suspended: then it ends later).
     pub fn unit_done(&mut self, unit: u32, operation: u32, events: &mut EventQueue) {
         let now = events.now_ns;
@@ -340,6 +424,9 @@ impl Device {
             return;
         }
         match self.units[u].op {
+            UnitOp::Read { request, bytes } if self.config.read_out_ns.is_some() => {
+                self.read_piece_done(u, request, bytes, events)
+            }
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
                 let off_channel = book(
@@ -475,6 +562,79 @@ mod tests {
             lone_read_on_one_unit(16384, 0, None),
             1_000 + 40_000 + 16_384 + 4_096 + 2_000
         );
+    }
+
+    /// A drive of 2 channels x 2 units, every page read 40 us, with the reads' controller work either at the front
+    /// end (`command_ns`) or after the flash (`read_out_ns`), `work_ns` each; reads of `pages` (16 KiB apart: one
+    /// piece each), all submitted at 0. Returns each read's completion time, in request order.
+    fn reads_with_controller_work(work_ns: u64, after_flash: bool, pages: &[u64]) -> Vec<u64> {
+        let mut config = small_device(Condition::Fresh);
+        config.read_ns_by_page_type = vec![40_000];
+        config.command_ns = if after_flash { 1_000 } else { work_ns };
+        config.read_out_ns = after_flash.then_some(work_ns);
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        for (i, &page) in pages.iter().enumerate() {
+            device.submit(0, read(i as u32, page * 16384), &mut events);
+        }
+        let mut done = run_until_idle(&mut device, &mut events);
+        done.sort_by_key(|d| d.1);
+        done.into_iter().map(|d| d.0).collect()
+    }
+
+    /// The pages of `reads_with_controller_work`'s drive that its address hash puts on `unit`.
+    fn pages_of_unit(unit: usize, n: usize) -> Vec<u64> {
+        let device = Device::new(small_device(Condition::Fresh), 0, 1, 1);
+        pages_on_unit(&device, unit, n)
+    }
+
+    #[test]
+    fn a_lone_read_takes_as_long_with_its_controller_work_after_the_flash() {
+        // Before: 1 us at the front end + 40 us array + 4,096 ns channel + 1,024 ns link + 2 us pipeline. After: the
+        // same 1 us between the channel and the link.
+        let page = pages_of_unit(0, 1);
+        let total = 1_000 + 40_000 + 4_096 + 1_024 + 2_000;
+        assert_eq!(reads_with_controller_work(1_000, false, &page), [total]);
+        assert_eq!(reads_with_controller_work(1_000, true, &page), [total]);
+    }
+
+    #[test]
+    fn the_read_out_takes_the_channels_reads_in_rotation() {
+        // Reads A and B on units 0 and 1 (channel 0), C on unit 2 (channel 1), 10 us of controller work each. After
+        // the flash: every array ends at 40 us; A crosses channel 0 by 44.096, B after it by 48.192, C channel 1 by
+        // 44.096. The read-out takes A (44.096-54.096), then channel 1's C (to 64.096), then B (to 74.096); each
+        // then crosses the link (1.024 us) and the pipeline (2 us): C passes B, which was read as early.
+        let pages = [
+            pages_of_unit(0, 1)[0],
+            pages_of_unit(1, 1)[0],
+            pages_of_unit(2, 1)[0],
+        ];
+        assert_eq!(
+            reads_with_controller_work(10_000, true, &pages),
+            [54_096 + 3_024, 74_096 + 3_024, 64_096 + 3_024]
+        );
+        // Negative control, the work at the front end: A 0-10 us there, B 10-20, C 20-30; their arrays end at 50,
+        // 60 and 70 us, each then 4.096 + 1.024 + 2 us: in the order they came.
+        assert_eq!(
+            reads_with_controller_work(10_000, false, &pages),
+            [50_000 + 7_120, 60_000 + 7_120, 70_000 + 7_120]
+        );
+    }
+
+    #[test]
+    fn the_read_out_takes_one_read_at_a_time_so_it_is_the_drives_read_ceiling() {
+        // One read on each of the 4 units, 10 us of controller work each: every array ends at 40 us; two pieces per
+        // channel cross it by 44.096 and 48.192 us; the read-out takes one at a time, 10 us each, the channels in
+        // turn: ends at 54.096, 64.096, 74.096, 84.096 (+ 3.024 us each to complete). 100 K reads a second, as with
+        // the work at the front end, where the reads reach the flash 10 us apart instead (0-10, ..., 30-40 us) and
+        // end 40 us later + 7.12 us.
+        let pages: Vec<u64> = (0..4).map(|unit| pages_of_unit(unit, 1)[0]).collect();
+        let mut after = reads_with_controller_work(10_000, true, &pages);
+        after.sort();
+        assert_eq!(after, [57_120, 67_120, 77_120, 87_120]);
+        let mut before = reads_with_controller_work(10_000, false, &pages);
+        before.sort();
+        assert_eq!(before, [57_120, 67_120, 77_120, 87_120]);
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //!   while one with many waits its length (named assumption: the controller fetches a command only when a
 //!   front-end core can take it; it holds no internal queue of fetched commands in doorbell order).
 //! - Controller front-end cores: each command occupies one for `command_ns` (the device-wide IOPS ceiling), or
-//!   `write_command_ns` for a write where that is set.
+//!   `write_command_ns` for a write where that is set; a read none where the preset sets `read_out_ns`.
 //! - Flash units (channels x units per channel), each doing one operation at a time: page reads (time by page type
 //!   plus jitter), programs of `program_unit_bytes`, garbage-collection copies and erases. Reads go first when a unit
 //!   picks its next operation. Where the flash can suspend (`read_suspend_ns` > 0), a read reaching a unit that
 //!   programs, copies or erases suspends that operation, which resumes once the unit has no read left.
+//! - Where the preset sets `read_out_ns`, the controller's work on a read comes once its data is off the channel:
+//!   one read at a time (the drive's read ceiling), the channels' waiting reads in rotation (`flash.rs`).
 //! - Channels and the host link (one direction each way) move data; they are FIFO servers.
 //! - A read buffer (`read_buffer_bytes`, optional): a read leaving the front end holds its bytes of it until its
 //!   completion is posted; a read that finds no room waits off the front end while one of `waiting_read_slots` is
@@ -57,7 +59,7 @@ mod write_buffer;
 pub use null_blk::NullBlkConfig;
 
 use controller::FrontEndCore;
-use flash::{ReadTracking, Unit};
+use flash::{ReadOut, ReadTracking, Unit};
 
 /// What the block layer hands the device.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +92,11 @@ pub struct Device {
     units: Vec<Unit>,
     idle_units: Vec<u32>,
     channel_free_at_ns: Vec<u64>,
+    /// Reads whose last piece is off the flash, waiting for the read-out stage (`read_out_ns`), one queue per
+    /// channel; the read in the stage, and the channel it takes next.
+    read_out_queues: Vec<VecDeque<ReadOut>>,
+    read_out_busy: Option<ReadOut>,
+    read_out_next_channel: usize,
     link_to_host_free_at_ns: u64,
     link_to_device_free_at_ns: u64,
     /// The buffer's fill server (`buffer_fill_bytes_per_s`): when the data booked on it so far is in.
@@ -254,6 +261,9 @@ impl Device {
                 .collect(),
             idle_units: (0..nr_units).rev().collect(),
             channel_free_at_ns: vec![0; config.channels as usize],
+            read_out_queues: vec![VecDeque::new(); config.channels as usize],
+            read_out_busy: None,
+            read_out_next_channel: 0,
             link_to_host_free_at_ns: 0,
             link_to_device_free_at_ns: 0,
             buffer_fill_free_at_ns: 0,
@@ -334,6 +344,7 @@ mod test_support {
         while let Some((at, event)) = events.pop() {
             match event {
                 Event::ControllerDone { core, .. } => device.controller_done(core, events),
+                Event::ReadOutDone { .. } => device.read_out_done(events),
                 Event::UnitDone {
                     unit, operation, ..
                 } => device.unit_done(unit, operation, events),

@@ -328,6 +328,9 @@ impl Simulation<'_> {
             Event::ControllerDone { device, core } => {
                 self.devices[device as usize].controller_done(core, &mut self.events)
             }
+            Event::ReadOutDone { device } => {
+                self.devices[device as usize].read_out_done(&mut self.events)
+            }
             Event::UnitDone {
                 device,
                 unit,
