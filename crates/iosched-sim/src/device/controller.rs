@@ -20,11 +20,12 @@
 //! Why round robin at the front end: it is NVMe's default arbitration, the one every controller supports and the one
 //! Linux leaves selected. It was first chosen for the spread of the 980 PRO's latencies at depth (ICPE'24 Fig. 5,
 //! 256 QD-1 readers on 10 cores: P50 264 / P90 569 / P99 1,090 µs), which round robin over the cores' queues gave
-//! (283 / 590 / 1,090; doorbell order 309 / 418 / 569) until other host costs changed (now 324 / 457 / 614). The
+//! (283 / 590 / 1,090; doorbell order 309 / 418 / 569) until other host costs changed (then 324 / 457 / 614). The
 //! spread is not arbitration's: the artifact's SPDK reader, one thread and so one submission queue, spreads the same
 //! (QD 256: 268 / 561 / 1,011 µs). Where the preset sets `read_out_ns`, a read passes the front end without
 //! occupying it and the drive's read ceiling is the controller's read-out after the flash (`flash.rs`), which takes
-//! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread.
+//! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread
+//! (Fig. 5's none: 274 / 651 / 1,008 µs).
 
 use super::{Command, Device};
 use crate::engine::{Event, EventQueue};
