@@ -343,25 +343,19 @@ impl Device {
         }
     }
 
-    /// With a read-out stage (`read_out_ns`): unit `u` has read a piece of `request`, which crosses its channel.
-    /// Once the command's last piece is read, the command waits for the read-out in the queue of that piece's
-    /// channel. The unit is free at once: the data waits in the controller, not in the unit.
-    fn read_piece_done(
+    /// With a read-out stage (`read_out_ns`): a piece of `request` is off `channel` at `off_channel_ns`. Once the
+    /// command's last piece is, the command waits for the read-out in the queue of that piece's channel. Its unit is
+    /// free at once: the data waits in the controller, not in the unit.
+    fn read_piece_off_channel(
         &mut self,
-        u: usize,
+        channel: usize,
         request: u32,
-        piece_bytes: u32,
+        off_channel_ns: u64,
         events: &mut EventQueue,
     ) {
-        let channel = u / self.config.units_per_channel as usize;
-        let off_channel = book(
-            &mut self.channel_free_at_ns[channel],
-            events.now_ns,
-            transfer_ns(piece_bytes as u64, self.config.channel_bytes_per_s),
-        );
         let tracking = &mut self.reads[request as usize];
         tracking.pages_left -= 1;
-        tracking.done_at_ns = tracking.done_at_ns.max(off_channel);
+        tracking.done_at_ns = tracking.done_at_ns.max(off_channel_ns);
         if tracking.pages_left > 0 {
             return;
         }
@@ -424,9 +418,6 @@ impl Device {
             return;
         }
         match self.units[u].op {
-            UnitOp::Read { request, bytes } if self.config.read_out_ns.is_some() => {
-                self.read_piece_done(u, request, bytes, events)
-            }
             UnitOp::Read { request, bytes } => {
                 let channel = u / self.config.units_per_channel as usize;
                 let off_channel = book(
@@ -434,23 +425,27 @@ impl Device {
                     now,
                     transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
                 );
-                let at_host = book(
-                    &mut self.link_to_host_free_at_ns,
-                    off_channel,
-                    transfer_ns(bytes as u64, self.config.link_bytes_per_s),
-                );
-                let done = at_host + self.config.read_pipeline_ns;
-                let tracking = &mut self.reads[request as usize];
-                tracking.pages_left -= 1;
-                tracking.done_at_ns = tracking.done_at_ns.max(done);
-                if tracking.pages_left == 0 {
-                    events.schedule(
-                        tracking.done_at_ns,
-                        Event::DeviceComplete {
-                            device: self.index,
-                            request,
-                        },
+                if self.config.read_out_ns.is_some() {
+                    self.read_piece_off_channel(channel, request, off_channel, events);
+                } else {
+                    let at_host = book(
+                        &mut self.link_to_host_free_at_ns,
+                        off_channel,
+                        transfer_ns(bytes as u64, self.config.link_bytes_per_s),
                     );
+                    let done = at_host + self.config.read_pipeline_ns;
+                    let tracking = &mut self.reads[request as usize];
+                    tracking.pages_left -= 1;
+                    tracking.done_at_ns = tracking.done_at_ns.max(done);
+                    if tracking.pages_left == 0 {
+                        events.schedule(
+                            tracking.done_at_ns,
+                            Event::DeviceComplete {
+                                device: self.index,
+                                request,
+                            },
+                        );
+                    }
                 }
             }
             UnitOp::HostProgram => {
