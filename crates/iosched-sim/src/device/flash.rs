@@ -265,7 +265,7 @@ impl Device {
             self.units[u].step_copies_left -= 1;
             self.units[u].gc_copies_left -= 1;
             self.gc_step_credit += self.host_programs_per_copy;
-            (UnitOp::GcCopy, now + self.mean_read_ns + config.program_ns)
+            (UnitOp::GcCopy, self.copy_done_at(u, now))
         } else if self.host_program_allowed(u) {
             if self.units[u].gc_active {
                 if config.gc_step_copies.is_some() {
@@ -290,7 +290,7 @@ impl Device {
             // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
             self.units[u].host_program_credit += self.host_programs_per_copy;
             self.units[u].gc_copies_left -= 1;
-            (UnitOp::GcCopy, now + self.mean_read_ns + config.program_ns)
+            (UnitOp::GcCopy, self.copy_done_at(u, now))
         } else if self.units[u].gc_active && self.units[u].gc_copies_left == 0 {
             (UnitOp::Erase, now + config.erase_ns)
         } else {
@@ -305,6 +305,22 @@ impl Device {
             self.units[u].op_suspensions = 0;
         }
         self.run_op(unit, op, done_at, events);
+    }
+
+    /// When a garbage-collection copy started now on unit `u` ends: the victim's pages are read, their data crosses
+    /// the unit's channel to the controller and back, checked and corrected by its ECC on the way (the controller
+    /// does not copy on the die, which would carry the pages' bit errors into the new block), and is programmed.
+    /// The channel is booked both ways, as a host program's data is booked on its way in, so the units of one
+    /// channel that a step starts together begin their programs two transfers apart instead of in lockstep.
+    fn copy_done_at(&mut self, u: usize, now: u64) -> u64 {
+        let config = &self.config;
+        let channel = u / config.units_per_channel as usize;
+        let data_back = book(
+            &mut self.channel_free_at_ns[channel],
+            now + self.mean_read_ns,
+            2 * transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
+        );
+        data_back + config.program_ns
     }
 
     /// Whether unit `u`, about to choose its next operation, must start a drive-wide garbage-collection step: host
@@ -671,6 +687,20 @@ mod tests {
             as f64
             / device.stats.host_program_units as f64;
         assert!(amplification > 3.0, "write amplification {amplification}");
+    }
+
+    /// Worked example: a garbage-collection copy's data goes to the controller and back over its unit's channel.
+    /// Small device: 2 channels x 2 units, 64 KiB program units over 1 GB/s channels (65,536 ns each way), mean page
+    /// read (40 + 60) / 2 = 50 us, program 500 us. Three copies start at 0. Unit 0: pages read by 50 us, data back
+    /// by 50 + 2 x 65.536 = 181.072 us, programmed by 681.072 us. Unit 1 shares channel 0: its data waits for unit
+    /// 0's, back by 312.144 us, programmed by 812.144 us. Unit 2, alone on channel 1 (the negative control): with
+    /// unit 0, at 681.072 us.
+    #[test]
+    fn copies_on_one_channel_take_turns_for_it() {
+        let mut device = Device::new(small_device(Condition::Preconditioned), 0, 1, 1);
+        assert_eq!(device.copy_done_at(0, 0), 681_072);
+        assert_eq!(device.copy_done_at(1, 0), 812_144);
+        assert_eq!(device.copy_done_at(2, 0), 681_072);
     }
 
     /// The unit running a host program, if one is.
