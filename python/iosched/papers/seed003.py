@@ -414,7 +414,13 @@ def _grid_why(v: scoring.Values) -> dict[str, str]:
                          "the artifact's wait less often and longer (docs/papers.md); write KIOPS "
                          f"{span('R1-W256', 'write_kiops', v)} against {span('R1-W256', 'write_kiops', ref)}"),
         "grid-R256-W1": (f"read KIOPS {span('R256-W1', 'read_kiops', v)} against "
-                         f"{span('R256-W1', 'read_kiops', ref)} (one repetition in the artifact)"),
+                         f"{span('R256-W1', 'read_kiops', ref)} (one repetition in the artifact), read P99 "
+                         f"{span('R256-W1', 'read_clat_p99', v)} ms against {span('R256-W1', 'read_clat_p99', ref)}: "
+                         "the model's reads spread too little at both ends (their P10 over twice the artifact's: "
+                         "fewer of them wait at the flash at a time), and the QD-1 writer's P99 "
+                         f"{span('R256-W1', 'write_clat_p99', v)} µs against "
+                         f"{span('R256-W1', 'write_clat_p99', ref)}: "
+                         "its tail is a uniform jitter fitted to the writer alone (docs/papers.md)"),
         "grid-R256-W256": (f"read KIOPS {span('R256-W256', 'read_kiops', v)} against "
                            f"{span('R256-W256', 'read_kiops', ref)}, read P99 "
                            f"{span('R256-W256', 'read_clat_p99', v)} ms against "
