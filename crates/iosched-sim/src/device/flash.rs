@@ -20,6 +20,9 @@ pub(super) enum UnitOp {
     Idle,
     Read { request: u32, bytes: u32 },
     HostProgram,
+    /// A garbage-collection copy reading its victim's pages; then its data crosses the channel and it programs
+    /// (`GcCopy`).
+    GcCopyRead,
     GcCopy,
     Erase,
 }
@@ -265,7 +268,7 @@ impl Device {
             self.units[u].step_copies_left -= 1;
             self.units[u].gc_copies_left -= 1;
             self.gc_step_credit += self.host_programs_per_copy;
-            (UnitOp::GcCopy, self.copy_done_at(u, now))
+            (UnitOp::GcCopyRead, now + self.mean_read_ns)
         } else if self.host_program_allowed(u) {
             if self.units[u].gc_active {
                 if config.gc_step_copies.is_some() {
@@ -290,7 +293,7 @@ impl Device {
             // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
             self.units[u].host_program_credit += self.host_programs_per_copy;
             self.units[u].gc_copies_left -= 1;
-            (UnitOp::GcCopy, self.copy_done_at(u, now))
+            (UnitOp::GcCopyRead, now + self.mean_read_ns)
         } else if self.units[u].gc_active && self.units[u].gc_copies_left == 0 {
             (UnitOp::Erase, now + config.erase_ns)
         } else {
@@ -307,17 +310,17 @@ impl Device {
         self.run_op(unit, op, done_at, events);
     }
 
-    /// When a garbage-collection copy started now on unit `u` ends: the victim's pages are read, their data crosses
-    /// the unit's channel to the controller and back, checked and corrected by its ECC on the way (the controller
-    /// does not copy on the die, which would carry the pages' bit errors into the new block), and is programmed.
-    /// The channel is booked both ways, as a host program's data is booked on its way in, so the units of one
-    /// channel that a step starts together begin their programs two transfers apart instead of in lockstep.
-    fn copy_done_at(&mut self, u: usize, now: u64) -> u64 {
+    /// A garbage-collection copy on unit `u` has read its victim's pages: their data crosses the unit's channel to
+    /// the controller and back, checked and corrected by its ECC on the way (the controller does not copy on the die,
+    /// which would carry the pages' bit errors into the new block), then the unit programs it. Returns when the
+    /// program ends. The channel is booked both ways from now, as a host program's data is on its way in, so the
+    /// units of one channel that a step starts together begin their programs two transfers apart, not in lockstep.
+    fn copy_program_done_at(&mut self, u: usize, now: u64) -> u64 {
         let config = &self.config;
         let channel = u / config.units_per_channel as usize;
         let data_back = book(
             &mut self.channel_free_at_ns[channel],
-            now + self.mean_read_ns,
+            now,
             2 * transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
         );
         data_back + config.program_ns
@@ -468,6 +471,12 @@ impl Device {
                 self.stats.host_program_units += 1;
                 self.buffer_used_bytes -= self.config.program_unit_bytes as u64;
                 self.unstall_front_end(events);
+            }
+            UnitOp::GcCopyRead => {
+                // The unit stays busy: its copy goes on to the channel and the program.
+                let done_at = self.copy_program_done_at(u, now);
+                self.run_op(unit, UnitOp::GcCopy, done_at, events);
+                return;
             }
             UnitOp::GcCopy => {
                 self.stats.gc_program_units += 1;
@@ -691,16 +700,36 @@ mod tests {
 
     /// Worked example: a garbage-collection copy's data goes to the controller and back over its unit's channel.
     /// Small device: 2 channels x 2 units, 64 KiB program units over 1 GB/s channels (65,536 ns each way), mean page
-    /// read (40 + 60) / 2 = 50 us, program 500 us. Three copies start at 0. Unit 0: pages read by 50 us, data back
-    /// by 50 + 2 x 65.536 = 181.072 us, programmed by 681.072 us. Unit 1 shares channel 0: its data waits for unit
-    /// 0's, back by 312.144 us, programmed by 812.144 us. Unit 2, alone on channel 1 (the negative control): with
-    /// unit 0, at 681.072 us.
+    /// read (40 + 60) / 2 = 50 us, program 500 us. Copies read on units 0, 1 (channel 0) and 2 (channel 1) from 0.
+    /// Unit 0: pages read by 50 us, data back by 50 + 2 x 65.536 = 181.072 us, programmed by 681.072 us. Unit 1
+    /// shares channel 0: its data waits for unit 0's, back by 312.144 us, programmed by 812.144 us. Unit 2, alone
+    /// on channel 1 (the negative control): with unit 0, at 681.072 us. A read's data on channel 0 at 20 us, while
+    /// the copies read their pages, crosses at once (4 KiB by 24.096 us): the channel is taken only when a copy's
+    /// data is ready.
     #[test]
     fn copies_on_one_channel_take_turns_for_it() {
         let mut device = Device::new(small_device(Condition::Preconditioned), 0, 1, 1);
-        assert_eq!(device.copy_done_at(0, 0), 681_072);
-        assert_eq!(device.copy_done_at(1, 0), 812_144);
-        assert_eq!(device.copy_done_at(2, 0), 681_072);
+        let mut events = EventQueue::new();
+        for unit in 0..3 {
+            device.run_op(unit, UnitOp::GcCopyRead, 50_000, &mut events);
+        }
+        let read_off_channel = book(&mut device.channel_free_at_ns[0], 20_000, transfer_ns(4096, 1_000_000_000));
+        assert_eq!(read_off_channel, 24_096);
+        let mut programmed = [0; 3];
+        while let Some((at, event)) = events.pop() {
+            if let Event::UnitDone { unit, operation, .. } = event {
+                if matches!(device.units[unit as usize].op, UnitOp::GcCopy) {
+                    programmed[unit as usize] = at;
+                }
+                let copy_read = matches!(device.units[unit as usize].op, UnitOp::GcCopyRead);
+                if copy_read {
+                    device.unit_done(unit, operation, &mut events);
+                } else {
+                    device.units[unit as usize].op = UnitOp::Idle; // stop here: no garbage collection goes on
+                }
+            }
+        }
+        assert_eq!(programmed, [681_072, 812_144, 681_072]);
     }
 
     /// The unit running a host program, if one is.
