@@ -18,7 +18,10 @@ const FAST_READ_MAX_BYTES: u32 = 4096;
 #[derive(Debug, Clone, Copy)]
 pub(super) enum UnitOp {
     Idle,
-    Read { request: u32, bytes: u32 },
+    Read {
+        request: u32,
+        bytes: u32,
+    },
     HostProgram,
     /// A garbage-collection copy reading its victim's pages; then its data crosses the channel and it programs
     /// (`GcCopy`).
@@ -713,11 +716,18 @@ mod tests {
         for unit in 0..3 {
             device.run_op(unit, UnitOp::GcCopyRead, 50_000, &mut events);
         }
-        let read_off_channel = book(&mut device.channel_free_at_ns[0], 20_000, transfer_ns(4096, 1_000_000_000));
+        let read_off_channel = book(
+            &mut device.channel_free_at_ns[0],
+            20_000,
+            transfer_ns(4096, 1_000_000_000),
+        );
         assert_eq!(read_off_channel, 24_096);
         let mut programmed = [0; 3];
         while let Some((at, event)) = events.pop() {
-            if let Event::UnitDone { unit, operation, .. } = event {
+            if let Event::UnitDone {
+                unit, operation, ..
+            } = event
+            {
                 if matches!(device.units[unit as usize].op, UnitOp::GcCopy) {
                     programmed[unit as usize] = at;
                 }
