@@ -102,12 +102,12 @@ def test_f13_kyber_throttles_the_domain_with_the_looser_target(read_lat, write_l
         assert write_tokens == (1 if throttled == "write" else 128)
 
 
-@pytest.mark.xfail(strict=True, reason="reads first give 1.49x the untuned reads (207.3 against 139.4 K past the "
-                   "tables' rested start), just under this test's 1.5x; the paper's 219.9 against 136.1 K is 1.62x")
 def test_f13_throttling_writes_lets_reads_through():
     untuned = s.value(kyber_mixed(0, 0), "read_kiops", "r")
     reads_first = s.value(kyber_mixed(0, 1000 * s.MS), "read_kiops", "r")
-    assert reads_first > 1.5 * untuned  # paper: 219.9 vs 136.1 KIOPS
+    # paper: 219.9 vs 136.1 KIOPS, 1.62x; the model 204.0 vs 129.5, 1.57x (1.49x, 207.3 vs 139.4, before garbage
+    # collection's copies crossed the channel)
+    assert reads_first > 1.5 * untuned
 
 
 def l_app_beside_writer(scheduler, tunables=(), writers=1, state=None, runtime_s=0.5):
