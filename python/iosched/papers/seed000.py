@@ -169,7 +169,7 @@ DRIVE_STATE = {"condition": "preconditioned", "trimmed_fraction": 0.30}
 # input of theirs that no table plots: the writer beside the L-app with Kyber at R 1 s / W 10 ms (Table 4's R 1 s row
 # is "not in printed table"; reads never over target, so Kyber leaves the writes alone; the row's tightest cell),
 # 126.08 K over 5 repetitions (SD 6.8 K). Solved by simulation (`calibration_targets`): 0.08 gives 127.9 K (0.07:
-# 120.2 K, 0.09: 133.0 K).
+# 120.8 K, 0.09: 133.3 K).
 # Rested: every run began on a drive that had idled (Kyber's module reloaded, then 10 s of bpftrace before fio), its
 # static SLC region empty. The artifact's kyber_adjust traces show it: in all 90 runs with reads at most 500 us and
 # writes at 10 ms or more, Kyber's first write-depth changes are falls at fio's start (mostly 128 -> 32 -> 8 -> 2 -> 1,
