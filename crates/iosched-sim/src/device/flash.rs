@@ -282,13 +282,8 @@ impl Device {
             }
             self.buffer_pending_bytes -= config.program_unit_bytes as u64;
             self.units[u].free_program_units -= 1;
-            let channel = u / config.units_per_channel as usize;
-            let data_in = book(
-                &mut self.channel_free_at_ns[channel],
-                now,
-                transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
-            );
-            (UnitOp::HostProgram, data_in + config.program_ns)
+            let data_in = self.book_channel(u, now, self.config.program_unit_bytes as u64);
+            (UnitOp::HostProgram, data_in + self.config.program_ns)
         } else if self.units[u].gc_active
             && self.units[u].gc_copies_left > 0
             && config.gc_step_copies.is_none()
@@ -319,14 +314,23 @@ impl Device {
     /// program ends. The channel is booked both ways from now, as a host program's data is on its way in, so the
     /// units of one channel that a step starts together begin their programs two transfers apart, not in lockstep.
     fn copy_program_done_at(&mut self, u: usize, now: u64) -> u64 {
-        let config = &self.config;
-        let channel = u / config.units_per_channel as usize;
-        let data_back = book(
+        let data_back = self.book_channel(u, now, 2 * self.config.program_unit_bytes as u64);
+        data_back + self.config.program_ns
+    }
+
+    /// The channel unit `u` hangs on.
+    fn channel_of(&self, u: usize) -> usize {
+        u / self.config.units_per_channel as usize
+    }
+
+    /// `bytes` cross unit `u`'s channel, from `at_ns` or once it is free; returns when they are across.
+    fn book_channel(&mut self, u: usize, at_ns: u64, bytes: u64) -> u64 {
+        let channel = self.channel_of(u);
+        book(
             &mut self.channel_free_at_ns[channel],
-            now,
-            2 * transfer_ns(config.program_unit_bytes as u64, config.channel_bytes_per_s),
-        );
-        data_back + config.program_ns
+            at_ns,
+            transfer_ns(bytes, self.config.channel_bytes_per_s),
+        )
     }
 
     /// Whether unit `u`, about to choose its next operation, must start a drive-wide garbage-collection step: host
@@ -441,14 +445,9 @@ impl Device {
         }
         match self.units[u].op {
             UnitOp::Read { request, bytes } => {
-                let channel = u / self.config.units_per_channel as usize;
-                let off_channel = book(
-                    &mut self.channel_free_at_ns[channel],
-                    now,
-                    transfer_ns(bytes as u64, self.config.channel_bytes_per_s),
-                );
+                let off_channel = self.book_channel(u, now, bytes as u64);
                 if self.config.read_out_ns.is_some() {
-                    self.read_piece_off_channel(channel, request, off_channel, events);
+                    self.read_piece_off_channel(self.channel_of(u), request, off_channel, events);
                 } else {
                     let at_host = book(
                         &mut self.link_to_host_free_at_ns,
