@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from iosched.cli import main
 
-from .conftest import native_or_skip
+from .conftest import STEADY_DEVICE, native_or_skip
 
 
 def _run(tmp_path, text, name="jobs.fio", *flags):
@@ -35,9 +35,8 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     mean is the run's: on the default, preconditioned 980 PRO garbage collection's steps move a 200 ms window's read
     rate several-fold."""
     native_or_skip()
-    steady = ("--device", "intel-p4500-2tb")
     run = _run(tmp_path, "[j]\nrw=randrw\nioengine=io_uring\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n",
-               "jobs.fio", *steady)
+               "jobs.fio", *STEADY_DEVICE)
     job = json.loads((run / "fio.json").read_text())["jobs"][0]
     r = job["read"]
     # fio's "IO depths": a QD-4 job's submissions almost all bring it to 4 (fio prints "4=100.0%").
@@ -56,7 +55,7 @@ def test_fio_json_has_fios_window_statistics_and_the_logs_fios_format(tmp_path):
     assert abs(r["bw_mean"] / (4 * r["iops_mean"]) - 1) < 1e-9          # 4 KiB reads: KiB/s = 4 x IOPS
     run = _run(tmp_path, "[j]\nrw=randrw\nioengine=io_uring\niodepth=4\nruntime=2\nramp_time=0.3\ntime_based\n"
                          "write_bw_log=pfx\n"
-                         "write_iops_log=pfx\nwrite_lat_log\nlog_avg_msec=200\n", "logs.fio", *steady)
+                         "write_iops_log=pfx\nwrite_lat_log\nlog_avg_msec=200\n", "logs.fio", *STEADY_DEVICE)
     doc = json.loads((run / "fio.json").read_text())["jobs"][0]
     assert doc["read"]["iops_samples"] == 9 and doc["job options"]["log_avg_msec"] == "200"
     assert sorted(p.name for p in (run / "logs").iterdir()) == ["j_clat.1.log", "j_lat.1.log", "pfx_bw.1.log",

@@ -13,7 +13,7 @@ from iosched.errors import SpecError
 from iosched.fiojob import DeviceInfo, JobContext, RawJob, resolve_job
 from iosched.spec import expand_runs, load_experiment
 
-from .conftest import REPO, native_or_skip
+from .conftest import REPO, STEADY_DEVICE, native_or_skip
 
 CAP = 1000204886016
 SYSTOR = """\
@@ -164,12 +164,6 @@ def assert_replayed(row, summary, copies=1):
 def lasts(row, span_ns):
     """The job ran for the (scaled) span of its records, and at most a few milliseconds more to complete them."""
     return span_ns <= row["window_ns"] <= span_ns + 3_000_000
-
-
-# Timed replays run on a drive that collects no garbage within them (the P4500 preset, fresh): on the default,
-# preconditioned 980 PRO a garbage-collection step stalls writes and the reads behind them for ~15 ms, and whether a
-# trace of a few tens of milliseconds meets one depends on where the drive starts in its step cycle.
-STEADY_DEVICE = ("--device", "intel-p4500-2tb")
 
 
 def summary_of(path, lun=None, fmt=None, action="D"):
