@@ -25,11 +25,12 @@ DEVICE_FIELDS = (
     "overprovision_bytes", "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
     "read_out_ns", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
     "read_buffer_bytes", "waiting_read_slots", "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns",
+    "cache_program",
 )
 DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns", "read_out_ns",
                                     "gc_step_copies", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots",
-                                    "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns")
+                                    "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns", "cache_program")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
 ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
@@ -148,6 +149,9 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
             elif k == "condition":
                 if v not in ("fresh", "preconditioned"):
                     raise SpecError(file, "params.condition", f'expected "fresh" or "preconditioned", got {v!r}')
+            elif k == "cache_program":
+                if not isinstance(v, bool):
+                    raise SpecError(file, f"params.{k}", f"expected true or false, got {v!r}")
             elif k == "trimmed_fraction":
                 need_float(k, v)
             elif k == "read_ns_by_page_type":

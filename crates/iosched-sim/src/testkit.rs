@@ -36,6 +36,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         erase_ns: 2_000_000,
         read_suspend_ns: 0,
         read_suspend_limit: None,
+        cache_program: false,
         block_program_units: 16,
         write_buffer_bytes: 1 << 20,
         waiting_write_slots: 0,

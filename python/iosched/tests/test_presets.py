@@ -78,6 +78,22 @@ def test_device_features_that_are_off_when_left_out_refuse_zero(tmp_path):
         presets.load_preset_file(f, "device")
 
 
+def test_cache_program_is_true_or_false(tmp_path):
+    """cache_program switches a mechanism on or off: a number (1, as another flag might be written) is refused with
+    the file and the parameter named; true and false load."""
+    dst = tmp_path / "presets"
+    shutil.copytree(DATA / "presets", dst)
+    f = dst / "devices" / "samsung-980pro-1tb.toml"
+    text = f.read_text().replace("[provenance]\n", '[provenance]\ncache_program = "fixture"\n', 1)
+    for value in ("true", "false"):
+        f.write_text(text.replace("[params]\n", f"[params]\ncache_program = {value}\n", 1))
+        assert presets.load_preset_file(f, "device").params["cache_program"] is (value == "true")
+    f.write_text(text.replace("[params]\n", "[params]\ncache_program = 1\n", 1))
+    with pytest.raises(SpecError) as e:
+        presets.load_preset_file(f, "device")
+    assert str(e.value) == f"{f}: params.cache_program: expected true or false, got 1"
+
+
 def test_presets_dir_env(monkeypatch, tmp_path):
     monkeypatch.setenv("IOSCHED_PRESETS", str(tmp_path))
     assert presets.presets_dir() == tmp_path

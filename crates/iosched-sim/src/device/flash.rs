@@ -65,6 +65,11 @@ pub(super) struct Unit {
     pub(super) suspended: Option<(UnitOp, u64)>,
     /// How many times reads have suspended the unit's current program, copy or erase (`read_suspend_limit`).
     pub(super) op_suspensions: u32,
+    /// The next host program's data is in the die's cache register (`cache_program`): it starts when the current
+    /// program ends, ahead of queued reads, if the unit may still program host data then. (Simplification: if a
+    /// garbage-collection step has begun meanwhile, or other units took the buffered data, the load is dropped;
+    /// the buffer's accounting is done when a program starts, as without the cache.)
+    pub(super) cache_loaded: bool,
 }
 
 /// A read command's pages still on the flash, and when its last transfer ends.
@@ -103,6 +108,7 @@ impl Unit {
             done_at_ns: 0,
             suspended: None,
             op_suspensions: 0,
+            cache_loaded: false,
         }
     }
 }
@@ -230,7 +236,14 @@ impl Device {
         // Resuming a suspended operation keeps its count of suspensions; a new one starts from none.
         let resuming = self.units[u].reads.is_empty() && self.units[u].suspended.is_some();
         let config = &self.config;
-        let (op, done_at) = if let Some(read) = self.units[u].reads.pop_front() {
+        let cached = std::mem::take(&mut self.units[u].cache_loaded);
+        let (op, done_at) = if cached && self.host_program_allowed(u) {
+            // The die took this program's data during the last one: it starts now, ahead of queued reads, and
+            // loads the next if it can.
+            self.take_program_unit(u);
+            self.load_cache_register(u, now);
+            (UnitOp::HostProgram, now + self.config.program_ns)
+        } else if let Some(read) = self.units[u].reads.pop_front() {
             let array = config.read_ns_by_page_type[read.page_type as usize]
                 + if read.page_read {
                     config.page_read_extra_ns
@@ -273,16 +286,9 @@ impl Device {
             self.gc_step_credit += self.host_programs_per_copy;
             (UnitOp::GcCopyRead, now + self.mean_read_ns)
         } else if self.host_program_allowed(u) {
-            if self.units[u].gc_active {
-                if config.gc_step_copies.is_some() {
-                    self.gc_step_credit -= 1.0;
-                } else {
-                    self.units[u].host_program_credit -= 1.0;
-                }
-            }
-            self.buffer_pending_bytes -= config.program_unit_bytes as u64;
-            self.units[u].free_program_units -= 1;
+            self.take_program_unit(u);
             let data_in = self.book_channel(u, now, self.config.program_unit_bytes as u64);
+            self.load_cache_register(u, data_in);
             (UnitOp::HostProgram, data_in + self.config.program_ns)
         } else if self.units[u].gc_active
             && self.units[u].gc_copies_left > 0
@@ -306,6 +312,43 @@ impl Device {
             self.units[u].op_suspensions = 0;
         }
         self.run_op(unit, op, done_at, events);
+    }
+
+    /// Unit `u` takes one program unit of buffered host data: the buffer's pending data and the unit's free space
+    /// go down, and a reclaiming unit spends its credit for it.
+    fn take_program_unit(&mut self, u: usize) {
+        if self.units[u].gc_active {
+            if self.config.gc_step_copies.is_some() {
+                self.gc_step_credit -= 1.0;
+            } else {
+                self.units[u].host_program_credit -= 1.0;
+            }
+        }
+        self.buffer_pending_bytes -= self.config.program_unit_bytes as u64;
+        self.units[u].free_program_units -= 1;
+    }
+
+    /// With cache programming, unit `u` has just started a host program whose data was in by `data_in_ns`: the next
+    /// program's data follows it across the channel into the cache register when the unit may program it and no
+    /// read waits for the unit (the controller holds the next program back for a read it already has).
+    fn load_cache_register(&mut self, u: usize, data_in_ns: u64) {
+        if !self.config.cache_program || !self.host_program_next(u) {
+            return;
+        }
+        self.book_channel(u, data_in_ns, self.config.program_unit_bytes as u64);
+        self.units[u].cache_loaded = true;
+    }
+
+    /// Whether `start_next_op` would now choose a host program for unit `u`: no read or suspended operation
+    /// first, no reclaiming to start or step copies to make, and the unit may program host data.
+    fn host_program_next(&self, u: usize) -> bool {
+        let unit = &self.units[u];
+        unit.reads.is_empty()
+            && unit.suspended.is_none()
+            && (unit.gc_active || !self.gc_needed(u))
+            && unit.step_copies_left == 0
+            && !self.gc_step_due(u)
+            && self.host_program_allowed(u)
     }
 
     /// A garbage-collection copy on unit `u` has read its victim's pages: their data crosses the unit's channel to
@@ -833,6 +876,65 @@ mod tests {
         assert!(bounded > 300_000, "{bounded}");
         // Negative control: a bound of two lets the second read suspend it too.
         assert_eq!(second_read_during_one_program(Some(2)), again);
+    }
+
+    /// 192 4 KiB writes (12 program units of 64 KiB) fill a fresh small device's buffer faster than its 4 units
+    /// program; once the first program has ended, a read reaches the unit that has just started its second. Returns
+    /// the read's latency and how many of the unit's programs ended before the read's completion.
+    fn read_during_a_second_program(cache_program: bool) -> (u64, u32) {
+        let mut config = small_device(Condition::Fresh);
+        config.cache_program = cache_program;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        submit_writes(&mut device, &mut events, 192);
+        run_until(&mut device, &mut events, |device| {
+            device.stats.host_program_units == 1
+        });
+        let unit = (0..4)
+            .filter(|&u| matches!(device.units[u].op, UnitOp::HostProgram))
+            .max_by_key(|&u| device.units[u].done_at_ns)
+            .unwrap();
+        let page = pages_on_unit(&device, unit, 1)[0];
+        let submitted_at = events.now_ns;
+        device.submit(0, read(10_000, page * 16384), &mut events);
+        let mut programs_before = 0;
+        let mut done_at = None;
+        while let Some((at, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
+                Event::UnitDone {
+                    unit: u, operation, ..
+                } => {
+                    if u as usize == unit
+                        && done_at.is_none()
+                        && matches!(device.units[unit].op, UnitOp::HostProgram)
+                        && operation == device.units[unit].operation
+                    {
+                        programs_before += 1;
+                    }
+                    device.unit_done(u, operation, &mut events)
+                }
+                Event::DeviceComplete {
+                    request: 10_000, ..
+                } => done_at = Some(at),
+                _ => {}
+            }
+        }
+        (done_at.unwrap() - submitted_at, programs_before)
+    }
+
+    #[test]
+    fn with_cache_programming_a_read_can_wait_for_two_programs() {
+        // Plain: the read waits for the rest of the second program, which started with its 64 KiB crossing the
+        // 1 GB/s channel (65.536 us) and then programs 500 us, then takes its own 47.12 us (array, channel, link,
+        // completion): 565.536 + 47.12 = 612.656 us.
+        assert_eq!(read_during_a_second_program(false), (612_656, 1));
+        // Cached: the second program's data was loaded during the first, so it programs at once (500 us), and with
+        // buffered data waiting and no read queued it loads the third's; the read, arriving after that, waits for
+        // both (1,000 us). Its data then waits for the channel, which the unit beside it on the channel is using
+        // to load its own next program (65.536 us): 1,000 + 65.536 + 47.12 = 1,112.656 us. Two programs ended on
+        // the unit before the read was served, not three: with the read queued the third program loads nothing.
+        assert_eq!(read_during_a_second_program(true), (1_112_656, 2));
     }
 
     /// Run the device's events until none is left; the times at which host programs ended.
