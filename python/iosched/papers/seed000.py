@@ -1347,10 +1347,9 @@ def kyber_why(v: Values) -> dict[str, str]:
     w4 = [v[k] for k in v if k.figure == "table-4"]
     p3 = [v[k] / ref[k] for k in v if k.figure == "table-3" and k.quantity == "lapp_read_clat_p99"
           and k.at in ("0", "100us")]
-    # The cells where both Kyber's hold the writes to one token: R <= 500 µs with W 20 ms or 100 ms.
-    throttled = [v[k] for k in v if k.figure == "table-3" and k.quantity == "lapp_read_clat_p99"
-                 and k.at in ("20ms", "100ms") and k.series in ("r_lat=0", "r_lat=50us", "r_lat=100us",
-                                                                 "r_lat=500us")]
+    # The cells where the model's and the artifact's Kyber hold the writes to one token (F15's favoured cells).
+    throttled = [v[Key("table-3", f"r_lat={_artifact_label(rl)}", _artifact_label(wl), "lapp_read_clat_p99")]
+                 for rl in GRID_READ for wl in GRID_WRITE if rl <= 500 * US and wl >= 20 * MS]
     return {
         "table-2": (f"with writes unthrottled (ID 3) the model's drive serves {r3:.0f} K reads and {w3:.0f} K writes, "
                     f"the artifact's {pr3:.0f} K and {pw3:.0f} K (the tables' drive state is fitted to one unplotted "
