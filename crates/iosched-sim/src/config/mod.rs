@@ -410,11 +410,11 @@ pub struct DeviceConfig {
     /// suspensions of an operation so that it finishes under a stream of reads. None: no bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_suspend_limit: Option<u32>,
-    /// Cache programming: while a unit programs host data, the next program unit's data (when the buffer holds
-    /// it and the unit may program it) crosses the channel into the die's cache register, and the die starts that
-    /// program as soon as the current one ends, before any read queued meanwhile. A read reaching a unit that
-    /// programs with its cache register loaded waits for both programs. False: each program's data crosses
-    /// after the previous program, and queued reads go first.
+    /// Cache programming: while host writes are backed up (the buffer is full or writes wait for room) and a unit
+    /// programs host data, the next program unit's data (when the buffer holds it and the unit may program it) crosses
+    /// the channel into the die's cache register, and the die starts that program as soon as the current one ends,
+    /// before any read queued meanwhile. A read reaching a unit that programs with its cache register loaded waits for
+    /// both programs. False: each program's data crosses after the previous program, and queued reads go first.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cache_program: bool,
     /// Program units per erase block on one unit.
