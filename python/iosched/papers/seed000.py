@@ -1364,9 +1364,10 @@ def kyber_why(v: Values) -> dict[str, str]:
                     "artifact's tail reaches 2.8-3.4 ms; with W 10 ms and R <= 500 µs the model's Kyber holds the "
                     "writes to one token from the rested drive's start on, the artifact's to 10-50 on average (one "
                     "token, and 128 for tens of seconds after stalls); with writes at one token the model's L-app's "
-                    f"P99 is {min(throttled):.2f}-{max(throttled):.2f} ms, the artifact's 1.4-1.7: even beside "
-                    "one write at a time the model's units find buffered data at a program's start now and then "
-                    "and load it, so some reads wait for two programs (without cache programming: 1.8 ms)"),
+                    f"P99 is {min(throttled):.2f}-{max(throttled):.2f} ms, the artifact's 1.4-1.7: one write at a "
+                    "time never fills the buffer, so the units program page by page and a read waits for at most "
+                    "one program (1.64 ms), as the artifact's reads beside W 100 ms do; those beside R 0 wait a "
+                    "little less"),
         "table-4": (f"where Kyber does not throttle writes the model's writer runs at {max(w4):.0f} K (the tables' "
                     "drive state, fitted to one unplotted cell of the R 1 s row: 126 K), the artifact's at 103-135 "
                     "K; with W 10 ms the artifact's Kyber throttles the writes partly (77-96 K), the model's to one "

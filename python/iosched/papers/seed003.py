@@ -110,8 +110,8 @@ def _baseline_why(v: scoring.Values) -> dict[str, str]:
         "whose writer is at its drain rate; what lets the real drive serve both faster is not established (issue "
         f"18's write path). A QD-1 reader beside writes: R1-W1 {at('R1-W1', 'read_kiops')} K (4.0 K), R1-W256 "
         f"{at('R1-W256', 'read_kiops')} K (0.3 K): its mean wait is longer; R1-W1's read P99 "
-        f"{at('R1-W1', 'read_p99_us')} µs (1,879): beside a writer at 60 K of the drive's 70 K the units find "
-        "buffered data at a program's start and load their cache registers, so some reads wait two programs. R256-W1's "
+        f"{at('R1-W1', 'read_p99_us')} µs (1,879): a QD-1 writer never fills the buffer, so the units program page "
+        "by page and a read waits for at most one program. R256-W1's "
         f"P99s: read {at('R256-W1', 'read_p99_us')} µs (3,044), write {at('R256-W1', 'write_p99_us')} µs (32.1)")}
 
 
@@ -420,9 +420,9 @@ def _grid_why(v: scoring.Values) -> dict[str, str]:
                          f"{span('R256-W1', 'read_kiops', ref)} (one repetition in the artifact), read P99 "
                          f"{span('R256-W1', 'read_clat_p99', v)} ms against {span('R256-W1', 'read_clat_p99', ref)}: "
                          "the model's reads spread too little at the low end (their P10 over twice the artifact's: "
-                         "fewer of them wait at the flash at a time) and, since units program with their cache "
-                         "register loaded, reach two programs at the top, a little past the artifact's; the QD-1 "
-                         "writer's P99 "
+                         "fewer of them wait at the flash at a time) and, beside a QD-1 writer that never fills the "
+                         "buffer, wait for at most one program (units cache-program only while writes back up), "
+                         "short of the artifact's top; the QD-1 writer's P99 "
                          f"{span('R256-W1', 'write_clat_p99', v)} µs against "
                          f"{span('R256-W1', 'write_clat_p99', ref)}: "
                          "its tail is a uniform jitter fitted to the writer alone (docs/papers.md)"),
@@ -432,7 +432,8 @@ def _grid_why(v: scoring.Values) -> dict[str, str]:
                            f"{span('R256-W256', 'read_clat_p99', ref)}, write KIOPS "
                            f"{span('R256-W256', 'write_kiops', v)} against {span('R256-W256', 'write_kiops', ref)}: "
                            "where they miss, the model's QD-256 reader still gets more and waits less beside the same "
-                           "write rate (most cells hold since units program with their cache register loaded)"),
+                           "write rate (where Kyber throttles the writer, its buffer does not fill and the units "
+                           "program page by page, so a read waits for one program)"),
     }
 
 
