@@ -1366,8 +1366,8 @@ def kyber_why(v: Values) -> dict[str, str]:
                     "token, and 128 for tens of seconds after stalls); with writes at one token the model's L-app's "
                     f"P99 is {min(throttled):.2f}-{max(throttled):.2f} ms, the artifact's 1.4-1.7: one write at a "
                     "time never fills the buffer, so the units program page by page and a read waits for at most "
-                    "one program (1.64 ms), as the artifact's reads beside W 100 ms do; those beside R 0 wait a "
-                    "little less"),
+                    "one program (1.64 ms) before its own service; the artifact's R 0 row (1.40-1.43 ms) waits "
+                    "less"),
         "table-4": (f"where Kyber does not throttle writes the model's writer runs at {max(w4):.0f} K (the tables' "
                     "drive state, fitted to one unplotted cell of the R 1 s row: 126 K), the artifact's at 103-135 "
                     "K; with W 10 ms the artifact's Kyber throttles the writes partly (77-96 K), the model's to one "
