@@ -15,6 +15,20 @@ use crate::engine::{Event, EventQueue};
 const FAST_READ_MAX_BYTES: u32 = 4096;
 
 /// What a flash unit is doing.
+/// What an idle unit starts next (`Device::next_op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NextOp {
+    CachedProgram,
+    Read,
+    Resume,
+    StartReclaim,
+    StepCopy,
+    HostProgram,
+    PacedCopy,
+    Erase,
+    Idle,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) enum UnitOp {
     Idle,
@@ -235,78 +249,91 @@ impl Device {
         }
         // Resuming a suspended operation keeps its count of suspensions; a new one starts from none.
         let resuming = self.units[u].reads.is_empty() && self.units[u].suspended.is_some();
-        let config = &self.config;
         let cached = std::mem::take(&mut self.units[u].cache_loaded);
-        let (op, done_at) = if cached && self.host_program_allowed(u) {
-            // The die took this program's data during the last one: it starts now, ahead of queued reads, and
-            // loads the next if it can.
-            self.take_program_unit(u);
-            self.load_cache_register(u, now);
-            (UnitOp::HostProgram, now + self.config.program_ns)
-        } else if let Some(read) = self.units[u].reads.pop_front() {
-            let array = config.read_ns_by_page_type[read.page_type as usize]
-                + if read.page_read {
-                    config.page_read_extra_ns
-                } else {
-                    0
-                }
-                + jitter(&mut self.rng, config.read_jitter_ns);
-            (
-                UnitOp::Read {
-                    request: read.request,
-                    bytes: read.bytes,
-                },
-                now + array,
-            )
-        } else if let Some((op, remaining_ns)) = self.units[u].suspended.take() {
-            (op, now + config.read_suspend_ns + remaining_ns)
-        } else if !self.units[u].gc_active && self.gc_needed(u) {
-            // Start reclaiming a victim block on this unit.
-            let exact = self.victim_valid_fraction * config.block_program_units as f64
-                + self.victim_copy_carry;
-            let copies = exact.floor() as u32;
-            self.victim_copy_carry = exact - copies as f64;
-            // The unit's place in its copy/host-program cycle starts anywhere: a victim's valid pages are spread
-            // through it. Starting every unit at the same place would make all units program host data in step
-            // and free the buffer in bursts milliseconds apart.
-            let phase = if config.gc_step_copies.is_some() {
-                0.0 // unused: steps keep the drive's credit
-            } else {
-                self.rng.random_range(0.0..1.0)
-            };
-            let unit_state = &mut self.units[u];
-            unit_state.gc_active = true;
-            unit_state.gc_copies_left = copies;
-            unit_state.gc_victim_copies = copies;
-            unit_state.host_program_credit = phase;
-            return self.start_next_op(unit, events);
-        } else if self.units[u].step_copies_left > 0 {
-            self.units[u].step_copies_left -= 1;
-            self.units[u].gc_copies_left -= 1;
-            self.gc_step_credit += self.host_programs_per_copy;
-            (UnitOp::GcCopyRead, now + self.mean_read_ns)
-        } else if self.host_program_allowed(u) {
-            self.take_program_unit(u);
-            let data_in = self.book_channel(u, now, self.config.program_unit_bytes as u64);
-            self.load_cache_register(u, data_in);
-            (UnitOp::HostProgram, data_in + self.config.program_ns)
-        } else if self.units[u].gc_active
-            && self.units[u].gc_copies_left > 0
-            && config.gc_step_copies.is_none()
-        {
-            // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
-            self.units[u].host_program_credit += self.host_programs_per_copy;
-            self.units[u].gc_copies_left -= 1;
-            (UnitOp::GcCopyRead, now + self.mean_read_ns)
-        } else if self.units[u].gc_active && self.units[u].gc_copies_left == 0 {
-            (UnitOp::Erase, now + config.erase_ns)
-        } else {
-            self.units[u].op = UnitOp::Idle;
-            if !self.units[u].in_idle_list {
-                self.units[u].in_idle_list = true;
-                self.idle_units.push(unit);
+        let config = &self.config;
+        let (op, done_at) = match self.next_op(u, cached) {
+            NextOp::CachedProgram => {
+                // The die took this program's data during the last one: it starts now, ahead of queued reads, and
+                // loads the next if it can.
+                self.take_program_unit(u);
+                self.load_cache_register(u, now);
+                (UnitOp::HostProgram, now + self.config.program_ns)
             }
-            return;
+            NextOp::Read => {
+                let read = self.units[u]
+                    .reads
+                    .pop_front()
+                    .expect("NextOp::Read with no read queued");
+                let array = config.read_ns_by_page_type[read.page_type as usize]
+                    + if read.page_read {
+                        config.page_read_extra_ns
+                    } else {
+                        0
+                    }
+                    + jitter(&mut self.rng, config.read_jitter_ns);
+                (
+                    UnitOp::Read {
+                        request: read.request,
+                        bytes: read.bytes,
+                    },
+                    now + array,
+                )
+            }
+            NextOp::Resume => {
+                let (op, remaining_ns) = self.units[u]
+                    .suspended
+                    .take()
+                    .expect("NextOp::Resume with nothing suspended");
+                (op, now + config.read_suspend_ns + remaining_ns)
+            }
+            NextOp::StartReclaim => {
+                // Start reclaiming a victim block on this unit.
+                let exact = self.victim_valid_fraction * config.block_program_units as f64
+                    + self.victim_copy_carry;
+                let copies = exact.floor() as u32;
+                self.victim_copy_carry = exact - copies as f64;
+                // The unit's place in its copy/host-program cycle starts anywhere: a victim's valid pages are spread
+                // through it. Starting every unit at the same place would make all units program host data in step
+                // and free the buffer in bursts milliseconds apart.
+                let phase = if config.gc_step_copies.is_some() {
+                    0.0 // unused: steps keep the drive's credit
+                } else {
+                    self.rng.random_range(0.0..1.0)
+                };
+                let unit_state = &mut self.units[u];
+                unit_state.gc_active = true;
+                unit_state.gc_copies_left = copies;
+                unit_state.gc_victim_copies = copies;
+                unit_state.host_program_credit = phase;
+                return self.start_next_op(unit, events);
+            }
+            NextOp::StepCopy => {
+                self.units[u].step_copies_left -= 1;
+                self.units[u].gc_copies_left -= 1;
+                self.gc_step_credit += self.host_programs_per_copy;
+                (UnitOp::GcCopyRead, now + self.mean_read_ns)
+            }
+            NextOp::HostProgram => {
+                self.take_program_unit(u);
+                let data_in = self.book_channel(u, now, self.config.program_unit_bytes as u64);
+                self.load_cache_register(u, data_in);
+                (UnitOp::HostProgram, data_in + self.config.program_ns)
+            }
+            NextOp::PacedCopy => {
+                // Copies go to blocks reserved for garbage collection, which the victim's erase gives back.
+                self.units[u].host_program_credit += self.host_programs_per_copy;
+                self.units[u].gc_copies_left -= 1;
+                (UnitOp::GcCopyRead, now + self.mean_read_ns)
+            }
+            NextOp::Erase => (UnitOp::Erase, now + config.erase_ns),
+            NextOp::Idle => {
+                self.units[u].op = UnitOp::Idle;
+                if !self.units[u].in_idle_list {
+                    self.units[u].in_idle_list = true;
+                    self.idle_units.push(unit);
+                }
+                return;
+            }
         };
         if !resuming && !matches!(op, UnitOp::Read { .. }) {
             self.units[u].op_suspensions = 0;
@@ -350,16 +377,37 @@ impl Device {
         !self.waiting_writes.is_empty() || self.buffer_used_bytes >= self.config.write_buffer_bytes
     }
 
-    /// Whether `start_next_op` would now choose a host program for unit `u`: no read or suspended operation
-    /// first, no reclaiming to start or step copies to make, and the unit may program host data.
-    fn host_program_next(&self, u: usize) -> bool {
+    /// What idle unit `u` does next, in `start_next_op`'s order: a program whose data the die already holds
+    /// (`cached`), reads, a suspended operation, starting to reclaim a block, a step's copies, a host program,
+    /// paced copies, the victim's erase. Pure, so that `load_cache_register` asks the same question.
+    fn next_op(&self, u: usize, cached: bool) -> NextOp {
         let unit = &self.units[u];
-        unit.reads.is_empty()
-            && unit.suspended.is_none()
-            && (unit.gc_active || !self.gc_needed(u))
-            && unit.step_copies_left == 0
-            && !self.gc_step_due(u)
-            && self.host_program_allowed(u)
+        if cached && self.host_program_allowed(u) {
+            NextOp::CachedProgram
+        } else if !unit.reads.is_empty() {
+            NextOp::Read
+        } else if unit.suspended.is_some() {
+            NextOp::Resume
+        } else if !unit.gc_active && self.gc_needed(u) {
+            NextOp::StartReclaim
+        } else if unit.step_copies_left > 0 {
+            NextOp::StepCopy
+        } else if self.host_program_allowed(u) {
+            NextOp::HostProgram
+        } else if unit.gc_active && unit.gc_copies_left > 0 && self.config.gc_step_copies.is_none()
+        {
+            NextOp::PacedCopy
+        } else if unit.gc_active && unit.gc_copies_left == 0 {
+            NextOp::Erase
+        } else {
+            NextOp::Idle
+        }
+    }
+
+    /// Whether `start_next_op` would now choose a host program for unit `u` (no step of garbage collection is due
+    /// first, which would give it copies to make).
+    fn host_program_next(&self, u: usize) -> bool {
+        !self.gc_step_due(u) && self.next_op(u, false) == NextOp::HostProgram
     }
 
     /// A garbage-collection copy on unit `u` has read its victim's pages: their data crosses the unit's channel to
