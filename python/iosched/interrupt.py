@@ -14,7 +14,7 @@ How (docs/spec.md, "Interrupting a run"):
   simulation and every few MiB of a trace read, and raises what they raise; a simulation in this process stops at
   once.
 - Worker processes ignore the signals (`ignore_in_worker`): the main process stops them (SIGKILL; they only
-  simulate and hold nothing).
+  simulate and hold nothing), and the kernel kills any it misses when the main process ends (`die_with_parent`).
 - `temporary(path)`: a temporary file or folder that goes if the command is interrupted before it is renamed
   into place (store.py registers its temporary run folders and files).
 - `critical()`: code that must finish once started (the kernel backend's restore of device settings) holds off
@@ -35,6 +35,7 @@ loading what its unwinding needs before the work starts (store.preload).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -143,10 +144,26 @@ def signals() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def ignore_in_worker() -> None:
-    """A worker process's initializer: the signals are the main process's business (it stops the workers)."""
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """This process gets SIGKILL from the kernel when its parent ends (Linux's PR_SET_PDEATHSIG; elsewhere nothing).
+    With `parent_pid`: a parent that already ended before the call ends this process now."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def ignore_in_worker(parent_pid: int | None = None) -> None:
+    """A worker process's initializer: the signals are the main process's business (it stops the workers), and the
+    worker ends with it. Without the second part a worker the main process missed (one it had not yet recorded, or
+    all of them after the watchdog's exit) lived on blocked writing its result into a pipe nobody read, holding
+    the command's stderr open (seen once in the test suite: a hang)."""
     for s in HANDLED:
         signal.signal(s, signal.SIG_IGN)
+    die_with_parent(parent_pid)
 
 
 def track(path: Path) -> None:

@@ -66,10 +66,10 @@ def simulate_task(config_json: str, expected_code_version: str,
     return out, time.perf_counter() - t0
 
 
-def _ignore_signals() -> None:
+def _worker_init(parent_pid: int) -> None:
     # Ctrl-C, SIGTERM and SIGHUP are the submitting process's business (iosched.interrupt): it cancels the sweep
-    # and kills the workers.
-    interrupt.ignore_in_worker()
+    # and kills the workers; the kernel kills them if it ends first.
+    interrupt.ignore_in_worker(parent_pid)
 
 
 # ---------------------------------------------------------------- executors
@@ -167,7 +167,8 @@ def make_executor(jobs: int | None, cluster: str | None, n_tasks: int) -> Execut
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_ignore_signals)
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                             initargs=(os.getpid(),))
 
     def close_pool() -> None:
         ex.shutdown(wait=True, cancel_futures=True)

@@ -9,7 +9,6 @@ a file; results come over a virtio-serial port written to another file, which th
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from ... import interrupt
 from . import VmError
 from .guest import MARK, PORT_NAME
 
@@ -28,7 +28,6 @@ QEMU = "qemu-system-x86_64"
 KVM_PROBE_TIMEOUT_S = 20.0          # a guest that works under KVM is at init in ~2 s; a broken one hangs or aborts
 BOOT_TIMEOUT_S = {"kvm": 60.0, "tcg": 180.0}
 CMDLINE = "console=ttyS0 panic=-1 quiet loglevel=4"
-PR_SET_PDEATHSIG = 1
 
 
 def find_qemu() -> str:
@@ -46,8 +45,7 @@ def qemu_version(exe: str) -> str:
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when the parent (iosched) dies."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    interrupt.die_with_parent()
 
 
 @dataclass
