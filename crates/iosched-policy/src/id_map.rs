@@ -60,6 +60,58 @@ impl Hasher for IdHasher {
     }
 }
 
+/// A map from dense ids to small values: a `Vec` indexed by the id, grown on insert. For ids that are indices the
+/// simulator reuses (a request's id is its I/O slot, and slots are recycled), so the vector stays as long as the
+/// most I/Os ever in flight; a lookup is one load where a hash map's is a hash, a probe and a compare.
+#[derive(Clone, Debug)]
+pub struct DenseMap<V> {
+    values: Vec<Option<V>>,
+    len: usize,
+}
+
+impl<V> Default for DenseMap<V> {
+    fn default() -> Self {
+        Self {
+            values: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V: Copy> DenseMap<V> {
+    /// Set `id`'s value; returns the one it replaces.
+    #[inline]
+    pub fn insert(&mut self, id: u32, value: V) -> Option<V> {
+        let i = id as usize;
+        if i >= self.values.len() {
+            self.values.resize(i + 1, None);
+        }
+        let old = self.values[i].replace(value);
+        self.len += old.is_none() as usize;
+        old
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<V> {
+        self.values.get(id as usize).copied().flatten()
+    }
+
+    #[inline]
+    pub fn remove(&mut self, id: u32) -> Option<V> {
+        let old = self.values.get_mut(id as usize).and_then(Option::take);
+        self.len -= old.is_some() as usize;
+        old
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +144,21 @@ mod tests {
         }
         assert_eq!(ids.len(), std.len());
         assert!(std.iter().all(|(k, v)| ids.get(k) == Some(v)));
+    }
+
+    #[test]
+    fn a_dense_map_behaves_as_the_standard_one() {
+        let mut dense: DenseMap<u32> = DenseMap::default();
+        let mut std: HashMap<u32, u32> = HashMap::new();
+        for i in 0..10_000u32 {
+            let key = i.wrapping_mul(2_654_435_761) % 5_000;
+            assert_eq!(dense.insert(key, i), std.insert(key, i));
+            if i % 3 == 0 {
+                assert_eq!(dense.remove(key / 2), std.remove(&(key / 2)));
+            }
+        }
+        assert_eq!(dense.remove(1_000_000), None); // beyond the vector: absent, not a panic
+        assert_eq!(dense.len(), std.len());
+        assert!((0..5_000).all(|k| dense.get(k) == std.get(&k).copied()));
     }
 }

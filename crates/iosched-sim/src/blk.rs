@@ -21,7 +21,7 @@
 //! meanwhile goes to whoever asks first, which is often a submitter that never slept. A retry that fails sleeps
 //! again on the next wait queue.
 
-use iosched_policy::id_map::IdMap;
+use iosched_policy::id_map::DenseMap;
 use std::collections::VecDeque;
 
 use iosched_policy::kernel::{self, KernelVersion, SchedTags, WakeRule};
@@ -239,9 +239,9 @@ pub struct BlockQueue {
     /// blk-mq: each hardware queue's request tags (scheduler tags with an elevator, the driver tags without).
     request_tags_map: Vec<Sbitmap>,
     /// blk-mq: the tag each allocated request holds, by request id.
-    tag_of: IdMap<u32, u32>,
+    tag_of: DenseMap<u32>,
     /// blk-mq: what each bio waiting for a tag asked with, by bio.
-    asks: IdMap<u32, TagAsk>,
+    asks: DenseMap<TagAsk>,
     /// Legacy layer only: the request list (blk-mq: None).
     request_list: Option<RequestList>,
     driver_tags_free: Vec<u32>,
@@ -305,8 +305,8 @@ impl BlockQueue {
             request_tags_map: (0..nr_hw_queues)
                 .map(|h| Sbitmap::new(request_tags, h, kernel))
                 .collect(),
-            tag_of: IdMap::default(),
-            asks: IdMap::default(),
+            tag_of: DenseMap::default(),
+            asks: DenseMap::default(),
             request_list: None,
             driver_tags_free: vec![queue_depth; nr_hw_queues as usize],
             restart_marked: vec![false; nr_hw_queues as usize],
@@ -447,14 +447,14 @@ impl BlockQueue {
         woken: &mut Vec<u32>,
     ) -> bool {
         self.tag_waits[slept_on as usize].active -= 1; // sbitmap_finish_wait
-        let mut ask = self.asks[&io];
+        let mut ask = self.asks.get(io).expect("a sleeping bio's ask");
         if hctx != slept_on {
             ask.cpu = cpu;
             self.asks.insert(io, ask);
             self.tag_freed(slept_on, woken);
         }
         if self.take_tag(io, hctx, ask.cpu, ask.shallow) {
-            self.asks.remove(&io);
+            self.asks.remove(io);
             return true;
         }
         self.tag_waits[hctx as usize].sleep(io);
@@ -535,7 +535,7 @@ impl BlockQueue {
         }
         let tag = self
             .tag_of
-            .remove(&rq.id)
+            .remove(rq.id)
             .expect("a finished request holds a tag");
         self.request_tags_map[rq.hctx as usize].clear(tag, rq.cpu);
         if self.has_elevator {

@@ -24,6 +24,10 @@ impl SimConfig {
         check(self.host.cores >= 1, || {
             "host.cores: expected at least 1".into()
         })?;
+        // Events carry a core and a hardware queue as u16 (engine::Event); Linux's NR_CPUS is at most 8,192.
+        check(self.host.cores <= u16::MAX as u32, || {
+            format!("host.cores: expected at most {}", u16::MAX)
+        })?;
         check(!self.devices.is_empty(), || {
             "devices: expected at least one device".into()
         })?;
@@ -408,6 +412,7 @@ mod tests {
     fn host_and_device_checks_name_what_is_wrong() {
         let cases: &[(Change, &str)] = &[
             (|c| c.host.cores = 0, "host.cores: expected at least 1"),
+            (|c| c.host.cores = 65_536, "host.cores: expected at most 65535"),
             (|c| c.devices.clear(), "devices: expected at least one device"),
             (|c| c.jobs.clear(), "jobs: expected at least one job"),
             (|c| c.sample_interval_ns = 0, "sample_interval_ns: expected > 0"),

@@ -27,7 +27,7 @@
 //! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread
 //! (Fig. 5's none: 274 / 651 / 1,008 µs).
 
-use super::{Command, Device};
+use super::{next_round_robin, round_robin_first, Command, Device};
 use crate::engine::{Event, EventQueue};
 
 /// A front-end core: the command it works on, and since when it holds a write the buffer has no room for. A write
@@ -95,10 +95,10 @@ impl Device {
     /// from the arbitration pointer on, which then moves past that queue.
     fn arbitrate(&mut self) -> Option<Command> {
         let queues = self.submission_queues.len();
-        let queue = (0..queues)
-            .map(|i| (self.next_queue + i) % queues)
-            .find(|&q| !self.submission_queues[q].is_empty())?;
-        self.next_queue = (queue + 1) % queues;
+        let queue = round_robin_first(self.next_queue, queues, |q| {
+            !self.submission_queues[q].is_empty()
+        })?;
+        self.next_queue = next_round_robin(queue, queues);
         self.submission_queues[queue].pop_front()
     }
 

@@ -7,14 +7,13 @@ use std::collections::VecDeque;
 
 use rand::RngExt;
 
-use super::{book, jitter, mix, transfer_ns, Command, Device};
+use super::{book, jitter, mix, next_round_robin, round_robin_first, transfer_ns, Command, Device};
 use crate::engine::{Event, EventQueue};
 
 /// The longest read command served by the flash's fast partial-page read: one 4 KiB mapping unit (the FTL maps
 /// 4 KiB; a 980 PRO's mapping table is 4 B per 4 KiB of its 1 GB DRAM).
 const FAST_READ_MAX_BYTES: u32 = 4096;
 
-/// What a flash unit is doing.
 /// What an idle unit starts next (`Device::next_op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NextOp {
@@ -29,6 +28,7 @@ enum NextOp {
     Idle,
 }
 
+/// What a flash unit is doing.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum UnitOp {
     Idle,
@@ -498,17 +498,16 @@ impl Device {
     /// rotation from the one after the last taken. It works on the read once its data is off the channel.
     fn start_read_out(&mut self, events: &mut EventQueue) {
         let channels = self.read_out_queues.len();
-        let Some(channel) = (0..channels)
-            .map(|i| (self.read_out_next_channel + i) % channels)
-            .find(|&c| !self.read_out_queues[c].is_empty())
-        else {
+        let Some(channel) = round_robin_first(self.read_out_next_channel, channels, |c| {
+            !self.read_out_queues[c].is_empty()
+        }) else {
             return;
         };
         let read = self.read_out_queues[channel]
             .pop_front()
             .expect("a queue with a read");
         self.read_out_busy = Some(read);
-        self.read_out_next_channel = (channel + 1) % channels;
+        self.read_out_next_channel = next_round_robin(channel, channels);
         let read_out_ns = self.config.read_out_ns.expect("a read-out stage");
         events.schedule(
             events.now_ns.max(read.ready_ns) + read_out_ns,

@@ -130,6 +130,27 @@ fn book(free_at_ns: &mut u64, ready_ns: u64, duration_ns: u64) -> u64 {
     *free_at_ns
 }
 
+/// Round-robin choice: the first of `len` queues, from `start` on and wrapping around, that `has_work` accepts.
+/// (A wrap by comparison, not `%`: a 64-bit division costs tens of cycles, and this runs for every command.)
+#[inline]
+fn round_robin_first(
+    start: usize,
+    len: usize,
+    mut has_work: impl FnMut(usize) -> bool,
+) -> Option<usize> {
+    (start..len).chain(0..start).find(|&i| has_work(i))
+}
+
+/// The queue after `i` of `len`, wrapping to 0.
+#[inline]
+fn next_round_robin(i: usize, len: usize) -> usize {
+    if i + 1 == len {
+        0
+    } else {
+        i + 1
+    }
+}
+
 /// Uniform extra time in [0, max_ns].
 #[inline]
 fn jitter(rng: &mut Pcg64, max_ns: u64) -> u64 {

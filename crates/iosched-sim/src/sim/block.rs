@@ -368,9 +368,9 @@ impl Simulation<'_> {
             end,
             Event::DispatchCall {
                 device,
-                hctx,
+                hctx: hctx as u16, // below host.cores, which validation bounds to u16
                 process,
-                core,
+                core: core as u16,
             },
         );
         end
@@ -796,9 +796,9 @@ mod tests {
         );
         let call = Event::DispatchCall {
             device: 0,
-            hctx: sim.slots[0].hctx,
+            hctx: sim.slots[0].hctx as u16,
             process: 0,
-            core: sim.slots[0].core,
+            core: sim.slots[0].core as u16,
         };
         assert_eq!(sim.events.pop(), Some((dispatched, call)));
         assert_eq!(sim.devices[0].outstanding_commands(), 0);
@@ -852,7 +852,7 @@ mod tests {
 
     /// A kblockd worker's dispatch call on device 0's hardware queue `core` (one hardware queue per core: the worker
     /// runs on that core).
-    fn kworker_call(core: u32) -> Event {
+    fn kworker_call(core: u16) -> Event {
         Event::DispatchCall {
             device: 0,
             hctx: core,
@@ -923,7 +923,7 @@ mod tests {
         assert!(sim.host.idle_at(core, t), "its submitter sleeps");
         sim.handle(t, completion);
         // The worker switches in, then makes its dispatch call, which takes the request under the lock.
-        let call = kworker_call(core);
+        let call = kworker_call(core as u16);
         assert_eq!(sim.events.pop(), Some((t + 1_200, call)));
         sim.handle(t + 1_200, call);
         assert_eq!(sim.slots[waiting as usize].dispatch_ns, t + 1_200);
@@ -1024,7 +1024,7 @@ mod tests {
         );
         sim.block_insert(0, inserted);
         let core = sim.slots[0].hctx;
-        let call = kworker_call(core);
+        let call = kworker_call(core as u16);
         assert_eq!(sim.events.pop(), Some((submitted + 1_500, call)));
         sim.handle(submitted + 1_500, call);
         assert_eq!(sim.slots[0].dispatch_ns, submitted + 1_500);

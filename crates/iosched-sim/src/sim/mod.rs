@@ -323,7 +323,7 @@ impl Simulation<'_> {
                 hctx,
                 process,
                 core,
-            } => self.dispatch_call(device, hctx, process, core, now),
+            } => self.dispatch_call(device, hctx.into(), process, core.into(), now),
             Event::TagRetry { io } => self.tag_retry(io, now),
             Event::ControllerDone { device, core } => {
                 self.devices[device as usize].controller_done(core, &mut self.events)
