@@ -54,6 +54,29 @@ def native_or_skip():
         pytest.skip("iosched._native is not built (set IOSCHED_REQUIRE_NATIVE=1 to fail instead)")
 
 
+def child_processes(pid: int) -> list[tuple[int, str, str]]:
+    """(pid, command name, command line) of each live (not zombie) child of ``pid``, from /proc: what a test that
+    kills a command looks at to see what the command left running."""
+    out = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            state, ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == pid and state != "Z":
+                out.append((int(proc.name), (proc / "comm").read_text().strip(),
+                            (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def process_alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="session")
 def reproduced_dir(tmp_path_factory):
     """`iosched reproduce seed003-baseline --quick` once per test session, on the real presets."""

@@ -20,7 +20,7 @@ from iosched import limits, safepath, store
 from iosched.cli import main
 from iosched.errors import SpecError
 
-from .conftest import DATA, REPO, native_or_skip
+from .conftest import DATA, REPO, child_processes, native_or_skip, process_alive
 
 JOB = '[[job]]\nname = "a"\nrw = "randread"\n'
 
@@ -264,26 +264,6 @@ def test_a_sweep_stops_at_once_and_keeps_finished_runs(tmp_path, sig, jobs):
     assert {r["run_id"] for r in pq.read_table(out / "results.parquet").to_pylist()} == set(done)
 
 
-def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of each live child of ``pid``."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == pid and state != "Z":
-                out.append((int(stat.parent.name), (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
-        except (OSError, ValueError):
-            pass
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_killed_sweep_leaves_no_worker(tmp_path):
     """SIGKILL to `iosched run --jobs 2` (no clean-up code of ours runs): the kernel ends its two simulation workers
     with it (each sets PR_SET_PDEATHSIG at start, interrupt.die_with_parent). Before, a worker the main process had
@@ -300,21 +280,21 @@ def test_a_killed_sweep_leaves_no_worker(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            workers = [pid for pid, cmd in _children(proc.pid) if "spawn_main" in cmd]
+            workers = [pid for pid, _, cmd in child_processes(proc.pid) if "spawn_main" in cmd]
             time.sleep(0.1)
         assert len(workers) == 2, "the sweep never started its two workers"
         time.sleep(1.0)                         # past their start-up: they simulate now
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        while any(process_alive(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [w for w in workers if _alive(w)], "workers outlived the killed command"
+        assert not [w for w in workers if process_alive(w)], "workers outlived the killed command"
     finally:
         if proc.poll() is None:
             proc.kill()
         for w in workers:
-            if _alive(w):
+            if process_alive(w):
                 os.kill(w, signal.SIGKILL)
 
 

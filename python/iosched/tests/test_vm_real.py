@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from iosched.backends.vm import VmError, lab, qemu
 from iosched.cli import main
 
+from .conftest import child_processes
 from .test_spec import write
 
 REPO = Path(__file__).resolve().parents[3]
@@ -276,15 +277,7 @@ def test_nvme_and_virtio(tmp_path):
 
 
 def _qemu_children(pid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (p / "stat").read_text()
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid and "qemu" in (p / "comm").read_text():
-                out.append(int(p.name))
-        except (OSError, ValueError):
-            continue
-    return out
+    return [child for child, name, _ in child_processes(pid) if "qemu" in name]
 
 
 def _vm_run_with_qemu(tmp_path, stderr) -> tuple[subprocess.Popen, list[int]]:

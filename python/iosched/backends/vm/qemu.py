@@ -43,11 +43,6 @@ def qemu_version(exe: str) -> str:
     return m.group(1) if m else r.stdout.strip()[:40]
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the parent (iosched) dies."""
-    interrupt.die_with_parent()
-
-
 @dataclass
 class Boot:
     """One guest boot's settings."""
@@ -93,7 +88,7 @@ class Guest:
         with open(self.stderr_path, "wb") as err:
             io = {} if self.boot.shell else {"stdin": subprocess.DEVNULL, "stdout": err}
             self.proc = subprocess.Popen(self.argv, stderr=err, start_new_session=not self.boot.shell,
-                                         preexec_fn=_die_with_parent, **io)
+                                         preexec_fn=interrupt.die_with_parent, **io)
         self.started = time.monotonic()
         return self
 
