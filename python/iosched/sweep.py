@@ -292,7 +292,7 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
     # In run-id order, which is random with respect to cost: the mean time of the runs done so far is then a fair
     # estimate for the rest (the ETA), whatever the experiments' mix of short and long runs.
     todo.sort(key=lambda t: t.rid)
-    store.preload()
+    preloading = store.preload_in_background()
     t0 = time.monotonic()
     executor = make_executor(jobs, cluster, len(todo))
     bar = _Progress(len(todo), title, progress, echo)
@@ -321,6 +321,7 @@ def execute(out: Path, tasks: list[Task], *, jobs: int | None = None, cluster: s
                 except ValueError as e:  # the simulator refused the config
                     raise SpecError(t.run.spec_file, None, f"simulator rejected the config: {e}") from None
                 result = json.loads(result_json)
+                preloading.join()
                 store.write_run_dir(out, t.run, t.rid, result)
                 outcome.done.append(t.rid)
                 bar.advance(t, wall)

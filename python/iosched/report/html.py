@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 from ..version import __version__
@@ -171,15 +172,30 @@ def inline_code(text: object):
     return Markup("").join(escape(p) if i % 2 == 0 else Markup("<code>%s</code>") % p for i, p in enumerate(parts))
 
 
-def render_html(report, *, static: bool = True) -> str:
+@functools.lru_cache(maxsize=1)
+def _page_template():
     import jinja2
+
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["code"] = inline_code
+    return env.from_string(TEMPLATE)    # compiling it takes ~0.15 s
+
+
+def prepare() -> None:
+    """Do ahead what drawing a report starts with and takes a moment (compiling the page's template, loading
+    plotly's figure template): `iosched run` calls it in a thread while the simulation runs without the GIL."""
+    from .figures import plotly_template_json
+
+    _page_template()
+    plotly_template_json()
+
+
+def render_html(report, *, static: bool = True) -> str:
     import plotly.offline
 
     from .figures import render_plotly
 
-    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters["code"] = inline_code
-    tpl = env.from_string(TEMPLATE)
+    tpl = _page_template()
     from markupsafe import Markup
 
     divs = {f.id: Markup(render_plotly(f)) for s in report.sections for f in s.figures}
