@@ -102,13 +102,13 @@ const RING_BUCKETS: usize = 1 << 14;
 /// No entry: the end of a bucket's list, or of the free list.
 const NIL: u32 = u32::MAX;
 
-/// A calendar queue: events within the ring's horizon go to 1-us buckets (O(1) push); the current bucket is kept
+/// A calendar queue: events within the ring's horizon go to 256-ns buckets (O(1) push); the current bucket is kept
 /// sorted by key and popped from its end; events beyond the horizon wait in a binary heap and join their bucket
 /// when it becomes current. Pops come out in exactly (time, sequence) order, as from one heap, but most events never
 /// pay a heap's log(n): with thousands pending this doubles the simulator's speed (measured with `iosched bench`).
 ///
 /// The ring's buckets are linked lists through one slab of entries, not a `Vec` each: a push then writes into the
-/// slot its entry's predecessor freed last (in cache) and one word of a 16 KiB array of list heads, where a `Vec` per
+/// slot its entry's predecessor freed last (in cache) and one word of a 64 KiB array of list heads, where a `Vec` per
 /// bucket touched that bucket's header and its own buffer somewhere in megabytes of bucket capacity, two cache misses
 /// per push (`perf` on the 8-SSD bench: `push` 17% of the cycles, nearly all on those two loads). A bucket's list
 /// holds its entries newest first; the sort on becoming current puts them in key order either way (keys are unique).
