@@ -54,14 +54,14 @@ def native_or_skip():
         pytest.skip("iosched._native is not built (set IOSCHED_REQUIRE_NATIVE=1 to fail instead)")
 
 
-def child_processes(pid: int) -> list[tuple[int, str, str]]:
-    """(pid, command name, command line) of each live (not zombie) child of ``pid``, from /proc: what a test that
-    kills a command looks at to see what the command left running."""
+def child_processes(pid: int, *, zombies: bool = False) -> list[tuple[int, str, str]]:
+    """(pid, command name, command line) of each child of ``pid`` (zombies too with ``zombies``), from /proc: what a
+    test that kills a command looks at to see what the command left running or started."""
     out = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             state, ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-            if int(ppid) == pid and state != "Z":
+            if int(ppid) == pid and (zombies or state != "Z"):
                 out.append((int(proc.name), (proc / "comm").read_text().strip(),
                             (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()))
         except (OSError, ValueError):

@@ -277,7 +277,8 @@ def test_nvme_and_virtio(tmp_path):
 
 
 def _qemu_children(pid: int) -> list[int]:
-    return [child for child, name, _ in child_processes(pid) if "qemu" in name]
+    # Zombies count: a qemu that started and already died (a second boot) must still be seen.
+    return [child for child, name, _ in child_processes(pid, zombies=True) if "qemu" in name]
 
 
 def _vm_run_with_qemu(tmp_path, stderr) -> tuple[subprocess.Popen, list[int]]:
