@@ -109,7 +109,7 @@
 //! * Tunables are validated rather than clamped: out-of-range values are rejected (the kernel clamps).
 //!   `max_budget` reads back the effective value, like sysfs (0 selects automatic tuning).
 
-use crate::id_map::IdMap;
+use crate::id_map::{DenseMap, IdMap};
 use std::collections::BTreeMap;
 
 use crate::kernel::{self, KernelVersion, SchedTags};
@@ -361,7 +361,7 @@ pub struct Bfq {
     busy_list: Vec<usize>,
     busy_per_class: [u32; 3],
     in_service: Option<usize>,
-    in_driver: IdMap<u32, usize>,
+    in_driver: DenseMap<usize>,
     tot_in_driver: u32,
     /// The most requests seen in the driver (the kernel's max_rq_in_driver), the injection limit's ceiling.
     max_in_driver: u32,
@@ -429,7 +429,7 @@ impl Bfq {
             busy_list: Vec::new(),
             busy_per_class: [0; 3],
             in_service: None,
-            in_driver: IdMap::default(),
+            in_driver: DenseMap::default(),
             tot_in_driver: 0,
             max_in_driver: 0,
             waited_rq: None,
@@ -2840,7 +2840,7 @@ mod tests {
             2,
             "the in-service queue's own request"
         );
-        let b = bfq.in_driver.keys().copied().collect::<Vec<_>>();
+        let b = bfq.in_driver.keys().collect::<Vec<_>>();
         let done = Request {
             id: b[0],
             ..rq(b[0], 0, 8, 8)

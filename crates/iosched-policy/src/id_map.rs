@@ -60,9 +60,11 @@ impl Hasher for IdHasher {
     }
 }
 
-/// A map from dense ids to small values: a `Vec` indexed by the id, grown on insert. For ids that are indices the
+/// A map from dense ids to values: a `Vec` indexed by the id, grown on insert. For ids that are indices the
 /// simulator reuses (a request's id is its I/O slot, and slots are recycled), so the vector stays as long as the
-/// most I/Os ever in flight; a lookup is one load where a hash map's is a hash, a probe and a compare.
+/// most I/Os ever in flight; a lookup is one load where a hash map's is a hash, a probe and a compare. The API is
+/// `HashMap`'s where the schedulers use it (keys by reference), so a map keyed by request id can switch to it
+/// without touching its callers; its keys come out in ascending order.
 #[derive(Clone, Debug)]
 pub struct DenseMap<V> {
     values: Vec<Option<V>>,
@@ -78,13 +80,13 @@ impl<V> Default for DenseMap<V> {
     }
 }
 
-impl<V: Copy> DenseMap<V> {
+impl<V> DenseMap<V> {
     /// Set `id`'s value; returns the one it replaces.
     #[inline]
     pub fn insert(&mut self, id: u32, value: V) -> Option<V> {
         let i = id as usize;
         if i >= self.values.len() {
-            self.values.resize(i + 1, None);
+            self.values.resize_with(i + 1, || None);
         }
         let old = self.values[i].replace(value);
         self.len += old.is_none() as usize;
@@ -92,15 +94,32 @@ impl<V: Copy> DenseMap<V> {
     }
 
     #[inline]
-    pub fn get(&self, id: u32) -> Option<V> {
-        self.values.get(id as usize).copied().flatten()
+    pub fn get(&self, id: &u32) -> Option<&V> {
+        self.values.get(*id as usize).and_then(Option::as_ref)
     }
 
     #[inline]
-    pub fn remove(&mut self, id: u32) -> Option<V> {
-        let old = self.values.get_mut(id as usize).and_then(Option::take);
+    pub fn get_mut(&mut self, id: &u32) -> Option<&mut V> {
+        self.values.get_mut(*id as usize).and_then(Option::as_mut)
+    }
+
+    #[inline]
+    pub fn contains_key(&self, id: &u32) -> bool {
+        self.get(id).is_some()
+    }
+
+    #[inline]
+    pub fn remove(&mut self, id: &u32) -> Option<V> {
+        let old = self.values.get_mut(*id as usize).and_then(Option::take);
         self.len -= old.is_some() as usize;
         old
+    }
+
+    /// The ids present, ascending.
+    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        (0u32..)
+            .zip(&self.values)
+            .filter_map(|(id, v)| v.as_ref().map(|_| id))
     }
 
     pub fn len(&self) -> usize {
@@ -109,6 +128,15 @@ impl<V: Copy> DenseMap<V> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl<V> std::ops::Index<&u32> for DenseMap<V> {
+    type Output = V;
+
+    #[inline]
+    fn index(&self, id: &u32) -> &V {
+        self.get(id).expect("no value for this id")
     }
 }
 
@@ -154,11 +182,22 @@ mod tests {
             let key = i.wrapping_mul(2_654_435_761) % 5_000;
             assert_eq!(dense.insert(key, i), std.insert(key, i));
             if i % 3 == 0 {
-                assert_eq!(dense.remove(key / 2), std.remove(&(key / 2)));
+                assert_eq!(dense.remove(&(key / 2)), std.remove(&(key / 2)));
+            }
+            if i % 7 == 0 {
+                if let Some(v) = dense.get_mut(&key) {
+                    *v += 1;
+                    *std.get_mut(&key).unwrap() += 1;
+                }
             }
         }
-        assert_eq!(dense.remove(1_000_000), None); // beyond the vector: absent, not a panic
+        assert_eq!(dense.remove(&1_000_000), None); // beyond the vector: absent, not a panic
+        assert!(!dense.contains_key(&1_000_000));
         assert_eq!(dense.len(), std.len());
-        assert!((0..5_000).all(|k| dense.get(k) == std.get(&k).copied()));
+        assert!((0..5_000).all(|k| dense.get(&k) == std.get(&k)));
+        let mut keys: Vec<u32> = std.keys().copied().collect();
+        keys.sort_unstable();
+        assert_eq!(dense.keys().collect::<Vec<_>>(), keys);
+        assert!(keys.iter().all(|k| dense[k] == std[k]));
     }
 }

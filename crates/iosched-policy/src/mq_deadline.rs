@@ -90,7 +90,7 @@
 //!   simplification: sooner).
 //! - Counters are 64-bit, the kernel's 32-bit (wrapping) ones never wrap in a simulation.
 
-use crate::id_map::IdMap;
+use crate::id_map::{DenseMap, IdMap};
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::kernel::{self, KernelVersion, SchedTags};
@@ -169,9 +169,9 @@ impl Level {
 }
 
 pub struct MqDeadline {
-    held: IdMap<u32, Held>,
+    held: DenseMap<Held>,
     /// Dispatched, not yet completed: id → level it was counted in.
-    in_flight: IdMap<u32, usize>,
+    in_flight: DenseMap<usize>,
     levels: [Level; LEVELS],
     last_dir: Dir,
     batching: u32,
@@ -197,8 +197,8 @@ impl Default for MqDeadline {
 impl MqDeadline {
     pub fn new() -> Self {
         Self {
-            held: IdMap::default(),
-            in_flight: IdMap::default(),
+            held: DenseMap::default(),
+            in_flight: DenseMap::default(),
             levels: Default::default(),
             last_dir: Dir::Write,
             batching: 0,

@@ -447,14 +447,14 @@ impl BlockQueue {
         woken: &mut Vec<u32>,
     ) -> bool {
         self.tag_waits[slept_on as usize].active -= 1; // sbitmap_finish_wait
-        let mut ask = self.asks.get(io).expect("a sleeping bio's ask");
+        let mut ask = *self.asks.get(&io).expect("a sleeping bio's ask");
         if hctx != slept_on {
             ask.cpu = cpu;
             self.asks.insert(io, ask);
             self.tag_freed(slept_on, woken);
         }
         if self.take_tag(io, hctx, ask.cpu, ask.shallow) {
-            self.asks.remove(io);
+            self.asks.remove(&io);
             return true;
         }
         self.tag_waits[hctx as usize].sleep(io);
@@ -535,7 +535,7 @@ impl BlockQueue {
         }
         let tag = self
             .tag_of
-            .remove(rq.id)
+            .remove(&rq.id)
             .expect("a finished request holds a tag");
         self.request_tags_map[rq.hctx as usize].clear(tag, rq.cpu);
         if self.has_elevator {
