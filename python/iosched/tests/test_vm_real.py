@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from iosched.backends.vm import VmError, lab, qemu
+from iosched.backends.vm.runner import BOOT_ATTEMPTS
 from iosched.cli import main
 
 from .conftest import child_processes
@@ -331,23 +332,26 @@ def _next_qemu(proc: subprocess.Popen, gone: set[int]) -> list[int]:
 
 
 def test_a_guest_that_dies_is_one_error_line(tmp_path):
-    """qemu killed under a booting guest (as a guest kernel panic with panic=-1 ends it), and again under the second
-    boot: one note that it boots once more, then one error line naming where it stopped; the console (empty: the
-    lab boots quiet, loglevel 4) is kept only when it has something."""
+    """qemu killed under a booting guest (as a guest kernel panic with panic=-1 ends it), and again under each boot
+    after it: a note per boot that it boots once more, then after the last of runner.BOOT_ATTEMPTS boots one error
+    line naming where it stopped; the console (empty: the lab boots quiet, loglevel 4) is kept only when it has
+    something."""
     proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
     try:
         gone = set(kids)
         for k in kids:
             os.kill(k, signal.SIGKILL)
-        second = _next_qemu(proc, gone)
-        for k in second:
-            os.kill(k, signal.SIGKILL)
+        for boot in range(2, BOOT_ATTEMPTS + 1):
+            later = _next_qemu(proc, gone)
+            assert later, f"no boot {boot}: {proc.communicate(timeout=60)[1]}"
+            gone |= set(later)
+            for k in later:
+                os.kill(k, signal.SIGKILL)
         err = proc.communicate(timeout=60)[1]
-        assert second, f"no second boot: {err}"
         assert proc.returncode == 1, err
         lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
         assert len(lines) == 1 and "the guest stopped before finishing" in lines[0], err
-        assert sum("booting once more" in ln for ln in err.splitlines()) == 1, err
+        assert sum("booting once more" in ln for ln in err.splitlines()) == BOOT_ATTEMPTS - 1, err
         assert "Traceback" not in err
         assert not (tmp_path / "out" / "vm-console.log").exists()
     finally:
@@ -356,14 +360,15 @@ def test_a_guest_that_dies_is_one_error_line(tmp_path):
 
 
 def test_a_guest_that_dies_while_booting_is_booted_once_more(tmp_path):
-    """The first boot's qemu killed while the guest boots: the batch boots again and its runs finish."""
+    """The first boot's qemu killed while the guest boots: the batch boots again and its runs finish. (A later boot
+    that panics on its own, a TCG flake, is retried too and adds its own note: at least one, not exactly one.)"""
     proc, kids = _vm_run_with_qemu(tmp_path, subprocess.PIPE)
     try:
         for k in kids:
             os.kill(k, signal.SIGKILL)
         err = proc.communicate(timeout=600)[1]
         assert proc.returncode == 0, err
-        assert sum("panics while it boots" in ln for ln in err.splitlines()) == 1, err
+        assert sum("panics while it boots" in ln for ln in err.splitlines()) >= 1, err
         assert len(_runs(tmp_path / "out")) == 4
     finally:
         if proc.poll() is None:
