@@ -223,7 +223,8 @@ def _print_checks(report) -> None:
     for s in report.sections:
         if s.kind != "paper":
             continue
-        click.echo(f"\n{s.name} ({', '.join(s.refs)}): " + (s.error or f"{s.holds} of {len(s.checks)} hold"))
+        click.echo(f"\n{s.name} ({', '.join(s.refs)}): "
+                   + (s.error or f"{s.holds} of {len(s.counted)} hold{s.calibration_text}"))
         for c in s.checks:
             ratio = f" (x{c.ratio:.2f})" if c.ratio is not None else ""
             click.echo(f"  {'yes' if c.holds else 'NO '}  {c.ref:9} {c.finding:11} {c.what}: paper {c.paper}, "

@@ -44,6 +44,7 @@ class Check:
     paper_value: float | None = None
     sim_value: float | None = None
     ref: str = ""
+    clauses: tuple["Check", ...] = ()   # a finding's clauses when the row holds only if all do (one_row)
 
     @property
     def ratio(self) -> float | None:
@@ -59,6 +60,50 @@ def as_check(obj: Any, ref: str = "") -> Check:
         return obj if obj.ref or not ref else Check(**{**obj.__dict__, "ref": ref})
     return Check(obj.finding, obj.what, str(obj.paper), str(obj.simulated), bool(obj.holds),
                  getattr(obj, "paper_value", None), getattr(obj, "sim_value", None), getattr(obj, "ref", "") or ref)
+
+
+# Rows shown beside a paper's findings but never counted among them: the calibration inputs a preset was fitted to,
+# and checks of the model beyond what the paper measured (their finding label starts with BEYOND).
+CALIBRATION = "calibration"
+BEYOND = "beyond the paper"
+
+
+def counted(check: Any) -> bool:
+    """Whether a row counts in "checks that hold": a finding of the paper (or its plotted points' share)."""
+    return check.finding != CALIBRATION and not check.finding.startswith(BEYOND)
+
+
+def one_row(finding: str, statement: str, clauses: Iterable[Any], ref: str = "") -> Check:
+    """A finding whose check has several clauses as its one row (a finding is never split over rows): it holds when
+    every clause holds. The clauses are numbered in the `what`, paper and iosched columns, a failing clause's
+    simulated value is marked ✗, and the ratio column shows the clause farthest from its paper number (in log
+    terms), since any one of them outside its band fails the row."""
+    cs = [as_check(c, ref) for c in clauses]
+    if not cs:
+        raise ValueError(f"{finding}: no clauses")
+    if len(cs) == 1:
+        c = cs[0]
+        return Check(finding, f"{statement}: {c.what}", c.paper, c.simulated, c.holds, c.paper_value, c.sim_value,
+                     c.ref or ref, (c,))
+    num = lambda i: f"({i + 1})"  # noqa: E731
+    what = f"{statement}: " + "; ".join(f"{num(i)} {c.what}" for i, c in enumerate(cs))
+    paper = "; ".join(f"{num(i)} {c.paper}" for i, c in enumerate(cs))
+    simulated = "; ".join(f"{num(i)} {c.simulated}" + ("" if c.holds else " ✗") for i, c in enumerate(cs))
+    rated = [c for c in cs if c.ratio is not None and c.ratio > 0]
+    far = max(rated, key=lambda c: abs(math.log(c.ratio)), default=None)
+    refs = list(dict.fromkeys(c.ref for c in cs if c.ref))
+    return Check(finding, what, paper, simulated, all(c.holds for c in cs),
+                 far.paper_value if far else None, far.sim_value if far else None, ", ".join(refs) or ref, tuple(cs))
+
+
+def one_row_each(rows: Iterable[Any], statements: dict[str, str]) -> list[Check]:
+    """`rows` with every finding's rows gathered into its one row (`one_row`, with the finding's statement), in the
+    order the findings first appear; a finding with a single row keeps it as it is."""
+    groups: dict[str, list[Check]] = {}
+    for r in rows:
+        c = as_check(r)
+        groups.setdefault(c.finding, []).append(c)
+    return [g[0] if len(g) == 1 else one_row(f, statements[f], g) for f, g in groups.items()]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import store
+from ..papers import registry
 from ..safepath import file_name
 from .figures import Figure, Panel, Table, Trace, cdf, fmt, render_static
 from .sweep import RUNS_PER_PANEL, RunData, split_runs, sweep_figures
@@ -39,8 +40,27 @@ class Section:
     why: dict[str, str] = field(default_factory=dict)               # figure panel -> why its misses miss
 
     @property
+    def counted(self) -> list[Any]:
+        """The rows that count: the paper's findings and point shares, not the calibration inputs' rows nor those
+        beyond the paper (shown, never counted: papers.registry.counted)."""
+        return [c for c in self.checks if registry.counted(c)]
+
+    @property
     def holds(self) -> int:
-        return sum(bool(c.holds) for c in self.checks)
+        return sum(bool(c.holds) for c in self.counted)
+
+    @property
+    def calibration_text(self) -> str:
+        """What the rows not counted give ("; calibration inputs (not counted): K of N within their band"), or ""."""
+        out = ""
+        cal = [c for c in self.checks if c.finding == registry.CALIBRATION]
+        if cal:
+            out += (f"; calibration inputs (not counted): {sum(bool(c.holds) for c in cal)} of {len(cal)} within "
+                    "their band")
+        beyond = [c for c in self.checks if c.finding.startswith(registry.BEYOND)]
+        if beyond:
+            out += f"; beyond the paper (not counted): {sum(bool(c.holds) for c in beyond)} of {len(beyond)} hold"
+        return out
 
 
 @dataclass
@@ -363,8 +383,8 @@ def checks_markdown(report: Report, *, heading: str = "###") -> str:
         if s.error:
             lines += [f"_{s.error}_", ""]
             continue
-        lines.append(f"{s.holds} of {len(s.checks)} hold ({s.mode or 'full'} runs, "
-                     f"{1 + max((r['repetition'] for r in s.runs), default=0)} repetition(s)).")
+        lines.append(f"{s.holds} of {len(s.counted)} hold ({s.mode or 'full'} runs, "
+                     f"{1 + max((r['repetition'] for r in s.runs), default=0)} repetition(s)){s.calibration_text}.")
         lines.append("")
         lines.append("| ref | finding | what | paper | iosched | ratio | holds? |")
         lines.append("|---|---|---|---|---|---|---|")

@@ -41,9 +41,11 @@ Rebuild with <code>iosched report DIR</code>.</p>
 <table>
 <tr><th>experiment</th><th>seed</th><th>reproduces</th><th>runs</th><th>mode</th><th>holds</th></tr>
 {% for s in sections %}
-<tr{% if s.checks and s.holds < s.checks|length %} class="no"{% endif %}><td><a href="#{{ s.name }}">{{ s.name }}</a></td>
+<tr{% if s.counted and s.holds < s.counted|length %} class="no"{% endif %}>
+<td><a href="#{{ s.name }}">{{ s.name }}</a></td>
 <td>{{ s.seed }}</td><td>{{ s.refs|join(", ") }}</td><td class="num">{{ s.runs|length }}</td><td>{{ s.mode }}</td>
-<td>{% if s.checks %}{{ s.holds }} of {{ s.checks|length }}{% elif s.error %}<span class="error">incomplete</span>{% endif %}</td></tr>
+<td>{% if s.counted %}{{ s.holds }} of {{ s.counted|length }}{% elif s.error %}<span class="error">incomplete</span>
+{% endif %}</td></tr>
 {% endfor %}
 </table>
 

@@ -336,3 +336,20 @@ def test_the_report_grid_is_make_subplots_own():
     off = _subplot_layout(3, 2, 0.09, 0.1, ["a"] * 6)
     assert off != make_subplots(rows=3, cols=2, subplot_titles=["a"] * 6, horizontal_spacing=0.09,
                                 vertical_spacing=0.11).update_layout(template="plotly_white").to_dict()["layout"]
+
+
+def test_calibration_rows_and_rows_beyond_the_paper_are_shown_and_not_counted():
+    """A section's "checks that hold" counts the paper's findings only: a calibration input that holds (it was fitted)
+    and a check beyond the paper that holds add nothing, and a failing finding still counts as a miss."""
+    from iosched.report.build import Section
+
+    def row(finding: str, holds: bool) -> registry.Check:
+        return registry.Check(finding, "x", "1", "1", holds)
+    sec = Section(name="e", title="t", kind="paper",
+                  checks=[row("calibration", True), row("calibration", False), row("F1", False), row("F2", True),
+                          row(f"{registry.BEYOND}: F1", True)])
+    assert [c.finding for c in sec.counted] == ["F1", "F2"] and sec.holds == 1
+    assert sec.calibration_text == ("; calibration inputs (not counted): 1 of 2 within their band; beyond the paper "
+                                    "(not counted): 1 of 1 hold")
+    # Negative control: the same rows all counted would have said 3 of 5.
+    assert sum(c.holds for c in sec.checks) == 3 and len(sec.checks) == 5

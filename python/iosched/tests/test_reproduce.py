@@ -57,7 +57,9 @@ def test_reproduce_again_resumes_without_simulating(reproduced_dir, monkeypatch)
     res = CliRunner().invoke(main, ["reproduce", "seed003-baseline", "--quick", "--out", str(reproduced_dir),
                                     "--no-static"])
     assert res.exit_code == 0, res.output
-    assert "seed003-baseline (baseline table):" in res.output and " of 9 hold" in res.output
+    # one counted row (the points); the calibration rows are shown and not counted
+    assert "seed003-baseline (baseline table):" in res.output
+    assert " of 1 hold; calibration inputs (not counted): " in res.output
     assert (reproduced_dir / "results.parquet").read_bytes() == before
 
 

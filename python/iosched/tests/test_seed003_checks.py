@@ -85,7 +85,7 @@ def test_the_artifacts_own_grids_hold_every_cell_and_every_check():
     # check scores them.
     assert len(counted) == 4 * 324 - 1 and all(p.holds for p in counted)
     checks = s.grid_checks_from(grid_values(), s.grid_reference_values())
-    assert [c.finding for c in checks] == ["priority"] * 4 + ["sensitivity", "tokens"]
+    assert [c.finding for c in checks] == ["priority", "sensitivity", "tokens"] and len(checks[0].clauses) == 4
     assert all(c.holds for c in checks), [c.what for c in checks if not c.holds]
     # The raw grids' depths only: 2 x (72 + 90 + 72 + 90); the file systems' 48 are seed003-fs's row.
     assert checks[-1].paper.startswith("648 depths")
@@ -121,7 +121,9 @@ def test_grids_where_the_targets_change_nothing_fail_every_message():
         flat[k] = sum(same) / len(same)
     checks = s.grid_checks_from(flat, s.grid_reference_values())
     messages = [c for c in checks if c.finding != "tokens"]
-    assert len(messages) == 5 and not any(c.holds for c in messages)
+    assert len(messages) == 2 and not any(c.holds for c in messages)
+    # every clause of the priority row fails, not just one
+    assert not any(c.holds for c in messages[0].clauses) and len(messages[0].clauses) == 4
 
 
 def test_depths_off_by_a_quarter_and_more_than_a_token_fail_the_depth_check():
@@ -155,7 +157,7 @@ def test_the_grid_experiment_declares_every_run_its_checks_figures_tables_and_po
     exp = registry.get("seed003-kyber")
     assert len(exp.runs(quick=True)) == 324
     res = FakeResults(tmp_path, exp, _fake_grid)
-    assert len(exp.checks(res)) == 6
+    assert len(exp.checks(res)) == 3  # priority (4 clauses), sensitivity, tokens
     assert len(exp.figures(res)) == 4 and all(len(f.panels) == 12 for f in exp.figures(res))
     assert len(exp.tables(res)[0].rows) == 8
     scored = exp.points.score(res)
