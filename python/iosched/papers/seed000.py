@@ -545,27 +545,27 @@ def latency_checks_from(v: Values) -> list[Check]:
     f7: list[Check] = []
     knee = _first(LEVELS, lambda n: cpu("fig-4a", "none", n), 0.95)
     f6.append(Check("F6", "1 process on 1 core: the core saturates (>= 0.95 cores) from QD (none)", "32",
-                     str(knee), knee == 32, 32, knee, "Fig. 4a"))
+                    str(knee), knee == 32, 32, knee, "Fig. 4a"))
     at256 = {s: p99("fig-2", s, 256) for s in SCHEDULERS}
     over = at256["bfq"] / at256["none"]
     f6.append(Check("F6", "QD 256: BFQ has the highest P99, its P99 / none's within ±25% of 1.43",
-                     "bfq highest, 1.43", f"{max(at256, key=at256.get)} highest, {over:.2f}",
-                     max(at256, key=at256.get) == "bfq" and scoring.within(over / 1.431), 1.431, over, "Fig. 2e"))
+                    "bfq highest, 1.43", f"{max(at256, key=at256.get)} highest, {over:.2f}",
+                    max(at256, key=at256.get) == "bfq" and scoring.within(over / 1.431), 1.431, over, "Fig. 2e"))
     knee1 = _first(LEVELS, lambda n: cpu("fig-4b", "none", n), 0.95)
     f7.append(Check("F7", "QD-1 processes on 1 core: the core saturates (>= 0.95 cores) from N processes (none)",
-                     "16", str(knee1), knee1 == 16, 16, knee1, "Fig. 4b"))
+                    "16", str(knee1), knee1 == 16, 16, knee1, "Fig. 4b"))
     inter = p99("fig-3", "kyber", 256) / p99("fig-2", "kyber", 256)
     f7.append(Check("F7", "Kyber P99 at 256: inter-process (256 processes) / intra-process (QD 256), 1 core, "
-                     "within ±25% of 4.21", "4.21 (4,227 / 1,004 µs)",
-                     f"{inter:.2f} ({p99('fig-3', 'kyber', 256):,.0f} / {p99('fig-2', 'kyber', 256):,.0f} µs)",
-                     scoring.within(inter / 4.21), 4.21, inter, "Figs. 2e, 3e"))
+                    "within ±25% of 4.21", "4.21 (4,227 / 1,004 µs)",
+                    f"{inter:.2f} ({p99('fig-3', 'kyber', 256):,.0f} / {p99('fig-2', 'kyber', 256):,.0f} µs)",
+                    scoring.within(inter / 4.21), 4.21, inter, "Figs. 2e, 3e"))
     p5 = {s: p99("fig-5a", s, 256) for s in SCHEDULERS}
     c5 = {s: cpu("fig-5b", s, 256) for s in SCHEDULERS}
     f7.append(Check("F7", "256 QD-1 processes on 10 cores: BFQ has the highest P99; BFQ and MQ-Deadline use all "
-                     "10 cores (>= 9.5), none and Kyber fewer than 9", "bfq highest; ~7 / ~7 / 10 / 10 cores",
-                     f"{max(p5, key=p5.get)} highest; " + " / ".join(f"{c5[s]:.1f}" for s in SCHEDULERS) + " cores",
-                     max(p5, key=p5.get) == "bfq" and c5["bfq"] >= 9.5 and c5["mq-deadline"] >= 9.5
-                     and c5["none"] < 9 and c5["kyber"] < 9, ref="Figs. 5a, 5b"))
+                    "10 cores (>= 9.5), none and Kyber fewer than 9", "bfq highest; ~7 / ~7 / 10 / 10 cores",
+                    f"{max(p5, key=p5.get)} highest; " + " / ".join(f"{c5[s]:.1f}" for s in SCHEDULERS) + " cores",
+                    max(p5, key=p5.get) == "bfq" and c5["bfq"] >= 9.5 and c5["mq-deadline"] >= 9.5
+                    and c5["none"] < 9 and c5["kyber"] < 9, ref="Figs. 5a, 5b"))
     out = [one_row("F6", F6, f6), one_row("F7", F7, f7)]
     heat = {(fig, s, n): v[Key(fig, s, str(n), "p99_over_none_at_1")] for fig in ("fig-6a", "fig-6b", "fig-6c")
             for s in SCHEDULERS for n in LEVELS}
@@ -778,13 +778,13 @@ def throughput_checks_from(v: Values) -> list[Check]:
     peak = {s: max(v[Key("fig-7a", s, str(n), "read_kiops")] for n in APPS) for s in SCHEDULERS}
     rel = {s: peak[s] / peak["none"] for s in SCHEDULERS}
     f2 = [Check("F2", "1 SSD, peak KIOPS over 1-15 processes relative to none's: BFQ within ±25% of 0.40, "
-                 "MQ-Deadline within ±25% of 0.72", "0.40 / 0.72", f"{rel['bfq']:.2f} / {rel['mq-deadline']:.2f}",
-                 scoring.within(rel["bfq"] / 0.40) and scoring.within(rel["mq-deadline"] / 0.72), 0.40, rel["bfq"],
-                 "Fig. 7a"),
-           Check("F2", "1 SSD, peak order: BFQ < MQ-Deadline < Kyber, and Kyber reaches none's peak (>= 0.95x)",
-                 "315 < 569 < 787 ~ 786", " < ".join(f"{peak[s]:.0f}" for s in ("bfq", "mq-deadline", "kyber"))
-                 + f" ~ {peak['none']:.0f}",
-                 peak["bfq"] < peak["mq-deadline"] < peak["kyber"] and rel["kyber"] >= 0.95, ref="Fig. 7a")]
+                "MQ-Deadline within ±25% of 0.72", "0.40 / 0.72", f"{rel['bfq']:.2f} / {rel['mq-deadline']:.2f}",
+                scoring.within(rel["bfq"] / 0.40) and scoring.within(rel["mq-deadline"] / 0.72), 0.40, rel["bfq"],
+                "Fig. 7a"),
+          Check("F2", "1 SSD, peak order: BFQ < MQ-Deadline < Kyber, and Kyber reaches none's peak (>= 0.95x)",
+                "315 < 569 < 787 ~ 786", " < ".join(f"{peak[s]:.0f}" for s in ("bfq", "mq-deadline", "kyber"))
+                + f" ~ {peak['none']:.0f}",
+                peak["bfq"] < peak["mq-deadline"] < peak["kyber"] and rel["kyber"] >= 0.95, ref="Fig. 7a")]
     out = [one_row("F2", F2, f2)]
     ref = reference_values()
     shares, paper = {}, {}
@@ -815,10 +815,10 @@ def throughput_checks_from(v: Values) -> list[Check]:
     peak10 = {s: max(v[Key("fig-10", s, str(n), "read_miops")] for n in APPS) * 1e3 for s in SCHEDULERS}
     order5 = [at10[s] for s in ("bfq", "mq-deadline", "kyber", "none")]
     f5_rows.append(Check("F5", "8 SSDs: order BFQ < MQ-Deadline < Kyber < none at 10 processes, each at its peak "
-                     "there (within 3% of its best over 1-15)", "1,260 < 1,900 < 2,670 < 3,420",
-                     " < ".join(f"{x:,.0f}" for x in order5),
-                     order5 == sorted(order5) and len(set(order5)) == 4
-                     and all(at10[s] >= 0.97 * peak10[s] for s in SCHEDULERS), ref="Fig. 10"))
+                         "there (within 3% of its best over 1-15)", "1,260 < 1,900 < 2,670 < 3,420",
+                         " < ".join(f"{x:,.0f}" for x in order5),
+                         order5 == sorted(order5) and len(set(order5)) == 4
+                         and all(at10[s] >= 0.97 * peak10[s] for s in SCHEDULERS), ref="Fig. 10"))
     out.append(one_row("F5", F5, f5_rows))
     return out
 
