@@ -45,6 +45,7 @@ class Check:
     sim_value: float | None = None
     ref: str = ""
     clauses: tuple["Check", ...] = ()   # a finding's clauses when the row holds only if all do (one_row)
+    statement: str = ""                  # the finding in the paper's words (one_row), without its clauses
 
     @property
     def ratio(self) -> float | None:
@@ -84,7 +85,7 @@ def one_row(finding: str, statement: str, clauses: Iterable[Any], ref: str = "")
     if len(cs) == 1:
         c = cs[0]
         return Check(finding, f"{statement}: {c.what}", c.paper, c.simulated, c.holds, c.paper_value, c.sim_value,
-                     c.ref or ref, (c,))
+                     c.ref or ref, (c,), statement)
     num = lambda i: f"({i + 1})"  # noqa: E731
     what = f"{statement}: " + "; ".join(f"{num(i)} {c.what}" for i, c in enumerate(cs))
     paper = "; ".join(f"{num(i)} {c.paper}" for i, c in enumerate(cs))
@@ -93,7 +94,8 @@ def one_row(finding: str, statement: str, clauses: Iterable[Any], ref: str = "")
     far = max(rated, key=lambda c: abs(math.log(c.ratio)), default=None)
     refs = list(dict.fromkeys(c.ref for c in cs if c.ref))
     return Check(finding, what, paper, simulated, all(c.holds for c in cs),
-                 far.paper_value if far else None, far.sim_value if far else None, ", ".join(refs) or ref, tuple(cs))
+                 far.paper_value if far else None, far.sim_value if far else None, ", ".join(refs) or ref, tuple(cs),
+                 statement)
 
 
 def one_row_each(rows: Iterable[Any], statements: dict[str, str]) -> list[Check]:

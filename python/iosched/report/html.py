@@ -23,6 +23,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: left; verti
 th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.no td { background: #fff0f0; } .yes { color: #17702f; font-weight: 600; } .nope { color: #b3261e; font-weight: 700; }
+details.clauses tr td { background: #fff; } details.clauses tr.no td { background: #fff0f0; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 .meta { color: #555; font-size: 0.92em; } .error { color: #b3261e; font-weight: 600; }
 .figure { margin: 1em 0 2em; } .figure .caption { color: #444; font-size: 0.9em; }
@@ -83,8 +84,21 @@ paths not simulated are listed in each experiment's section and not counted.</p>
 <table>
 <tr><th>ref</th><th>finding</th><th>what</th><th>paper</th><th>iosched</th><th>ratio</th><th>holds?</th></tr>
 {% for c in s.checks %}
-<tr{% if not c.holds %} class="no"{% endif %}><td>{{ c.ref }}</td><td>{{ c.finding }}</td><td>{{ c.what }}</td>
-<td>{{ c.paper }}</td><td>{{ c.simulated }}</td><td class="num">{% if c.ratio is not none %}{{ "%.2f"|format(c.ratio) }}{% endif %}</td>
+<tr{% if not c.holds %} class="no"{% endif %}><td>{{ c.ref }}</td><td>{{ c.finding }}</td>
+{% if c.clauses|length > 1 %}<td colspan="3">{{ c.statement }}
+<details class="clauses"><summary>{{ c.clauses|length }} clauses, {{ c.clauses|selectattr("holds")|list|length }} hold
+</summary>
+<table>
+<tr><th>what</th><th>paper</th><th>iosched</th><th>ratio</th><th>holds?</th></tr>
+{% for k in c.clauses %}
+<tr{% if not k.holds %} class="no"{% endif %}><td>{{ k.what }}</td><td>{{ k.paper }}</td><td>{{ k.simulated }}</td>
+<td class="num">{% if k.ratio is not none %}{{ "%.2f"|format(k.ratio) }}{% endif %}</td>
+<td>{% if k.holds %}<span class="yes">yes</span>{% else %}<span class="nope">NO</span>{% endif %}</td></tr>
+{% endfor %}
+</table>
+</details></td>
+{% else %}<td>{{ c.what }}</td><td>{{ c.paper }}</td><td>{{ c.simulated }}</td>{% endif %}
+<td class="num">{% if c.ratio is not none %}{{ "%.2f"|format(c.ratio) }}{% endif %}</td>
 <td>{% if c.holds %}<span class="yes">yes</span>{% else %}<span class="nope">NO</span>{% endif %}</td></tr>
 {% endfor %}
 </table>

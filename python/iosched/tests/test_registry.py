@@ -222,6 +222,7 @@ def test_seed002_multi_rt_quick_end_to_end(tmp_path):
 
     from iosched import load, store
     from iosched.cli import main
+    from iosched.papers import seed002 as s
 
     from .conftest import native_or_skip
     native_or_skip()
@@ -232,7 +233,10 @@ def test_seed002_multi_rt_quick_end_to_end(tmp_path):
     assert len(man["runs"]) == 3 * 8 and all(store.is_done(out, r["id"]) for r in man["runs"])
     checks = load(out, "checks")
     assert list(checks["finding"]) == ["K5"] and set(checks["ref"]) == {"Fig. 11"}
-    assert 'id="fig-seed002-fig11"' in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    assert 'id="fig-seed002-fig11"' in page
+    # K5's one row shows the finding's statement and its three clauses in a table of their own.
+    assert f"<td colspan=\"3\">{s.K5}" in page.replace("&#39;", "'") and "<summary>3 clauses, " in page
 
 
 def _fake_seed004(speed):
