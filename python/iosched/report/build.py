@@ -332,10 +332,12 @@ def _write_checks(report: Report) -> None:
     schema = pa.schema([("experiment", pa.string()), ("seed", pa.string()), ("mode", pa.string()),
                         ("ref", pa.string()), ("finding", pa.string()), ("what", pa.string()),
                         ("paper", pa.string()), ("iosched", pa.string()), ("paper_value", pa.float64()),
-                        ("iosched_value", pa.float64()), ("ratio", pa.float64()), ("holds", pa.bool_())])
+                        ("iosched_value", pa.float64()), ("ratio", pa.float64()), ("holds", pa.bool_()),
+                        ("counted", pa.bool_())])
     rows = [{"experiment": s.name, "seed": s.seed, "mode": s.mode, "ref": c.ref, "finding": c.finding,
              "what": c.what, "paper": c.paper, "iosched": c.simulated, "paper_value": c.paper_value,
-             "iosched_value": c.sim_value, "ratio": c.ratio, "holds": bool(c.holds)} for s, c in report.checks]
+             "iosched_value": c.sim_value, "ratio": c.ratio, "holds": bool(c.holds),
+             "counted": registry.counted(c)} for s, c in report.checks]
     import io
 
     buf = io.BytesIO()

@@ -56,6 +56,7 @@ def test_report_page_is_self_contained(toy_dir):
     assert len(sec.runs) == 12  # 2 schedulers x 3 depths x 2 repetitions
     checks = pd.read_parquet(toy_dir / "checks.parquet")
     assert list(checks["finding"]) == ["T1", "T2"] and list(checks["holds"]) == [True, False]
+    assert list(checks["counted"]) == [True, True]   # findings, not calibration rows
     assert "**NO**" in (toy_dir / "checks.md").read_text()
 
 
