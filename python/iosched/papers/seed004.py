@@ -107,7 +107,7 @@ def gain(a: float, b: float) -> float:
 
 
 def within(sim: float, paper: float) -> bool:
-    """A gain of the paper's holds within [0.8, 1.25] of it (scoring.BAND; same sign by construction)."""
+    """A gain of the paper's holds within [0.8, 1.25] of it (scoring.BAND; a gain of the opposite sign never does)."""
     return scoring.within(sim / paper) if paper else sim == 0
 
 

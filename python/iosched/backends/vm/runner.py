@@ -47,8 +47,9 @@ VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memo
 # Boots per batch: under TCG the lab's kernel now and then panics while it boots (seen in the test suite, where the
 # same test then passed on a rerun); a guest that fails after its init reported in is not retried, except below.
 # Three, not two: CI on 2026-12-03 saw a boot killed on purpose (a test) followed by a second boot that panicked on
-# its own ("Fatal exception in interrupt" 2.9 s in). 0 of 120 plain boots panicked here the same day (2 vCPUs; 24 of
-# them beside two busy simulator processes), so the fault is rare and a third failure says something else is wrong.
+# its own ("Fatal exception in interrupt" 2.9 s in). None of 60 boots as the lab boots (2 vCPUs, 24 of them beside two
+# busy simulator processes) panicked here the same day, nor 60 with single-threaded TCG: the fault is rare, and a
+# third failure in a row says something else is wrong.
 BOOT_ATTEMPTS = 3
 # The same emulation fault also hits a guest after its init reported in (the suite, 2026-11-30: "Oops: int3" at a
 # patched jump site in kmem_cache_free, TCG's view of the kernel's live code patching, then "Kernel panic - not
