@@ -227,6 +227,14 @@ def _print_checks(report) -> None:
                    + (s.error or f"{s.holds} of {len(s.counted)} hold{s.calibration_text}"))
         for c in s.checks:
             ratio = f" (x{c.ratio:.2f})" if c.ratio is not None else ""
+            if len(c.clauses) > 1:
+                # A finding of several clauses: its statement, then a line per clause.
+                click.echo(f"  {'yes' if c.holds else 'NO '}  {c.ref:9} {c.finding:11} {c.statement}")
+                for k in c.clauses:
+                    kr = f" (x{k.ratio:.2f})" if k.ratio is not None else ""
+                    click.echo(f"         {'yes' if k.holds else 'NO '}  {k.what}: paper {k.paper}, "
+                               f"iosched {k.simulated}{kr}")
+                continue
             click.echo(f"  {'yes' if c.holds else 'NO '}  {c.ref:9} {c.finding:11} {c.what}: paper {c.paper}, "
                        f"iosched {c.simulated}{ratio}")
     for fd in report.fidelity:

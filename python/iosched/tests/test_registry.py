@@ -237,6 +237,9 @@ def test_seed002_multi_rt_quick_end_to_end(tmp_path):
     assert 'id="fig-seed002-fig11"' in page
     # K5's one row shows the finding's statement and its three clauses in a table of their own.
     assert f"<td colspan=\"3\">{s.K5}" in page.replace("&#39;", "'") and "<summary>3 clauses, " in page
+    # and the printout: the statement on the finding's line, a line per clause beneath it
+    assert f"K5          {s.K5}" in res.output
+    assert sum(ln.startswith(("         yes  ", "         NO   ")) for ln in res.output.splitlines()) == 3
 
 
 def _fake_seed004(speed):
