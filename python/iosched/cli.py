@@ -224,7 +224,7 @@ def _print_checks(report) -> None:
         if s.kind != "paper":
             continue
         click.echo(f"\n{s.name} ({', '.join(s.refs)}): "
-                   + (s.error or f"{s.holds} of {len(s.counted)} hold{s.calibration_text}"))
+                   + (s.error or f"{s.holds} of {len(s.counted)} hold{s.uncounted_text}"))
         for c in s.checks:
             ratio = f" (x{c.ratio:.2f})" if c.ratio is not None else ""
             if len(c.clauses) > 1:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import sys
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from .. import native, simconfig
@@ -345,9 +345,9 @@ def k2_checks(top: Points, unlimited: dict[int | None, Point] | None = None) -> 
     if unlimited is not None:
         # Beyond the paper's targets: with an unlimited background the model's drive does saturate on 64 KiB reads,
         # so this shows whether K2's trade-off appears once there is a queue to constrain.
-        out += [Check(K2_UNLIMITED, c.what, c.paper, c.simulated, c.holds, c.paper_value, c.sim_value, c.ref)
-                for c in k2_shape(WORKLOADS["rr64k"].label + ", background unlimited (not in the paper)",
-                                  K2_TABLE["rr64k"], unlimited)]
+        shape = k2_shape(WORKLOADS["rr64k"].label + ", background unlimited (not in the paper)", K2_TABLE["rr64k"],
+                         unlimited)
+        out += [replace(c, finding=K2_UNLIMITED) for c in shape]
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..report.figures import CYCLE, Figure, Heat, Panel, Table, Trace
 from . import scoring
+from .registry import CALIBRATION as CALIBRATION_FINDING
 from .registry import Check, Number, PaperExperiment, Results, Series, one_row, register
 from .seed000 import MS, US, R, W, fio, job, kyber_mean_tokens, ratio_ok, spec, value
 
@@ -71,8 +72,8 @@ def baseline_checks(res: Results) -> list[Check]:
     for w in CALIBRATION:
         for label, p, v in zip(LABELS, BASELINE[w], m[w]):
             if p is not None:
-                out.append(Check("calibration", f"{w}: {label}", f"{p:,.1f}", f"{v:,.1f}", ratio_ok(v, p, 0.10), p, v,
-                                 "baseline table"))
+                out.append(Check(CALIBRATION_FINDING, f"{w}: {label}", f"{p:,.1f}", f"{v:,.1f}", ratio_ok(v, p, 0.10),
+                                 p, v, "baseline table"))
     return out
 
 

@@ -50,7 +50,7 @@ class Section:
         return sum(bool(c.holds) for c in self.counted)
 
     @property
-    def calibration_text(self) -> str:
+    def uncounted_text(self) -> str:
         """What the rows not counted give ("; calibration inputs (not counted): K of N within their band"), or ""."""
         out = ""
         cal = [c for c in self.checks if c.finding == registry.CALIBRATION]
@@ -386,7 +386,7 @@ def checks_markdown(report: Report, *, heading: str = "###") -> str:
             lines += [f"_{s.error}_", ""]
             continue
         lines.append(f"{s.holds} of {len(s.counted)} hold ({s.mode or 'full'} runs, "
-                     f"{1 + max((r['repetition'] for r in s.runs), default=0)} repetition(s)){s.calibration_text}.")
+                     f"{1 + max((r['repetition'] for r in s.runs), default=0)} repetition(s)){s.uncounted_text}.")
         lines.append("")
         lines.append("| ref | finding | what | paper | iosched | ratio | holds? |")
         lines.append("|---|---|---|---|---|---|---|")

@@ -350,7 +350,7 @@ def test_calibration_rows_and_rows_beyond_the_paper_are_shown_and_not_counted():
                   checks=[row("calibration", True), row("calibration", False), row("F1", False), row("F2", True),
                           row(f"{registry.BEYOND}: F1", True)])
     assert [c.finding for c in sec.counted] == ["F1", "F2"] and sec.holds == 1
-    assert sec.calibration_text == ("; calibration inputs (not counted): 1 of 2 within their band; beyond the paper "
+    assert sec.uncounted_text == ("; calibration inputs (not counted): 1 of 2 within their band; beyond the paper "
                                     "(not counted): 1 of 1 hold")
     # Negative control: the same rows all counted would have said 3 of 5.
     assert sum(c.holds for c in sec.checks) == 3 and len(sec.checks) == 5
