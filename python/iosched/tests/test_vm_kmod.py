@@ -129,16 +129,18 @@ def test_k2_holds_max_inflight(boot):
 
 
 def test_k2_cuts_the_real_time_tail(boot):
-    """K2-8's real-time P99.9 at least 2x below none's.  The device serves 1,000 requests/s in order: under none the
-    real-time read queues behind the background's 96 (about 96 ms), under K2-8 behind at most 8 (measured 17-20 ms
-    against none's 100-102 ms in four boots, all flagged for host contention), so the margin covers a host that
-    stalls the guest's timers for a few ms."""
+    """K2-8's real-time P99 at least 2x below none's.  The device serves 1,000 requests/s in order: under none the
+    real-time read queues behind the background's 96 (about 96 ms), under K2-8 behind at most 8 (P99 13-15 ms against
+    none's 99-105 ms in four boots, all flagged for host contention; 15-26 ms with three busy loops on the host's two
+    cores), so the margin covers a host that stalls the guest's timers.  kmod_checks.rt_gain says why P99, not
+    P99.9; P99.9 and the slowest read are printed."""
     runs, _, _ = boot
     k2, none = runs["k2-8"]["rows"]["rt"], runs["k2-none"]["rows"]["rt"]
-    print(f"real-time P99.9: K2-8 {k2['read_clat_p99_9_ns'] / 1e6:.1f} ms, none {none['read_clat_p99_9_ns'] / 1e6:.1f} "
-          f"ms ({none['read_clat_p99_9_ns'] / k2['read_clat_p99_9_ns']:.1f}x); background "
-          f"{runs['k2-8']['rows']['bg']['read_iops']:.0f} vs {runs['k2-none']['rows']['bg']['read_iops']:.0f} IOPS")
-    assert checks.rt_gain(k2["read_clat_p99_9_ns"], none["read_clat_p99_9_ns"]) == []
+    print(f"real-time P99: K2-8 {k2['read_clat_p99_ns'] / 1e6:.1f} ms, none {none['read_clat_p99_ns'] / 1e6:.1f} ms "
+          f"({none['read_clat_p99_ns'] / k2['read_clat_p99_ns']:.1f}x); P99.9 {k2['read_clat_p99_9_ns'] / 1e6:.1f} "
+          f"vs {none['read_clat_p99_9_ns'] / 1e6:.1f} ms; background {runs['k2-8']['rows']['bg']['read_iops']:.0f} vs "
+          f"{runs['k2-none']['rows']['bg']['read_iops']:.0f} IOPS")
+    assert checks.rt_gain(k2["read_clat_p99_ns"], none["read_clat_p99_ns"]) == []
     assert checks.device_paced({r: runs[r]["rows"]["bg"]["read_iops"] for r in ("k2-8", "k2-none")}) == []
 
 
