@@ -49,7 +49,7 @@ impl Simulation<'_> {
     ///
     /// Why: on the validation matrix's 16-tag null_blk, two libaio readers of 16 (one per vCPU) under none sleep
     /// for tags in turn. The lab measured the heavy one's P99 at 66 and 81 ms in two boots (2026-12-03, 16 ms
-    /// requests; the light one's 86), with sleeps in io_submit of up to 35-50 ms. With wake-ups that take the
+    /// requests; the light one's 86), with sleeps in io_submit of up to 23-35 ms. With wake-ups that take the
     /// host's 48 us at once the simulator kept the two in lockstep, both at 38-39 ms over seeds 1-5, sleeps of at
     /// most 21 ms; with this, 85-108 and 89-122 ms, sleeps up to 54-70 ms. The freed tag goes to a thread that is
     /// already running (on the waker's core, or one that never slept) while the woken one waits for its vCPU, as
@@ -58,7 +58,9 @@ impl Simulation<'_> {
         let Some(lateness) = &self.config.host.timer_lateness else {
             return 0;
         };
-        let core = self.processes[process as usize].state.core;
+        let Some(core) = self.processes.get(process as usize).map(|p| p.state.core) else {
+            return 0; // not a job's thread
+        };
         if core == waker_core {
             return 0;
         }
