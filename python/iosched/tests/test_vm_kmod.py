@@ -133,7 +133,7 @@ def test_k2_cuts_the_real_time_tail(boot):
     real-time read queues behind the background's 96 (about 96 ms), under K2-8 behind at most 8 (P99 13-15 ms against
     none's 99-105 ms in four boots, all flagged for host contention; 15-26 ms with three busy loops on the host's two
     cores), so the margin covers a host that stalls the guest's timers.  kmod_checks.rt_gain says why P99, not
-    P99.9; P99.9 and the slowest read are printed."""
+    P99.9; P99.9 is printed beside it."""
     runs, _, _ = boot
     k2, none = runs["k2-8"]["rows"]["rt"], runs["k2-none"]["rows"]["rt"]
     print(f"real-time P99: K2-8 {k2['read_clat_p99_ns'] / 1e6:.1f} ms, none {none['read_clat_p99_ns'] / 1e6:.1f} ms "
