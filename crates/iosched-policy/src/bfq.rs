@@ -85,9 +85,14 @@
 //!   (`bfq_updated_next_req`; "becomes its next": nearer than all the others here, nearer than the cached next in
 //!   the kernel); the kernel also does so when the next request leaves (injection) or merges, the model does not.
 //!   The group's budget follows when the queue is its group's only active child.
-//! * Peak rate: dispatched sectors over windows of ≥ 300 ms with ≥ 32 dispatches (restarted after 20 ms of an empty
-//!   driver), filtered with the kernel's divisor 10 − 9 × sequential fraction; it feeds the automatic max_budget and
-//!   the interactive raising duration. No rotational/queueing detection.
+//! * Peak rate (`bfq_update_peak_rate`, `bfq_update_rate_reset`): dispatched sectors over observation intervals
+//!   that close after 1 s, at a dispatch after 100 ms with nothing in the driver, or at a completion more than
+//!   2 ms after the previous one that implies under 1/1024 sector per µs; an interval of ≥ 32 dispatches and
+//!   ≥ 300 ms (extended to the last completion) updates the estimate through a low-pass filter (1/10 to 1/2 of
+//!   the new rate, by how sequential and long it was) only if its rate is higher or ≥ 3/4 of its dispatches
+//!   were sequential, so random workloads never lower it. It starts at 2/3 of the reference rate and feeds the
+//!   automatic max_budget and the interactive raising duration. The rate is kept in floating point (the kernel:
+//!   sectors per µs << 16). No rotational/queueing detection.
 //! * Budget timeouts are checked lazily at dispatch, insert and completion, as in the kernel (no timer); the only
 //!   timer is the idle slice. Time-based charging uses `timeout_sync` (the kernel uses the compile-time default).
 //! * Jiffies are replaced by nanoseconds; "4 jiffies" in the soft real-time rule are taken as 4 ms (HZ = 1000).
@@ -146,6 +151,8 @@ const REF_WR_DURATION_NS: f64 = 2500.0 * MS as f64;
 const RATE_MIN_SAMPLES: u32 = 32;
 const RATE_MIN_INTERVAL_NS: u64 = 300 * MS;
 const RATE_REF_INTERVAL_NS: u64 = 1000 * MS;
+/// Rates above 20 sectors per µs are discarded as measurement errors.
+const MAX_RATE_SECT_PER_NS: f64 = 20.0 / 1000.0;
 const INJECT_LIMIT: u32 = 1;
 
 const CLASS_RT: usize = 0;
@@ -383,11 +390,17 @@ pub struct Bfq {
     groups_with_pending: u32,
     // Peak rate estimation.
     peak_rate: f64,
-    rate_window_start: Option<u64>,
+    /// The observation interval (bfq_update_peak_rate): its first dispatch, its dispatched sectors, samples and
+    /// sequential samples (0 samples: none open), the largest request of its last 32 dispatches, and its length
+    /// at its last sample.
+    rate_first_dispatch_ns: u64,
     rate_sectors: u64,
     rate_samples: u32,
     rate_seq_samples: u32,
+    rate_max_rq_sectors: u32,
+    rate_delta_from_first_ns: u64,
     last_dispatch_ns: u64,
+    last_completion_ns: u64,
     // Burst detection.
     burst_size: u32,
     large_burst: bool,
@@ -446,11 +459,14 @@ impl Bfq {
             pending_weights: BTreeMap::new(),
             groups_with_pending: 0,
             peak_rate: REF_RATE_SECT_PER_NS * 2.0 / 3.0,
-            rate_window_start: None,
+            rate_first_dispatch_ns: 0,
             rate_sectors: 0,
             rate_samples: 0,
             rate_seq_samples: 0,
+            rate_max_rq_sectors: 0,
+            rate_delta_from_first_ns: 0,
             last_dispatch_ns: 0,
+            last_completion_ns: 0,
             burst_size: 0,
             large_burst: false,
             last_ins_in_burst: None,
@@ -1731,40 +1747,92 @@ impl Bfq {
         self.rqs_injected = false;
     }
 
+    /// bfq_update_peak_rate, at each dispatch (before the request counts as in the driver). An observation
+    /// interval closes after 1 s, or at a dispatch after 100 ms with nothing in the driver, or at a late
+    /// completion (`completion_closes_rate_interval`); it counts a dispatch as sequential when the driver holds
+    /// requests (or the last completion was under 2 ms ago) and the request is not seeky from the device's last
+    /// position (over 800 sectors away and under 32 KiB, non-rotational).
     fn update_peak_rate(&mut self, rq: &Request, now: u64) {
-        if self.rate_window_start.is_none()
-            || (self.tot_in_driver == 0 && now > self.last_dispatch_ns + 20 * MS)
-        {
-            self.rate_window_start = Some(now);
-            self.rate_sectors = 0;
-            self.rate_samples = 0;
-            self.rate_seq_samples = 0;
-        }
-        self.rate_sectors += rq.nr_sectors as u64;
-        self.rate_samples += 1;
-        if rq.sector == self.last_position {
-            self.rate_seq_samples += 1;
+        if self.rate_samples == 0 {
+            self.reset_rate_computation(Some(rq), now);
+        } else {
+            let idle_long = now - self.last_dispatch_ns > 100 * MS && self.tot_in_driver == 0;
+            if !idle_long {
+                self.rate_samples += 1;
+                // get_sdist: no distance from position 0.
+                let dist = if self.last_position == 0 { 0 } else { rq.sector.abs_diff(self.last_position) };
+                let seeky = dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT;
+                if (self.tot_in_driver > 0 || now - self.last_completion_ns < MIN_TT_NS) && !seeky {
+                    self.rate_seq_samples += 1;
+                }
+                self.rate_sectors += rq.nr_sectors as u64;
+                self.rate_max_rq_sectors = if self.rate_samples % 32 != 0 {
+                    self.rate_max_rq_sectors.max(rq.nr_sectors)
+                } else {
+                    rq.nr_sectors
+                };
+                self.rate_delta_from_first_ns = now - self.rate_first_dispatch_ns;
+            }
+            if idle_long || self.rate_delta_from_first_ns >= RATE_REF_INTERVAL_NS {
+                self.update_rate_reset(Some(rq), now);
+            }
         }
         self.last_dispatch_ns = now;
-        let start = self.rate_window_start.unwrap();
-        let elapsed = now - start;
-        if (self.rate_samples >= RATE_MIN_SAMPLES && elapsed >= RATE_MIN_INTERVAL_NS)
-            || elapsed >= RATE_REF_INTERVAL_NS
-        {
-            let rate = self.rate_sectors as f64 / elapsed.max(1) as f64;
-            if rate > self.peak_rate || elapsed >= RATE_REF_INTERVAL_NS {
-                let weight = 9 * self.rate_seq_samples / self.rate_samples.max(1);
-                let divisor = (10 - weight.min(9)) as f64;
-                self.peak_rate = self.peak_rate * (divisor - 1.0) / divisor + rate / divisor;
+    }
+
+    /// bfq_update_rate_reset: close the observation interval, updating the peak rate from it only if it is long
+    /// enough (32 samples, 300 ms) and its rate is higher than the estimate or its dispatches at least 3/4
+    /// sequential: a random workload never lowers the estimate. The filter weighs the new rate by how
+    /// sequential and how long (up to 1 s) the interval was: from 1/10 to 1/2.
+    fn update_rate_reset(&mut self, rq: Option<&Request>, now: u64) {
+        if self.rate_samples >= RATE_MIN_SAMPLES && self.rate_delta_from_first_ns >= RATE_MIN_INTERVAL_NS {
+            // Extended to the last completion; the kernel subtracts as u64, so a last completion before the
+            // interval's first dispatch gives a huge interval and a rate of 0, as here.
+            let delta = self
+                .rate_delta_from_first_ns
+                .max(self.last_completion_ns.wrapping_sub(self.rate_first_dispatch_ns));
+            self.rate_delta_from_first_ns = delta;
+            let rate = self.rate_sectors as f64 / delta.max(1) as f64;
+            let sequential = self.rate_seq_samples >= (3 * self.rate_samples) >> 2;
+            if (sequential || rate > self.peak_rate) && rate <= MAX_RATE_SECT_PER_NS {
+                let weight = (9 * self.rate_seq_samples / self.rate_samples) as u64;
+                let weight = (weight * delta / RATE_REF_INTERVAL_NS).min(8);
+                let divisor = (10 - weight) as f64;
+                // At least 1 in the kernel's unit (sectors per µs << 16).
+                self.peak_rate =
+                    (self.peak_rate * (divisor - 1.0) / divisor + rate / divisor).max(1.0 / 65536.0 / 1000.0);
                 if self.t.user_max_budget == 0 {
                     self.max_budget = self.calc_max_budget();
                 }
             }
-            self.rate_window_start = Some(now);
-            self.rate_sectors = 0;
-            self.rate_samples = 0;
-            self.rate_seq_samples = 0;
         }
+        self.reset_rate_computation(rq, now);
+    }
+
+    /// bfq_reset_rate_computation: open a new interval at this dispatch, or (at a completion) at the next one.
+    fn reset_rate_computation(&mut self, rq: Option<&Request>, now: u64) {
+        match rq {
+            Some(rq) => {
+                self.rate_first_dispatch_ns = now;
+                self.rate_samples = 1;
+                self.rate_seq_samples = 0;
+                self.rate_sectors = rq.nr_sectors as u64;
+                self.rate_max_rq_sectors = rq.nr_sectors;
+            }
+            None => self.rate_samples = 0,
+        }
+    }
+
+    /// bfq_completed_request's check: a completion more than 2 ms after the previous one, at which the largest
+    /// recent request would have been served at under 1/1024 sector per µs, closes the interval (the device was
+    /// idle or very slow). On a device whose requests complete together every few milliseconds (a null_blk with
+    /// a long `completion_nsec`) every gap between cohorts does, so the estimate stays at its initial value.
+    fn completion_closes_rate_interval(&mut self, now: u64) {
+        let delta_us = (now - self.last_completion_ns) / US;
+        if delta_us > MIN_TT_NS / US && ((self.rate_max_rq_sectors as u64) << 16) / delta_us < 1 << 6 {
+            self.update_rate_reset(None, now);
+        }
+        self.last_completion_ns = now;
     }
 
     fn dispatch_from(&mut self, q: usize, now: u64) -> Request {
@@ -1962,6 +2030,7 @@ impl Elevator for Bfq {
         self.max_in_driver = self.max_in_driver.max(self.tot_in_driver);
         self.count_allocated(q, false);
         self.tot_in_driver -= 1;
+        self.completion_closes_rate_interval(now_ns);
         let qq = &mut self.queues[q];
         qq.dispatched -= 1;
         qq.last_end_request = now_ns;
@@ -2299,6 +2368,79 @@ mod tests {
                 tolerance * 100.0
             );
         }
+    }
+
+    /// One process keeps `slots` 4 KiB reads in flight (and as many queued) on a device that serves each in
+    /// `service_ns`, until the first dispatch at or after `end_ns`; `sector` places the n-th request.
+    fn stream(bfq: &mut Bfq, slots: usize, service_ns: u64, end_ns: u64, sector: impl Fn(u64) -> u64) {
+        let (mut now, mut id, mut queued) = (0u64, 0u32, 0usize);
+        let mut inflight: Vec<(u64, Request)> = Vec::new();
+        loop {
+            while queued + inflight.len() < 2 * slots {
+                bfq.insert(rq(id, 0, sector(id as u64), 8), now);
+                id += 1;
+                queued += 1;
+            }
+            while inflight.len() < slots {
+                let Some(r) = bfq.dispatch(0, now) else { break };
+                queued -= 1;
+                inflight.push((now + service_ns, r));
+                if now >= end_ns {
+                    return;
+                }
+            }
+            let next = inflight.iter().map(|(t, _)| *t).chain(bfq.next_timer_ns()).min().unwrap();
+            now = next;
+            if bfq.next_timer_ns().is_some_and(|t| t <= now) {
+                bfq.timer(now);
+            }
+            while let Some(i) = inflight.iter().position(|(t, _)| *t <= now) {
+                let (_, r) = inflight.swap_remove(i);
+                bfq.completed(&r, 0, now);
+            }
+        }
+    }
+
+    /// The initial estimate, 2/3 of the reference rate 33000 (sectors per µs << 16): 22000 / 65536 = 0.3357
+    /// sectors per µs, so max_budget stays at its default 16384 until an interval updates it, and interactive
+    /// raising lasts 2.5 s × 33000 / 22000 = 3.75 s (the lab's 6.12 logged "raising period dur .../3748 msec").
+    #[test]
+    fn the_peak_rate_falls_only_for_a_sequential_stream() {
+        // 4 reads of 8 sectors every 1 ms: 0.032 sectors per µs, a tenth of the initial estimate. The interval
+        // closes at the first dispatch at 1,000 ms: 4 + 4 × 999 + 1 = 4,001 samples, 32,008 sectors in 1 s.
+        let run = |sector: &dyn Fn(u64) -> u64| {
+            let mut bfq = Bfq::new();
+            stream(&mut bfq, 4, MS, 1_000 * MS, sector);
+            (bfq.max_budget, bfq.wr_duration())
+        };
+        // Sequential: every dispatch but the first follows the last one with requests in the driver or a
+        // completion under 2 ms ago, 4,000 of 4,001 (>= 3/4): the filter's weight is 9 × 4,000 / 4,001 = 8 (an
+        // integer), × 1 s / 1 s, capped at 8, so divisor 2: (0.33569 + 0.032008) / 2 = 0.18385 sectors per µs,
+        // and max_budget = 0.18385 × 125,000 µs = 22,981 sectors; raising 2.5 s × 0.50354 / 0.18385 = 6.847 s.
+        let (budget, wr) = run(&|n| n * 8);
+        assert_eq!(budget, 22_981);
+        assert_eq!(wr / MS, 6_847);
+        // Random (each read > 800 sectors from the last, under 32 KiB: seeky): no sequential sample, and 0.032 is
+        // below the estimate, so the interval is dropped.
+        let (budget, wr) = run(&|n| (n * 7_919 * 1_024) % (1 << 30));
+        assert_eq!((budget, wr / MS), (16_384, 3_750));
+    }
+
+    #[test]
+    fn completions_16_ms_apart_keep_the_initial_peak_rate() {
+        // The lab's null_blk (16 in flight, 16 ms each): every completion cohort comes 16,000 µs after the last;
+        // the largest request, 8 sectors, in 16,000 µs is (8 << 16) / 16,000 = 32 < 64 (1/1024 sector per µs),
+        // so each cohort closes the interval after 16 samples, short of 32: no update for 3 s, even though the
+        // stream is sequential. The lab's trace shows it: "reset_rate_computation at end, sample 0/0 tot_sects
+        // 128" after every cohort, and raising periods of 3,748 ms.
+        let mut bfq = Bfq::new();
+        stream(&mut bfq, 16, 16 * MS, 3_000 * MS, |n| n * 8);
+        assert_eq!((bfq.max_budget, bfq.wr_duration() / MS), (16_384, 3_750));
+        // The same 16 in flight served in 1 ms complete 1,000 µs apart: 16,001 samples and 128,008 sectors by
+        // 1,000 ms, (0.33569 + 0.128008) / 2 = 0.23185 sectors per µs, max_budget 28,981.
+        let mut bfq = Bfq::new();
+        stream(&mut bfq, 16, MS, 1_000 * MS, |n| n * 8);
+        assert_eq!(bfq.max_budget, 28_981);
     }
 
     #[test]

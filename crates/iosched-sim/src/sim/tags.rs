@@ -51,7 +51,7 @@ impl Simulation<'_> {
     /// for tags in turn. The lab measured the heavy one's P99 at 66 and 81 ms in two boots (2026-12-03, 16 ms
     /// requests; the light one's 86), with sleeps in io_submit of up to 23-35 ms. With wake-ups that take the
     /// host's 48 us at once the simulator kept the two in lockstep, both at 38-39 ms over seeds 1-5, sleeps of at
-    /// most 21 ms; with this, 85-108 and 89-122 ms, sleeps up to 54-70 ms. The freed tag goes to a thread that is
+    /// most 21 ms; with this, 85-108 and 89-122 ms, sleeps up to 50-70 ms. The freed tag goes to a thread that is
     /// already running (on the waker's core, or one that never slept) while the woken one waits for its vCPU, as
     /// `SbqWaits` lets any running allocator take it.
     fn remote_wake_late_ns(&mut self, process: u32, now: u64, waker_core: u32) -> u64 {
