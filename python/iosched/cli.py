@@ -120,7 +120,7 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
-@click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE", help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg.")
+@click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE", help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg, trace=blk.")
 @_jobs_option
 @_cluster_option
 @click.option("--no-report", is_flag=True, help="Do not write OUT/report.html.")
@@ -571,7 +571,7 @@ def calibrate(device_path, out, host, duration, ramp, work, reuse):
 @click.option("--backend", type=click.Choice(["kernel", "vm"]), default="kernel", show_default=True,
               help="The real side: kernel (--device /dev/X) or vm (the lab, with --matrix).")
 @click.option("--lab", "lab_dir", default=None, help="vm: the lab's cache folder.")
-@click.option("--vm", "vm_opts", multiple=True, help="vm: KEY=VALUE guest settings (cpus, memory, accel).")
+@click.option("--vm", "vm_opts", multiple=True, help="vm: KEY=VALUE guest settings (cpus, memory, accel, trace).")
 @click.option("--host", default=None, help="Host preset for the simulator: a name or a .toml file (default: the spec's).")
 @click.option("--duration", default=None, help="Override every job's runtime (both backends).")
 @click.option("--repeat", type=click.IntRange(min=1), default=None,

@@ -20,6 +20,13 @@ _vm_option = click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
                           help="The guest: cpus=N (default 2), memory=SIZE (2G), accel=auto|kvm|tcg (auto).")
 
 
+def _no_trace(opts):
+    """--vm trace=blk records runs; a shell or a check has none (in a shell, docs/vm-lab.md shows the tracer)."""
+    if opts.trace != "off":
+        raise SpecError("--vm", f"trace={opts.trace}", "only for runs (iosched run or validate --backend vm)")
+    return opts
+
+
 def _fail(msg: str, code: int = 1):
     click.echo(f"error: {msg}", err=True)
     sys.exit(code)
@@ -98,7 +105,7 @@ def check(lab_dir, vm_opts):
     from .backends.vm import VmError, lab, qemu
     from .backends.vm.runner import BOOT_ATTEMPTS, Options, parse_vm_options
 
-    opts = parse_vm_options(vm_opts, Options(devices=[], out=Path(".")))
+    opts = _no_trace(parse_vm_options(vm_opts, Options(devices=[], out=Path("."))))
     folder = lab.lab_dir(lab_dir)
     try:
         exe = qemu.find_qemu()
@@ -142,7 +149,7 @@ def shell(lab_dir, vm_opts, device):
     from .backends.vm.devices import parse_devices, qemu_args
     from .backends.vm.runner import Options, _initrd, parse_vm_options
 
-    opts = parse_vm_options(vm_opts, Options(devices=list(device), out=Path(".")))
+    opts = _no_trace(parse_vm_options(vm_opts, Options(devices=list(device), out=Path("."))))
     folder = lab.lab_dir(lab_dir)
     try:
         exe = qemu.find_qemu()

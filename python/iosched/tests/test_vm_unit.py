@@ -272,7 +272,14 @@ def test_scripts(tmp_path):
     main_sh = guest.main_script(lds, [br], 0.1)
     assert "load null_blk nr_devices=0" in main_sh and "/sys/kernel/config/nullb/nullb0/hw_queue_depth 4" in main_sh
     assert "+io" in main_sh and main_sh.rstrip().endswith("say end")
-    for script in (guest.INIT, guest.LIB, main_sh, rs):
+    assert "tracing" not in rs
+    # --vm trace=blk: the tracer is on around fio only, and its output lands in the run's folder before it is sent
+    traced = guest.run_script(br, 1, 0.1, 60, trace_buffer_kib=4096)
+    assert "echo 4096 > /sys/kernel/tracing/buffer_size_kb" in traced
+    assert traced.index("echo blk > /sys/kernel/tracing/current_tracer") < traced.index("fio --output") \
+        < traced.rindex("echo 0 > /sys/kernel/tracing/tracing_on") < traced.index("blktrace.txt.gz") \
+        < traced.index("send r0")
+    for script in (guest.INIT, guest.LIB, main_sh, rs, traced):
         _sh_syntax(script, tmp_path)
     # no cgroups: no io controller needed, no cgroup lines
     _, lds2, runs2 = runs_of(tmp_path, TWO_JOBS.replace('cgroup = "heavy"', "").replace('cgroup = "light"', "")
@@ -313,12 +320,18 @@ def test_run_id(tmp_path):
                                 "6.12.117+deb12-amd64")
     assert rid != runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, cpus=1), "tcg",
                                 "6.12.117+deb12-amd64")
+    # a traced run is a measurement of its own (the tracer costs guest CPU); untraced ids stay as they were
+    assert rid != runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, trace="blk"), "tcg",
+                                "6.12.117+deb12-amd64")
 
 
 def test_vm_options():
     o = runner.parse_vm_options(["cpus=1", "memory=1G", "accel=tcg"], runner.Options(devices=[], out=Path(".")))
-    assert (o.cpus, o.memory_mib, o.accel) == (1, 1024, "tcg")
-    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus"):
+    assert (o.cpus, o.memory_mib, o.accel, o.trace) == (1, 1024, "tcg", "off")
+    o = runner.parse_vm_options(["trace=blk"], o)
+    assert o.trace == "blk" and runner.trace_buffer_kib(o) == 64 << 10     # 1 GiB / 8: capped at 64 MiB
+    assert runner.trace_buffer_kib(runner.Options(devices=[], out=Path("."), cpus=4, memory_mib=512)) == 16 << 10
+    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace"):
         with pytest.raises(SpecError):
             runner.parse_vm_options([bad], runner.Options(devices=[], out=Path(".")))
 

@@ -216,9 +216,12 @@ def _queue_calls(run: ResolvedRun, n_devices: int, key_prefix: str) -> list[str]
     return [f"queue {k} {q(key_prefix)} {q(run.scheduler)} {q(nr)} {tun}".rstrip() for k in range(n_devices)]
 
 
-def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_after_s: float) -> str:
+def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_after_s: float,
+               trace_buffer_kib: int = 0) -> str:
     """One run: queue settings, cgroups, sampler, fio, then the folder back.  A run still going after
-    ``stall_after_s`` (guest time) sends a stall report (``stalled``) before the host's deadline."""
+    ``stall_after_s`` (guest time) sends a stall report (``stalled``) before the host's deadline.  With
+    ``trace_buffer_kib`` the kernel's blk tracer records every device's requests (and BFQ's messages) during fio,
+    kept as blktrace.txt.gz with the ring's overrun counts (blktrace-stats.txt: events lost when it filled)."""
     i = br.index
     rdir = f"/work/runs/{i}"
     lines = [f"# run {i}: {br.run.experiment} {br.run.sweep_point} repetition {br.run.repetition}",
@@ -243,10 +246,24 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_aft
     lines += ["dmesg -c >> /work/kernel.log",
               f"( while :; do sample; sleep {interval}; done ) > stat.log & SAMPLER=$!"]
     lines += [f"cat /sys/block/$(cat /work/devices/d{k}.name)/stat > diskstat-d{k}.before" for k in range(n_devices)]
+    if trace_buffer_kib:
+        lines += ["mountpoint -q /sys/kernel/tracing || mount -t tracefs none /sys/kernel/tracing",
+                  "echo 0 > /sys/kernel/tracing/tracing_on",
+                  f"echo {trace_buffer_kib} > /sys/kernel/tracing/buffer_size_kb",
+                  ": > /sys/kernel/tracing/trace"]
+        lines += [f"echo 1 > /sys/block/$(cat /work/devices/d{k}.name)/trace/enable" for k in range(n_devices)]
+        lines += ["echo blk > /sys/kernel/tracing/current_tracer", "echo 1 > /sys/kernel/tracing/tracing_on"]
     lines += ["read up rest < /proc/uptime; echo \"$up\" > fio.start",
               "fio --output-format=json+ --output=fio.json --eta=never jobs.fio > fio.log 2>&1; echo $? > fio.rc",
               "read up rest < /proc/uptime; echo \"$up\" > fio.end"]
     lines += [f"cat /sys/block/$(cat /work/devices/d{k}.name)/stat > diskstat-d{k}.after" for k in range(n_devices)]
+    if trace_buffer_kib:
+        lines += ["echo 0 > /sys/kernel/tracing/tracing_on"]
+        lines += [f"echo 0 > /sys/block/$(cat /work/devices/d{k}.name)/trace/enable" for k in range(n_devices)]
+        lines += ["for c in /sys/kernel/tracing/per_cpu/cpu*; do echo \"${c##*/} $(grep overrun $c/stats)\"; done "
+                  "> blktrace-stats.txt",
+                  "gzip -c /sys/kernel/tracing/trace > blktrace.txt.gz; : > /sys/kernel/tracing/trace",
+                  "echo nop > /sys/kernel/tracing/current_tracer"]
     # The scheduler instance's debugfs files (counters of our modules, Kyber's token pools, ...), read before the
     # next run's switch through none frees it.
     lines += [f"sched_state {k} sched-d{k}" for k in range(n_devices)]

@@ -43,7 +43,9 @@ SCHEDULERS = LAB_SCHEDULERS + tuple(kmod.MODULES)
 WEIGHTED = ("bfq", "kyber-fairness")
 TUNABLE_RE = re.compile(r"[a-z0-9_]+")
 VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
-           "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)"}
+           "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)",
+           "trace": "blk: keep the kernel's blk tracer output of every run (blktrace.txt.gz: each request's Q/G/I/D/C "
+                    "and BFQ's own messages; it costs guest CPU, so a traced run is a run of its own) (default off)"}
 # Boots per batch: under TCG the lab's kernel now and then panics while it boots (seen in the test suite, where the
 # same test then passed on a rerun); a guest that fails after its init reported in is not retried, except below.
 # Three, not two: CI on 2026-12-03 saw a boot killed on purpose (a test) followed by a second boot that panicked on
@@ -73,10 +75,11 @@ class Options:
     cpus: int = 2
     memory_mib: int = 2048
     accel: str = "auto"
+    trace: str = "off"
 
 
 def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Options:
-    """``--vm KEY=VALUE`` (repeatable): cpus, memory, accel."""
+    """``--vm KEY=VALUE`` (repeatable): cpus, memory, accel, trace."""
     for item in items:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
@@ -96,7 +99,17 @@ def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Optio
             if value not in ("auto", "kvm", "tcg"):
                 raise SpecError("--vm", item, f"accel: expected auto, kvm or tcg, got {show(value)}")
             opts.accel = value
+        elif key == "trace":
+            if value not in ("off", "blk"):
+                raise SpecError("--vm", item, f"trace: expected off or blk, got {show(value)}")
+            opts.trace = value
     return opts
+
+
+def trace_buffer_kib(opts: Options) -> int:
+    """The tracer's ring per vCPU: an eighth of the guest's memory over its vCPUs, at most 64 MiB each (a 9 s run
+    of four readers on a 1,000 IOPS null_blk wrote ~24 MB of text)."""
+    return min(64 << 10, (opts.memory_mib << 10) // (8 * opts.cpus))
 
 
 def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str, release: str,
@@ -108,6 +121,8 @@ def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str
              run.repetition, run.seed, run.sample_interval_ns, __version__]
     if run.scheduler in kmod.MODULES:
         parts.append(module_sources)
+    if opts.trace != "off":
+        parts.append(f"trace={opts.trace}")
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -304,7 +319,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         job_notes[i] = notes
         files[f"runs/{i}/jobs.fio"] = text
         files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9,
-                                                     run_deadline_s(r, accel) - STALL_REPORT_S)
+                                                     run_deadline_s(r, accel) - STALL_REPORT_S,
+                                                     trace_buffer_kib(opts) if opts.trace == "blk" else 0)
     files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
     qargs: list[str] = []
     for d in devices:
