@@ -4,7 +4,7 @@ no qemu).
 
 Without qemu or a prepared lab (`iosched vm prepare`; the lab is $IOSCHED_LAB_DIR or ~/.cache/iosched/lab) these
 tests skip with the reason; IOSCHED_REQUIRE_VM=1 turns the skips into failures.  Runs are short (1-3 s of fio
-each) and every test boots at most once: about 80-90 s under TCG on two cores.
+each) and every test boots at most once: about 100 s under TCG on two cores.
 """
 
 import json
@@ -150,6 +150,27 @@ def test_iosched_run_from_python(tmp_path):
     # with another boot beside it), the number in flight does not.
     iops, clat_s = df["read_iops"].iloc[0], df["read_clat_mean_ns"].iloc[0] / 1e9
     assert iops <= 8_100 and 2.5 < iops * clat_s < 4.5, (iops, clat_s)
+    assert not list((tmp_path / "out" / "runs").glob("*/blktrace*"))     # untraced unless asked
+
+
+def test_a_traced_run_keeps_the_kernels_blk_trace(tmp_path):
+    """--vm trace=blk: every request's queueing, dispatch and completion and BFQ's own messages, as the guest's
+    kernel logged them during fio."""
+    import gzip
+
+    import iosched
+
+    spec = {"name": "vm-trace", "duration": "1s", "ramp": "200ms", "scheduler": {"name": "bfq"},
+            "job": [{"name": "r", "rw": "randread", "ioengine": "libaio", "iodepth": 4}]}
+    res = iosched.run(spec, backend="vm", device=NULLB, vm={"trace": "blk"}, out=tmp_path / "out", report=False)
+    (run,) = (tmp_path / "out" / "runs").iterdir()
+    lines = gzip.decompress((run / "blktrace.txt.gz").read_bytes()).decode().splitlines()
+    action = lambda a: sum(1 for ln in lines if f" {a}   R " in ln)  # noqa: E731  (blkparse's column layout)
+    ios = res.df["read_ios"].iloc[0]                                    # fio counts the measured window only
+    assert action("Q") >= ios and action("D") >= ios and action("C") >= ios, (ios, action("Q"), action("C"))
+    assert any(" m " in ln and "bfq" in ln for ln in lines)            # BFQ's messages
+    stats = (run / "blktrace-stats.txt").read_text().split("\n")
+    assert all(ln.endswith("overrun: 0") for ln in stats if ln), stats
 
 
 def test_weighted_cgroups_under_bfq(batch):
