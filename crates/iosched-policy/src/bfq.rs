@@ -1751,18 +1751,19 @@ impl Bfq {
     /// interval closes after 1 s, or at a dispatch after 100 ms with nothing in the driver, or at a late
     /// completion (`completion_closes_rate_interval`); it counts a dispatch as sequential when the driver holds
     /// requests (or the last completion was under 2 ms ago) and the request is not seeky from the device's last
-    /// position (over 800 sectors away and under 32 KiB, non-rotational).
+    /// position (over 800 sectors away and under 32 KiB, non-rotational). Times are subtracted saturating: the
+    /// kernel's clock only moves forward, a caller's (a unit test's) need not.
     fn update_peak_rate(&mut self, rq: &Request, now: u64) {
         if self.rate_samples == 0 {
             self.reset_rate_computation(Some(rq), now);
         } else {
-            let idle_long = now - self.last_dispatch_ns > 100 * MS && self.tot_in_driver == 0;
+            let idle_long = now.saturating_sub(self.last_dispatch_ns) > 100 * MS && self.tot_in_driver == 0;
             if !idle_long {
                 self.rate_samples += 1;
                 // get_sdist: no distance from position 0.
                 let dist = if self.last_position == 0 { 0 } else { rq.sector.abs_diff(self.last_position) };
                 let seeky = dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT;
-                if (self.tot_in_driver > 0 || now - self.last_completion_ns < MIN_TT_NS) && !seeky {
+                if (self.tot_in_driver > 0 || now.saturating_sub(self.last_completion_ns) < MIN_TT_NS) && !seeky {
                     self.rate_seq_samples += 1;
                 }
                 self.rate_sectors += rq.nr_sectors as u64;
@@ -1771,7 +1772,7 @@ impl Bfq {
                 } else {
                     rq.nr_sectors
                 };
-                self.rate_delta_from_first_ns = now - self.rate_first_dispatch_ns;
+                self.rate_delta_from_first_ns = now.saturating_sub(self.rate_first_dispatch_ns);
             }
             if idle_long || self.rate_delta_from_first_ns >= RATE_REF_INTERVAL_NS {
                 self.update_rate_reset(Some(rq), now);
@@ -1828,7 +1829,7 @@ impl Bfq {
     /// idle or very slow). On a device whose requests complete together every few milliseconds (a null_blk with
     /// a long `completion_nsec`) every gap between cohorts does, so the estimate stays at its initial value.
     fn completion_closes_rate_interval(&mut self, now: u64) {
-        let delta_us = (now - self.last_completion_ns) / US;
+        let delta_us = now.saturating_sub(self.last_completion_ns) / US;
         if delta_us > MIN_TT_NS / US && ((self.rate_max_rq_sectors as u64) << 16) / delta_us < 1 << 6 {
             self.update_rate_reset(None, now);
         }
