@@ -133,6 +133,14 @@ const CLASS_IDLE_TIMEOUT_NS: u64 = 200 * MS;
 const MIN_TT_NS: u64 = 2 * MS;
 const SEEK_THR_SECTORS: u64 = 8 * 100;
 const SECT_THR_NONROT: u32 = 2 * 32;
+
+/// BFQ_RQ_SEEKY on a non-rotational device: farther than 800 sectors from `last_pos` and smaller than 32 KiB.
+/// `get_sdist` gives no distance from position 0 (nothing recorded yet), so a queue's first request is not seeky;
+/// the kernel starts every queue's seek history at 1 for it instead ("almost certainly seeky").
+fn rq_seeky(last_pos: u64, rq: &Request) -> bool {
+    let dist = if last_pos == 0 { 0 } else { rq.sector.abs_diff(last_pos) };
+    dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT
+}
 const WR_COEFF: u32 = 30;
 const SOFTRT_WEIGHT_FACTOR: u32 = 100;
 const WR_RT_MAX_TIME_NS: u64 = 300 * MS;
@@ -1380,9 +1388,7 @@ impl Bfq {
             qq.ttime_total = (7 * qq.ttime_total + 256 * elapsed) / 8;
             qq.ttime_mean = (qq.ttime_total + 128) / qq.ttime_samples.max(1);
         }
-        let dist = rq.sector.abs_diff(qq.last_request_pos);
-        let seeky = dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT;
-        qq.seek_history = (qq.seek_history << 1) | seeky as u32;
+        qq.seek_history = (qq.seek_history << 1) | rq_seeky(qq.last_request_pos, rq) as u32;
         qq.last_request_pos = rq.end_sector();
     }
 
@@ -1760,10 +1766,9 @@ impl Bfq {
             let idle_long = now.saturating_sub(self.last_dispatch_ns) > 100 * MS && self.tot_in_driver == 0;
             if !idle_long {
                 self.rate_samples += 1;
-                // get_sdist: no distance from position 0.
-                let dist = if self.last_position == 0 { 0 } else { rq.sector.abs_diff(self.last_position) };
-                let seeky = dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT;
-                if (self.tot_in_driver > 0 || now.saturating_sub(self.last_completion_ns) < MIN_TT_NS) && !seeky {
+                if (self.tot_in_driver > 0 || now.saturating_sub(self.last_completion_ns) < MIN_TT_NS)
+                    && !rq_seeky(self.last_position, rq)
+                {
                     self.rate_seq_samples += 1;
                 }
                 self.rate_sectors += rq.nr_sectors as u64;
@@ -2405,6 +2410,26 @@ mod tests {
     /// The initial estimate, 2/3 of the reference rate 33000 (sectors per µs << 16): 22000 / 65536 = 0.3357
     /// sectors per µs, so max_budget stays at its default 16384 until an interval updates it, and interactive
     /// raising lasts 2.5 s × 33000 / 22000 = 3.75 s (the lab's 6.12 logged "raising period dur .../3748 msec").
+    /// BFQ_RQ_SEEKY measures a request's distance from the queue's last one with `get_sdist`, which gives 0 while
+    /// nothing is recorded (position 0): a new queue's first request is never seeky, and its history starts at 1
+    /// instead. So after k random 4 KiB reads (each far from the last) the history holds 1 + (k − 1) = k ones, and
+    /// the queue turns seeky (more than 19 of 32) at its 20th read, not its 19th. Negative control: measuring the
+    /// first read from sector 0 (1,000,000 sectors away) would give 1 + 19 = 20 ones after 19 reads.
+    #[test]
+    fn a_queues_first_request_is_not_seeky_so_it_turns_seeky_at_its_twentieth_random_read() {
+        let mut bfq = Bfq::new();
+        let read = |k: u32| rq(k, 0, 1_000_000 * (k as u64 + 1), 8);
+        bfq.insert(read(0), 0);
+        assert_eq!(queue_of(&bfq, 0).seek_history, 0b10, "the first read: 0 shifted in after the initial 1");
+        for k in 1..19 {
+            bfq.insert(read(k), k as u64 * MS);
+        }
+        assert_eq!(queue_of(&bfq, 0).seek_history.count_ones(), 19);
+        assert!(!queue_of(&bfq, 0).seeky());
+        bfq.insert(read(19), 19 * MS);
+        assert!(queue_of(&bfq, 0).seeky());
+    }
+
     #[test]
     fn the_peak_rate_falls_only_for_a_sequential_stream() {
         // 4 reads of 8 sectors every 1 ms: 0.032 sectors per µs, a tenth of the initial estimate. The interval
