@@ -848,7 +848,13 @@ impl Bfq {
         let mut finish = start + delta(ent.budget, ent.weight as u64);
         let mut start = start;
         if backshifted && vtime > finish {
-            let d = vtime - finish;
+            // bfq_update_fin_time_enqueue pushes a backshifted queue up to V, a raised one only 1/wr_coeff of the
+            // way (so that its backshifted finish stays below those of queues not raised).
+            let wr_coeff = match e {
+                EntityId::Queue(q) => self.queues[q].wr_coeff as u64,
+                EntityId::Group(_) => 1,
+            };
+            let d = (vtime - finish) / wr_coeff;
             start += d;
             finish += d;
         }
@@ -2428,6 +2434,34 @@ mod tests {
         assert!(!queue_of(&bfq, 0).seeky());
         bfq.insert(read(19), 19 * MS);
         assert!(queue_of(&bfq, 0).seeky());
+    }
+
+    /// A queue that comes back with `non_blocking_wait_rq` keeps its old place: it starts at its previous finish F
+    /// when V has passed it (backshifted). If even its new finish stays below V, `bfq_update_fin_time_enqueue`
+    /// pushes both timestamps up by (V − finish), divided by wr_coeff for a raised queue. In units of 2^22:
+    /// F = 10, V = 41, and a budget worth 1 (40 sectors at weight 40, or 1,200 at the raised 40 × 30 = 1,200):
+    /// - not raised: start 10, finish 11, pushed by 41 − 11 = 30: start 40, finish 41 (= V);
+    /// - raised: the same 10 and 11, pushed by 30 / 30 = 1: start 11, finish 12, well ahead of the others.
+    #[test]
+    fn a_backshifted_raised_queue_is_pushed_up_only_by_one_wr_coeffth_of_its_lag() {
+        const U: u64 = 1 << WFQ_SERVICE_SHIFT;
+        fn reactivated(wr_coeff: u32) -> (u64, u64) {
+            let mut bfq = Bfq::new();
+            own_queues(&mut bfq, &[0]);
+            let q = bfq.queue_index[&QueueKey::Sync { process: 0, cgroup: 0 }];
+            bfq.queues[q].wr_coeff = wr_coeff;
+            bfq.apply_queue_weight(q);
+            let ent = &mut bfq.queues[q].ent;
+            assert_eq!(ent.weight, 40 * wr_coeff);
+            ent.budget = 40 * wr_coeff as u64;
+            ent.finish = 10 * U;
+            bfq.groups[0].trees[CLASS_BE].vtime = 41 * U;
+            bfq.activate(EntityId::Queue(q), true);
+            let ent = &bfq.queues[q].ent;
+            (ent.start / U, ent.finish / U)
+        }
+        assert_eq!(reactivated(1), (40, 41));
+        assert_eq!(reactivated(30), (11, 12));
     }
 
     #[test]
