@@ -884,9 +884,11 @@ impl Bfq {
             State::InService => {}
         }
         let ent = self.ent_mut(e);
-        ent.finish = ent.start + delta(ent.service, ent.weight as u64);
-        if was != State::InService {
-            ent.service = 0;
+        // __bfq_deactivate_entity charges only the entity in service with what it received; one that waited in
+        // its tree (a queue emptied by injection, a group whose last queue left) keeps the finish time of its
+        // activation, S + budget / weight, and so its place when it comes back before V passes it.
+        if was == State::InService {
+            ent.finish = ent.start + delta(ent.service, ent.weight as u64);
         }
         let (finish, weight) = (ent.finish, ent.weight as u64);
         let tree = &mut self.groups[g].trees[c];
@@ -2462,6 +2464,34 @@ mod tests {
         }
         assert_eq!(reactivated(1), (40, 41));
         assert_eq!(reactivated(30), (11, 12));
+    }
+
+    /// A queue emptied while it waits in its tree (its last request injected into another queue's slot) leaves
+    /// with the finish time of its activation; only the queue in service is charged its service on the way out.
+    /// In units of 2^22, weight 40: activated at V = S = 10 with a budget of 400 sectors, F = 10 + 400 / 40 = 20.
+    /// Its one request (40 sectors) is dispatched by injection: V = 10 + 40 / 40 = 11 (the tree's only weight)
+    /// and its service 40. Deactivated at V = 11 < F = 20 it waits on the idle tree, still in the weight sum; back
+    /// at V = 11 it starts at F = 20. Negative control: charged like the queue in service, F = 10 + 40 / 40 = 11
+    /// is not above V, so it would be forgotten (weight sum 0) and start again at V = 11.
+    #[test]
+    fn a_queue_emptied_while_waiting_keeps_its_finish_time_and_its_place() {
+        const U: u64 = 1 << WFQ_SERVICE_SHIFT;
+        let mut bfq = Bfq::new();
+        bfq.set_tunable("low_latency", 0).unwrap();
+        own_queues(&mut bfq, &[0]);
+        let q = bfq.queue_index[&QueueKey::Sync { process: 0, cgroup: 0 }];
+        bfq.groups[0].trees[CLASS_BE].vtime = 10 * U;
+        bfq.queues[q].ent.budget = 400;
+        let e = EntityId::Queue(q);
+        bfq.activate(e, false);
+        assert_eq!((bfq.queues[q].ent.start, bfq.queues[q].ent.finish), (10 * U, 20 * U));
+        bfq.served(q, 40);
+        assert_eq!((bfq.groups[0].trees[CLASS_BE].vtime, bfq.queues[q].ent.service), (11 * U, 40));
+        bfq.deactivate(e, true);
+        assert_eq!(bfq.queues[q].ent.state, State::Idle);
+        assert_eq!((bfq.queues[q].ent.finish, bfq.groups[0].trees[CLASS_BE].wsum), (20 * U, 40));
+        bfq.activate(e, false);
+        assert_eq!(bfq.queues[q].ent.start, 20 * U);
     }
 
     #[test]
