@@ -134,13 +134,6 @@ const MIN_TT_NS: u64 = 2 * MS;
 const SEEK_THR_SECTORS: u64 = 8 * 100;
 const SECT_THR_NONROT: u32 = 2 * 32;
 
-/// BFQ_RQ_SEEKY on a non-rotational device: farther than 800 sectors from `last_pos` and smaller than 32 KiB.
-/// `get_sdist` gives no distance from position 0 (nothing recorded yet), so a queue's first request is not seeky;
-/// the kernel starts every queue's seek history at 1 for it instead ("almost certainly seeky").
-fn rq_seeky(last_pos: u64, rq: &Request) -> bool {
-    let dist = if last_pos == 0 { 0 } else { rq.sector.abs_diff(last_pos) };
-    dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT
-}
 const WR_COEFF: u32 = 30;
 const SOFTRT_WEIGHT_FACTOR: u32 = 100;
 const WR_RT_MAX_TIME_NS: u64 = 300 * MS;
@@ -166,6 +159,18 @@ const INJECT_LIMIT: u32 = 1;
 const CLASS_RT: usize = 0;
 const CLASS_BE: usize = 1;
 const CLASS_IDLE: usize = 2;
+
+/// BFQ_RQ_SEEKY on a non-rotational device: farther than 800 sectors from `last_pos` and smaller than 32 KiB.
+/// `get_sdist` gives no distance from position 0 (nothing recorded yet), so a queue's first request is not seeky;
+/// the kernel starts every queue's seek history at 1 for it instead ("almost certainly seeky").
+fn rq_seeky(last_pos: u64, rq: &Request) -> bool {
+    let dist = if last_pos == 0 {
+        0
+    } else {
+        rq.sector.abs_diff(last_pos)
+    };
+    dist > SEEK_THR_SECTORS && rq.nr_sectors < SECT_THR_NONROT
+}
 
 fn delta(service: u64, weight: u64) -> u64 {
     (((service as u128) << WFQ_SERVICE_SHIFT) / weight.max(1) as u128) as u64
@@ -1771,16 +1776,18 @@ impl Bfq {
         if self.rate_samples == 0 {
             self.reset_rate_computation(Some(rq), now);
         } else {
-            let idle_long = now.saturating_sub(self.last_dispatch_ns) > 100 * MS && self.tot_in_driver == 0;
+            let idle_long =
+                now.saturating_sub(self.last_dispatch_ns) > 100 * MS && self.tot_in_driver == 0;
             if !idle_long {
                 self.rate_samples += 1;
-                if (self.tot_in_driver > 0 || now.saturating_sub(self.last_completion_ns) < MIN_TT_NS)
+                if (self.tot_in_driver > 0
+                    || now.saturating_sub(self.last_completion_ns) < MIN_TT_NS)
                     && !rq_seeky(self.last_position, rq)
                 {
                     self.rate_seq_samples += 1;
                 }
                 self.rate_sectors += rq.nr_sectors as u64;
-                self.rate_max_rq_sectors = if self.rate_samples % 32 != 0 {
+                self.rate_max_rq_sectors = if !self.rate_samples.is_multiple_of(32) {
                     self.rate_max_rq_sectors.max(rq.nr_sectors)
                 } else {
                     rq.nr_sectors
@@ -1799,12 +1806,15 @@ impl Bfq {
     /// sequential: a random workload never lowers the estimate. The filter weighs the new rate by how
     /// sequential and how long (up to 1 s) the interval was: from 1/10 to 1/2.
     fn update_rate_reset(&mut self, rq: Option<&Request>, now: u64) {
-        if self.rate_samples >= RATE_MIN_SAMPLES && self.rate_delta_from_first_ns >= RATE_MIN_INTERVAL_NS {
+        if self.rate_samples >= RATE_MIN_SAMPLES
+            && self.rate_delta_from_first_ns >= RATE_MIN_INTERVAL_NS
+        {
             // Extended to the last completion; the kernel subtracts as u64, so a last completion before the
             // interval's first dispatch gives a huge interval and a rate of 0, as here.
-            let delta = self
-                .rate_delta_from_first_ns
-                .max(self.last_completion_ns.wrapping_sub(self.rate_first_dispatch_ns));
+            let delta = self.rate_delta_from_first_ns.max(
+                self.last_completion_ns
+                    .wrapping_sub(self.rate_first_dispatch_ns),
+            );
             self.rate_delta_from_first_ns = delta;
             let rate = self.rate_sectors as f64 / delta.max(1) as f64;
             let sequential = self.rate_seq_samples >= (3 * self.rate_samples) >> 2;
@@ -1813,8 +1823,8 @@ impl Bfq {
                 let weight = (weight * delta / RATE_REF_INTERVAL_NS).min(8);
                 let divisor = (10 - weight) as f64;
                 // At least 1 in the kernel's unit (sectors per µs << 16).
-                self.peak_rate =
-                    (self.peak_rate * (divisor - 1.0) / divisor + rate / divisor).max(1.0 / 65536.0 / 1000.0);
+                self.peak_rate = (self.peak_rate * (divisor - 1.0) / divisor + rate / divisor)
+                    .max(1.0 / 65536.0 / 1000.0);
                 if self.t.user_max_budget == 0 {
                     self.max_budget = self.calc_max_budget();
                 }
@@ -1843,7 +1853,9 @@ impl Bfq {
     /// a long `completion_nsec`) every gap between cohorts does, so the estimate stays at its initial value.
     fn completion_closes_rate_interval(&mut self, now: u64) {
         let delta_us = now.saturating_sub(self.last_completion_ns) / US;
-        if delta_us > MIN_TT_NS / US && ((self.rate_max_rq_sectors as u64) << 16) / delta_us < 1 << 6 {
+        if delta_us > MIN_TT_NS / US
+            && ((self.rate_max_rq_sectors as u64) << 16) / delta_us < 1 << 6
+        {
             self.update_rate_reset(None, now);
         }
         self.last_completion_ns = now;
@@ -2386,7 +2398,13 @@ mod tests {
 
     /// One process keeps `slots` 4 KiB reads in flight (and as many queued) on a device that serves each in
     /// `service_ns`, until the first dispatch at or after `end_ns`; `sector` places the n-th request.
-    fn stream(bfq: &mut Bfq, slots: usize, service_ns: u64, end_ns: u64, sector: impl Fn(u64) -> u64) {
+    fn stream(
+        bfq: &mut Bfq,
+        slots: usize,
+        service_ns: u64,
+        end_ns: u64,
+        sector: impl Fn(u64) -> u64,
+    ) {
         let (mut now, mut id, mut queued) = (0u64, 0u32, 0usize);
         let mut inflight: Vec<(u64, Request)> = Vec::new();
         loop {
@@ -2403,7 +2421,12 @@ mod tests {
                     return;
                 }
             }
-            let next = inflight.iter().map(|(t, _)| *t).chain(bfq.next_timer_ns()).min().unwrap();
+            let next = inflight
+                .iter()
+                .map(|(t, _)| *t)
+                .chain(bfq.next_timer_ns())
+                .min()
+                .unwrap();
             now = next;
             if bfq.next_timer_ns().is_some_and(|t| t <= now) {
                 bfq.timer(now);
@@ -2415,9 +2438,6 @@ mod tests {
         }
     }
 
-    /// The initial estimate, 2/3 of the reference rate 33000 (sectors per µs << 16): 22000 / 65536 = 0.3357
-    /// sectors per µs, so max_budget stays at its default 16384 until an interval updates it, and interactive
-    /// raising lasts 2.5 s × 33000 / 22000 = 3.75 s (the lab's 6.12 logged "raising period dur .../3748 msec").
     /// BFQ_RQ_SEEKY measures a request's distance from the queue's last one with `get_sdist`, which gives 0 while
     /// nothing is recorded (position 0): a new queue's first request is never seeky, and its history starts at 1
     /// instead. So after k random 4 KiB reads (each far from the last) the history holds 1 + (k − 1) = k ones, and
@@ -2428,7 +2448,11 @@ mod tests {
         let mut bfq = Bfq::new();
         let read = |k: u32| rq(k, 0, 1_000_000 * (k as u64 + 1), 8);
         bfq.insert(read(0), 0);
-        assert_eq!(queue_of(&bfq, 0).seek_history, 0b10, "the first read: 0 shifted in after the initial 1");
+        assert_eq!(
+            queue_of(&bfq, 0).seek_history,
+            0b10,
+            "the first read: 0 shifted in after the initial 1"
+        );
         for k in 1..19 {
             bfq.insert(read(k), k as u64 * MS);
         }
@@ -2450,7 +2474,10 @@ mod tests {
         fn reactivated(wr_coeff: u32) -> (u64, u64) {
             let mut bfq = Bfq::new();
             own_queues(&mut bfq, &[0]);
-            let q = bfq.queue_index[&QueueKey::Sync { process: 0, cgroup: 0 }];
+            let q = bfq.queue_index[&QueueKey::Sync {
+                process: 0,
+                cgroup: 0,
+            }];
             bfq.queues[q].wr_coeff = wr_coeff;
             bfq.apply_queue_weight(q);
             let ent = &mut bfq.queues[q].ent;
@@ -2479,21 +2506,39 @@ mod tests {
         let mut bfq = Bfq::new();
         bfq.set_tunable("low_latency", 0).unwrap();
         own_queues(&mut bfq, &[0]);
-        let q = bfq.queue_index[&QueueKey::Sync { process: 0, cgroup: 0 }];
+        let q = bfq.queue_index[&QueueKey::Sync {
+            process: 0,
+            cgroup: 0,
+        }];
         bfq.groups[0].trees[CLASS_BE].vtime = 10 * U;
         bfq.queues[q].ent.budget = 400;
         let e = EntityId::Queue(q);
         bfq.activate(e, false);
-        assert_eq!((bfq.queues[q].ent.start, bfq.queues[q].ent.finish), (10 * U, 20 * U));
+        assert_eq!(
+            (bfq.queues[q].ent.start, bfq.queues[q].ent.finish),
+            (10 * U, 20 * U)
+        );
         bfq.served(q, 40);
-        assert_eq!((bfq.groups[0].trees[CLASS_BE].vtime, bfq.queues[q].ent.service), (11 * U, 40));
+        assert_eq!(
+            (
+                bfq.groups[0].trees[CLASS_BE].vtime,
+                bfq.queues[q].ent.service
+            ),
+            (11 * U, 40)
+        );
         bfq.deactivate(e, true);
         assert_eq!(bfq.queues[q].ent.state, State::Idle);
-        assert_eq!((bfq.queues[q].ent.finish, bfq.groups[0].trees[CLASS_BE].wsum), (20 * U, 40));
+        assert_eq!(
+            (bfq.queues[q].ent.finish, bfq.groups[0].trees[CLASS_BE].wsum),
+            (20 * U, 40)
+        );
         bfq.activate(e, false);
         assert_eq!(bfq.queues[q].ent.start, 20 * U);
     }
 
+    /// The initial estimate, 2/3 of the reference rate 33000 (sectors per µs << 16): 22000 / 65536 = 0.3357
+    /// sectors per µs, so max_budget stays at its default 16384 until an interval updates it, and interactive
+    /// raising lasts 2.5 s × 33000 / 22000 = 3.75 s (the lab's 6.12 logged "raising period dur .../3748 msec").
     #[test]
     fn the_peak_rate_falls_only_for_a_sequential_stream() {
         // 4 reads of 8 sectors every 1 ms: 0.032 sectors per µs, a tenth of the initial estimate. The interval
