@@ -2474,10 +2474,7 @@ mod tests {
         fn reactivated(wr_coeff: u32) -> (u64, u64) {
             let mut bfq = Bfq::new();
             own_queues(&mut bfq, &[0]);
-            let q = bfq.queue_index[&QueueKey::Sync {
-                process: 0,
-                cgroup: 0,
-            }];
+            let q = queue_index_of(&bfq, 0);
             bfq.queues[q].wr_coeff = wr_coeff;
             bfq.apply_queue_weight(q);
             let ent = &mut bfq.queues[q].ent;
@@ -2506,10 +2503,7 @@ mod tests {
         let mut bfq = Bfq::new();
         bfq.set_tunable("low_latency", 0).unwrap();
         own_queues(&mut bfq, &[0]);
-        let q = bfq.queue_index[&QueueKey::Sync {
-            process: 0,
-            cgroup: 0,
-        }];
+        let q = queue_index_of(&bfq, 0);
         bfq.groups[0].trees[CLASS_BE].vtime = 10 * U;
         bfq.queues[q].ent.budget = 400;
         let e = EntityId::Queue(q);
@@ -2618,8 +2612,13 @@ mod tests {
         }
     }
 
+    /// The index of `process`'s sync queue in the root group.
+    fn queue_index_of(bfq: &Bfq, process: u32) -> usize {
+        bfq.queue_index[&QueueKey::Sync { process, cgroup: 0 }]
+    }
+
     fn queue_of(bfq: &Bfq, process: u32) -> &Queue {
-        &bfq.queues[bfq.queue_index[&QueueKey::Sync { process, cgroup: 0 }]]
+        &bfq.queues[queue_index_of(bfq, process)]
     }
 
     fn intro(bfq: &Bfq, name: &str) -> f64 {
@@ -2677,10 +2676,7 @@ mod tests {
         bfq.insert(rq(1, 0, 0, 8), 0);
         assert_eq!(bfq.dispatch(0, 0).map(|r| r.id), Some(1));
         bfq.insert(rq(2, 1, 2_000_000, 8), 700 * MS);
-        let b = bfq.queue_index[&QueueKey::Sync {
-            process: 1,
-            cgroup: 0,
-        }];
+        let b = queue_index_of(&bfq, 1);
         assert_ne!(bfq.in_service, Some(b));
         assert_eq!(
             (bfq.queues[b].wr_coeff, bfq.queues[b].ent.budget),
@@ -2710,13 +2706,7 @@ mod tests {
         bfq.insert(rq(1, 1, 0, 8), 0);
         bfq.set_tunable("low_latency", 1).unwrap();
         bfq.insert(rq(2, 0, 1_000_000, 8), 3_000 * MS);
-        let index = |bfq: &Bfq, p: u32| {
-            bfq.queue_index[&QueueKey::Sync {
-                process: p,
-                cgroup: 0,
-            }]
-        };
-        let (reader, writer) = (index(&bfq, 0), index(&bfq, 1));
+        let (reader, writer) = (queue_index_of(&bfq, 0), queue_index_of(&bfq, 1));
         assert_eq!(
             (bfq.queues[reader].wr_coeff, bfq.queues[writer].wr_coeff),
             (30, 1)
@@ -2726,7 +2716,7 @@ mod tests {
         let mut heavy = rq(3, 2, 2_000_000, 8);
         heavy.ioprio_level = 0;
         bfq.insert(heavy, 3_000 * MS);
-        let heavy = index(&bfq, 2);
+        let heavy = queue_index_of(&bfq, 2);
         assert_eq!(bfq.pending_weights, BTreeMap::from([(40, 1), (80, 1)]));
         assert!(bfq.asymmetric_scenario(heavy) && !bfq.asymmetric_scenario(writer));
     }
@@ -3544,10 +3534,7 @@ mod tests {
             "its reads share its queue, but 64 < 256 × 40 / 120"
         );
         // Raise the reader's weight 30×: W = 40 + 40 + 1200.
-        let reader = bfq.queue_index[&QueueKey::Sync {
-            process: 3,
-            cgroup: 0,
-        }];
+        let reader = queue_index_of(&bfq, 3);
         bfq.queues[reader].wr_coeff = WR_COEFF;
         bfq.apply_queue_weight(reader);
         assert_eq!(
@@ -3735,10 +3722,7 @@ mod tests {
         while bfq.dispatch(0, now).is_some() {
             now += 1;
         }
-        let q = bfq.queue_index[&QueueKey::Sync {
-            process: 1,
-            cgroup: 0,
-        }];
+        let q = queue_index_of(&bfq, 1);
         if bfq.queues[q].ent.state == State::Off {
             assert_eq!(
                 bfq.queues[q].ent.allocated, 200,

@@ -568,17 +568,25 @@ impl SpinLock {
         self.contended += (spin > 0) as u64;
         self.spin_ns += spin;
         self.handoffs += handoffs;
-        self.holdings.insert(
-            position,
-            Holding {
-                request_ns: at_ns,
+        let holding = Holding {
+            request_ns: at_ns,
+            release_ns: release,
+            core,
+            owner,
+            acquisitions,
+            hold_ns,
+        };
+        if position == self.holdings.len() {
+            // Requests mostly come in time order: appending skips VecDeque::insert's general shifting (the lock's
+            // bookings were ~9% of the Kyber 1-SSD bench's instructions under callgrind, most of it in that insert).
+            self.holdings.push_back(holding);
+            return LockBooking {
+                spin_ns: spin,
+                handoff_ns: handoffs * self.handoff_ns,
                 release_ns: release,
-                core,
-                owner,
-                acquisitions,
-                hold_ns,
-            },
-        );
+            };
+        }
+        self.holdings.insert(position, holding);
         // Those requested later but booked earlier come after this one now.
         let (mut previous_core, mut previous_release) = (core, release);
         for i in position + 1..self.holdings.len() {
