@@ -27,7 +27,7 @@
 //! the channels' reads in rotation: a read waits there as long as its channel's queue is, and the waits spread
 //! (Fig. 5's none: 274 / 651 / 1,008 µs).
 
-use super::{next_round_robin, round_robin_first, Command, Device};
+use super::{next_round_robin, Command, Device};
 use crate::engine::{Event, EventQueue};
 
 /// A front-end core: the command it works on, and since when it holds a write the buffer has no room for. A write
@@ -63,6 +63,7 @@ impl Device {
             return self.null_blk_submit(&null_blk, command, events); // no front end: device/null_blk.rs
         }
         self.submission_queues[queue as usize].push_back(command);
+        self.submission_queues_with_work.set(queue as usize);
         self.feed_front_end(events);
     }
 
@@ -107,12 +108,15 @@ impl Device {
     /// NVMe round-robin arbitration with a burst of one: the oldest command of the first non-empty submission queue
     /// from the arbitration pointer on, which then moves past that queue.
     fn arbitrate(&mut self) -> Option<Command> {
-        let queues = self.submission_queues.len();
-        let queue = round_robin_first(self.next_queue, queues, |q| {
-            !self.submission_queues[q].is_empty()
-        })?;
-        self.next_queue = next_round_robin(queue, queues);
-        self.submission_queues[queue].pop_front()
+        let queue = self
+            .submission_queues_with_work
+            .first_from(self.next_queue)?;
+        self.next_queue = next_round_robin(queue, self.submission_queues.len());
+        let command = self.submission_queues[queue].pop_front();
+        if self.submission_queues[queue].is_empty() {
+            self.submission_queues_with_work.clear(queue);
+        }
+        command
     }
 
     /// A front-end core finished processing its command.

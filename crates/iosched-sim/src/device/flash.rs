@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use rand::RngExt;
 
-use super::{book, jitter, mix, next_round_robin, round_robin_first, transfer_ns, Command, Device};
+use super::{book, jitter, mix, next_round_robin, transfer_ns, Command, Device};
 use crate::engine::{Event, EventQueue};
 
 /// The longest read command served by the flash's fast partial-page read: one 4 KiB mapping unit (the FTL maps
@@ -489,6 +489,7 @@ impl Device {
         }
         let ready_ns = tracking.done_at_ns;
         self.read_out_queues[channel].push_back(ReadOut { request, ready_ns });
+        self.read_out_queues_with_work.set(channel);
         if self.read_out_busy.is_none() {
             self.start_read_out(events);
         }
@@ -498,14 +499,18 @@ impl Device {
     /// rotation from the one after the last taken. It works on the read once its data is off the channel.
     fn start_read_out(&mut self, events: &mut EventQueue) {
         let channels = self.read_out_queues.len();
-        let Some(channel) = round_robin_first(self.read_out_next_channel, channels, |c| {
-            !self.read_out_queues[c].is_empty()
-        }) else {
+        let Some(channel) = self
+            .read_out_queues_with_work
+            .first_from(self.read_out_next_channel)
+        else {
             return;
         };
         let read = self.read_out_queues[channel]
             .pop_front()
             .expect("a queue with a read");
+        if self.read_out_queues[channel].is_empty() {
+            self.read_out_queues_with_work.clear(channel);
+        }
         self.read_out_busy = Some(read);
         self.read_out_next_channel = next_round_robin(channel, channels);
         let read_out_ns = self.config.read_out_ns.expect("a read-out stage");
