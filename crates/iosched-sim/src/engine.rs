@@ -3,6 +3,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use crate::occupancy::Occupancy;
+
 /// Everything that can happen. Payloads are indices into the simulation's tables; at most 12 bytes, so an event
 /// takes 16 (`Entry`). Cores and hardware queues fit a `u16` (`host.cores` is at most 65,535).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,7 +118,7 @@ struct CalendarQueue {
     /// Per ring slot, the slab index of its list's first entry (NIL: empty).
     heads: Vec<u32>,
     /// One bit per ring slot: set while its list is not empty.
-    occupied: Vec<u64>,
+    occupied: Occupancy,
     /// Entries in the ring, and free slots (their `next` links the free list).
     slab: Vec<Entry>,
     next: Vec<u32>,
@@ -134,26 +136,18 @@ impl CalendarQueue {
     /// than `from` is occupied).
     #[inline]
     fn buckets_to_next_occupied(&self, from: usize) -> u64 {
-        let words = self.occupied.len();
         let start = (from + 1) & (RING_BUCKETS - 1);
-        // The first word, without the bits before `start`; then whole words, wrapping around to `start`'s word.
-        let mut word = start / 64;
-        let mut bits = self.occupied[word] & (!0u64 << (start % 64));
-        for _ in 0..=words {
-            if bits != 0 {
-                let slot = word * 64 + bits.trailing_zeros() as usize;
-                return ((slot + RING_BUCKETS - from) & (RING_BUCKETS - 1)) as u64;
-            }
-            word = (word + 1) % words;
-            bits = self.occupied[word];
-        }
-        unreachable!("an occupied ring slot")
+        let slot = self
+            .occupied
+            .first_from(start)
+            .expect("an occupied ring slot");
+        ((slot + RING_BUCKETS - from) & (RING_BUCKETS - 1)) as u64
     }
 
     fn new() -> Self {
         Self {
             heads: vec![NIL; RING_BUCKETS],
-            occupied: vec![0; RING_BUCKETS / 64],
+            occupied: Occupancy::new(RING_BUCKETS),
             slab: Vec::new(),
             next: Vec::new(),
             free: NIL,
@@ -190,7 +184,7 @@ impl CalendarQueue {
             };
             self.next[index as usize] = self.heads[slot];
             self.heads[slot] = index;
-            self.occupied[slot / 64] |= 1 << (slot % 64);
+            self.occupied.set(slot);
             self.in_ring += 1;
         } else {
             self.overflow.push(entry);
@@ -219,7 +213,7 @@ impl CalendarQueue {
                 (None, far) => far?,
             };
             let slot = ((self.current_start_ns >> BUCKET_SHIFT) as usize) & (RING_BUCKETS - 1);
-            self.occupied[slot / 64] &= !(1 << (slot % 64));
+            self.occupied.clear(slot);
             let mut index = std::mem::replace(&mut self.heads[slot], NIL);
             while index != NIL {
                 self.current.push(self.slab[index as usize]);

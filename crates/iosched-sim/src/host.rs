@@ -578,15 +578,12 @@ impl SpinLock {
         };
         if position == self.holdings.len() {
             // Requests mostly come in time order: appending skips VecDeque::insert's general shifting (a third of
-            // the lock's bookings, ~3% of the Kyber 1-SSD bench's instructions under callgrind).
+            // the lock's bookings, ~3% of the Kyber 1-SSD bench's instructions under callgrind); the loop below then
+            // has nothing to push back.
             self.holdings.push_back(holding);
-            return LockBooking {
-                spin_ns: spin,
-                handoff_ns: handoffs * self.handoff_ns,
-                release_ns: release,
-            };
+        } else {
+            self.holdings.insert(position, holding);
         }
-        self.holdings.insert(position, holding);
         // Those requested later but booked earlier come after this one now.
         let (mut previous_core, mut previous_release) = (core, release);
         for i in position + 1..self.holdings.len() {

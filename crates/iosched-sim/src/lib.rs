@@ -9,6 +9,7 @@ pub mod distribution;
 pub mod engine;
 pub mod host;
 pub mod metrics;
+mod occupancy;
 pub mod pagecache;
 pub mod result;
 pub mod sim;

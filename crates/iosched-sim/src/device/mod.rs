@@ -49,6 +49,7 @@ use rand_pcg::Pcg64;
 use crate::config::{Condition, DeviceConfig};
 // The hash of a page address that stands in for the FTL's mapping.
 use crate::mix;
+use crate::occupancy::Occupancy;
 use crate::result::DeviceResult;
 
 mod controller;
@@ -132,55 +133,6 @@ pub struct Device {
 fn book(free_at_ns: &mut u64, ready_ns: u64, duration_ns: u64) -> u64 {
     *free_at_ns = ready_ns.max(*free_at_ns) + duration_ns;
     *free_at_ns
-}
-
-/// Which of a set of queues hold work, one bit each, kept by the queues' owner as they fill and empty, so that a
-/// round robin finds the next queue with work from the bits instead of asking every queue in turn (the NVMe
-/// arbitration and the read-out stage run it for every command: a scan over the queues' `is_empty` was ~2% of the
-/// 8-SSD none bench's instructions).
-#[derive(Debug, Clone)]
-struct Occupancy {
-    words: Vec<u64>,
-}
-
-impl Occupancy {
-    fn new(len: usize) -> Self {
-        Self {
-            words: vec![0; len.div_ceil(64)],
-        }
-    }
-
-    #[inline]
-    fn set(&mut self, i: usize) {
-        self.words[i / 64] |= 1 << (i % 64);
-    }
-
-    #[inline]
-    fn clear(&mut self, i: usize) {
-        self.words[i / 64] &= !(1 << (i % 64));
-    }
-
-    /// Round-robin choice: the first queue with work from `start` on, wrapping around to 0 (`start` below the
-    /// number of queues).
-    #[inline]
-    fn first_from(&self, start: usize) -> Option<usize> {
-        if self.words.is_empty() {
-            return None;
-        }
-        let (first_word, bit) = (start / 64, start % 64);
-        let at_or_after = self.words[first_word] & (u64::MAX << bit);
-        if at_or_after != 0 {
-            return Some(first_word * 64 + at_or_after.trailing_zeros() as usize);
-        }
-        let later = (first_word + 1..self.words.len()).chain(0..first_word);
-        for w in later {
-            if self.words[w] != 0 {
-                return Some(w * 64 + self.words[w].trailing_zeros() as usize);
-            }
-        }
-        let before = self.words[first_word] & !(u64::MAX << bit);
-        (before != 0).then(|| first_word * 64 + before.trailing_zeros() as usize)
-    }
 }
 
 /// The queue after `i` of `len`, wrapping to 0.
@@ -458,39 +410,6 @@ mod tests {
     use super::*;
     use crate::engine::EventQueue;
     use crate::testkit::small_device;
-
-    /// The occupancy bits give the round robin's choice: for 1-130 queues, every start and every pattern drawn
-    /// from a fixed sequence, the first queue with work from the start on, wrapping (130 spans three words: a
-    /// start in the last, partial one wraps through the two full ones). Negative control: no work, no choice.
-    #[test]
-    fn occupancy_picks_the_first_queue_with_work_from_the_start_on_wrapping_around() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        for len in [1usize, 2, 3, 10, 63, 64, 65, 128, 130] {
-            for _ in 0..50 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let work: Vec<bool> = (0..len).map(|i| (x >> (i % 64)) & 5 == 5).collect();
-                let mut occupancy = Occupancy::new(len);
-                for (i, &w) in work.iter().enumerate() {
-                    occupancy.set(i);
-                    if !w {
-                        occupancy.clear(i);
-                    }
-                }
-                for start in 0..len {
-                    let expected = (start..len).chain(0..start).find(|&i| work[i]);
-                    assert_eq!(
-                        occupancy.first_from(start),
-                        expected,
-                        "len {len} start {start}"
-                    );
-                }
-            }
-        }
-        assert_eq!(Occupancy::new(0).first_from(0), None);
-        assert_eq!(Occupancy::new(5).first_from(3), None);
-    }
 
     #[test]
     fn a_command_is_outstanding_until_the_host_has_taken_its_completion() {
