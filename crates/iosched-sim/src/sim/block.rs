@@ -667,8 +667,7 @@ impl Simulation<'_> {
             );
             path_start = now + (end - booked_from);
         }
-        let inserted = self.request_tag_freed(device, rq.hctx, now, core);
-        self.core_last_irq_ns[core as usize] = now;
+        let inserted = self.request_tag_freed(device, rq.hctx, now);
         // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's
         // token, freed in the completion's finish_request), before anything else on this path runs a queue.
         self.run_woken_hw_queues(device, now);

@@ -93,10 +93,6 @@ impl<'c> Simulation<'c> {
             ios_completed: 0,
             woken_hctxs: Vec::new(),
             woken_bios: Vec::new(),
-            wake_rng: <rand_pcg::Pcg64 as rand::SeedableRng>::seed_from_u64(crate::mix(
-                config.seed ^ 0x7A6E_0000_0000,
-            )),
-            core_last_irq_ns: vec![0; config.host.cores as usize],
             irq_package_idle_extra_ns: None,
             kworker_cpu: CpuAccount::default(),
             kblockd_runs: queues_runs,

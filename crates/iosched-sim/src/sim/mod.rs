@@ -157,10 +157,6 @@ pub struct Simulation<'c> {
     woken_hctxs: Vec<u32>,
     /// Scratch: bios whose threads a freed request tag woke.
     woken_bios: Vec<u32>,
-    /// Draws how late a tag sleeper on another core wakes where the host's timers are late (`remote_wake_late_ns`).
-    wake_rng: rand_pcg::Pcg64,
-    /// Per core: when the last completion interrupt arrived there (a vCPU halts only between interrupts and work).
-    core_last_irq_ns: Vec<u64>,
     /// While a completion's interrupt is handled: what a wake-up on its path pays for the package's idleness, as
     /// found when the interrupt arrived (before its own work was booked; `Host::package_idle_extra_ns`).
     irq_package_idle_extra_ns: Option<u64>,

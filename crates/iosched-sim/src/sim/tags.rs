@@ -30,53 +30,26 @@ pub(super) enum TagWait {
 
 impl Simulation<'_> {
     /// The thread asleep waiting for a request for bio `io` (the submitter, an io-wq worker or the flusher) is
-    /// woken by work on `waker_core`: its wake-up is booked on the process's core, and then it asks again
-    /// (`TagRetry`).
-    fn wake_tag_sleeper(&mut self, io: u32, now: u64, waker_core: u32) {
-        let process = self.slots[io as usize].process;
-        let runnable_ns = now + self.remote_wake_late_ns(process, now, waker_core);
-        let end = self.book_wake_up(process, runnable_ns);
-        self.events.schedule(end, Event::TagRetry { io });
-    }
-
-    /// How late a thread asleep on another core than its waker's starts running, on a host whose timers fire late
-    /// (`HostConfig::timer_lateness`: the VM lab's TCG guest; 0 elsewhere). While nothing runs on its core the
-    /// vCPU is halted, and the wake-up's interrupt takes effect only once the host runs that vCPU's thread again,
-    /// as a timer expiring on a halted vCPU does: the delay is drawn from the measured lateness of a timer as
-    /// long as the core has been halted (since its last work or completion interrupt; a named assumption: the
-    /// same host scheduling sets both). A thread woken on the waker's own core wakes at once, that vCPU being
-    /// awake to handle the completion.
+    /// woken: its wake-up is booked on the process's core, and then it asks again (`TagRetry`).
     ///
-    /// Why: on the validation matrix's 16-tag null_blk, two libaio readers of 16 (one per vCPU) under none sleep
-    /// for tags in turn. The lab measured the heavy one's P99 at 66 and 81 ms in two boots (2026-12-03, 16 ms
-    /// requests; the light one's 86), with sleeps in io_submit of up to 23-35 ms. With wake-ups that take the
-    /// host's 48 us at once the simulator kept the two in lockstep, both at 38-39 ms over seeds 1-5, sleeps of at
-    /// most 21 ms; with this, 85-108 and 89-122 ms, sleeps up to 50-70 ms. The freed tag goes to a thread that is
-    /// already running (on the waker's core, or one that never slept) while the woken one waits for its vCPU, as
-    /// `SbqWaits` lets any running allocator take it.
-    fn remote_wake_late_ns(&mut self, process: u32, now: u64, waker_core: u32) -> u64 {
-        let Some(lateness) = &self.config.host.timer_lateness else {
-            return 0;
-        };
-        let Some(core) = self.processes.get(process as usize).map(|p| p.state.core) else {
-            return 0; // not a job's thread
-        };
-        if core == waker_core {
-            return 0;
-        }
-        let busy_ns = self.host.cores[core as usize]
-            .free_at_ns
-            .max(self.core_last_irq_ns[core as usize]);
-        let halted_ns = now.saturating_sub(busy_ns).max(1);
-        let u: f64 = rand::RngExt::random_range(&mut self.wake_rng, 0.0..1.0);
-        lateness.late_ns(halted_ns, u)
+    /// At once, from whichever core the waker ran on. The VM lab's blk trace (2026-12-04, two libaio readers of 16
+    /// on a 16-tag null_blk under none, one per vCPU; docs/validation.md) has a reader that slept for a tag get it
+    /// 30 / 137 / 353 us (P10 / P50 / P90) after the last completion before it when that completion was the other
+    /// vCPU's, and 37 / 117 / 310 us when it was its own: waking a halted vCPU adds little. (Until then the
+    /// simulator delayed such a wake-up by the lateness of a timer as long as the sleeper's vCPU had been halted,
+    /// ~0.3 ms at the median after 14 ms; with the lab's CPU costs measured on a quiet host that let one reader
+    /// take every freed tag, which the lab never does.)
+    fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
+        let process = self.slots[io as usize].process;
+        let end = self.book_wake_up(process, now);
+        self.events.schedule(end, Event::TagRetry { io });
     }
 
     /// Wake the threads of the bios a freed tag woke (`woken`, taken from `woken_bios`, whose allocation it gives
     /// back empty).
-    fn wake_tag_sleepers(&mut self, mut woken: Vec<u32>, now: u64, waker_core: u32) {
+    fn wake_tag_sleepers(&mut self, mut woken: Vec<u32>, now: u64) {
         for &io in &woken {
-            self.wake_tag_sleeper(io, now, waker_core);
+            self.wake_tag_sleeper(io, now);
         }
         woken.clear();
         self.woken_bios = woken;
@@ -113,7 +86,7 @@ impl Simulation<'_> {
             let slot = &mut self.slots[io as usize];
             (slot.core, slot.hctx, slot.dispatch_hctx) = (core, hctx, hctx);
         }
-        self.wake_tag_sleepers(woken, now, core);
+        self.wake_tag_sleepers(woken, now);
         if !got {
             return; // asleep again, on the next wait queue
         }
@@ -194,18 +167,12 @@ impl Simulation<'_> {
     /// A request tag on `hctx` of `device` was freed at `now`: under blk-mq it may wake sleepers, who ask again
     /// once they run (`tag_retry`); the legacy request list hands it to the bio that waited longest. Returns
     /// whether a waiting bio was inserted with it.
-    pub(super) fn request_tag_freed(
-        &mut self,
-        device: u32,
-        hctx: u32,
-        now: u64,
-        irq_core: u32,
-    ) -> bool {
+    pub(super) fn request_tag_freed(&mut self, device: u32, hctx: u32, now: u64) -> bool {
         let mut inserted = false;
         if self.queues[device as usize].layer == BlockLayer::Mq {
             let mut woken = std::mem::take(&mut self.woken_bios);
             self.queues[device as usize].tag_freed(hctx, &mut woken);
-            self.wake_tag_sleepers(woken, now, irq_core);
+            self.wake_tag_sleepers(woken, now);
         }
         while let Some(waiting) = self.queues[device as usize].next_tag_waiter(hctx) {
             let waiting_rq = self.make_request(waiting, now);
@@ -252,41 +219,6 @@ mod tests {
 
     /// Two processes, one per core, and a host whose timers are late by 0.1 ms after 1 ms and by 2 ms after 10
     /// ms, whatever the draw (the table's two quantiles agree), so the arithmetic is exact.
-    fn two_sleepers(lateness: bool) -> crate::config::SimConfig {
-        let mut c = config("none", vec![job("a", Rw::Randread, 1, 2)]);
-        c.host.timer_lateness = lateness.then(|| crate::config::TimerLateness {
-            quantiles: vec![0.01, 0.99],
-            durations_ns: vec![1_000_000, 10_000_000],
-            late_ns: vec![vec![100_000, 100_000], vec![2_000_000, 2_000_000]],
-        });
-        c
-    }
-
-    #[test]
-    fn a_tag_sleeper_on_another_core_wakes_as_late_as_a_timer_as_long_as_its_core_was_halted() {
-        let c = two_sleepers(true);
-        let mut sim = Simulation::new(&c).unwrap();
-        assert_eq!(
-            (sim.processes[0].state.core, sim.processes[1].state.core),
-            (0, 1)
-        );
-        // Process 1's core (1) has run nothing since 0, no work and no interrupt. Woken from core 0 after 10 ms
-        // halted: the 10 ms timer's 2 ms.
-        assert_eq!(sim.remote_wake_late_ns(1, 10_000_000, 0), 2_000_000);
-        // After 1 ms: 0.1 ms; after 5.5 ms, halfway between the measured durations: (0.1 + 2) / 2 = 1.05 ms.
-        assert_eq!(sim.remote_wake_late_ns(1, 1_000_000, 0), 100_000);
-        assert_eq!(sim.remote_wake_late_ns(1, 5_500_000, 0), 1_050_000);
-        // Woken from its own core, which is awake handling the completion: at once.
-        assert_eq!(sim.remote_wake_late_ns(1, 10_000_000, 1), 0);
-        // A completion interrupt on core 1 at 9 ms: halted for 1 ms only at 10 ms.
-        sim.core_last_irq_ns[1] = 9_000_000;
-        assert_eq!(sim.remote_wake_late_ns(1, 10_000_000, 0), 100_000);
-        // A host whose timers are on time (every preset but the VM lab's): at once.
-        let c = two_sleepers(false);
-        let mut sim = Simulation::new(&c).unwrap();
-        assert_eq!(sim.remote_wake_late_ns(1, 10_000_000, 0), 0);
-    }
-
     #[test]
     fn io_urings_bios_wait_in_its_workers_and_the_rest_queue_for_a_worker() {
         // 16 entries on 2 cores: 8 io-wq workers.
