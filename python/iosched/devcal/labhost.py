@@ -159,9 +159,7 @@ def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict)
             f"({', '.join(f'{d / 1e6:g} ms' for d in durations)}; {TIMERS_EXPERIMENT} runs, "
             f"{'-'.join(sorted({str(len(v)) for v in by_duration.values()}))} per duration): "
             f"fio's clat at P{', P'.join(f'{p:g}' for p in LATENESS_PERCENTILES)} less the simulator's clat of the "
-            "same reader on this preset without lateness (the timer and the CPU path). Also how late a thread asleep "
-            "for a request tag starts when woken from another vCPU, halted that long (named assumption, "
-            "docs/validation.md)")
+            "same reader on this preset without lateness (the timer and the CPU path)")
     return table, prov, figures
 
 
