@@ -96,12 +96,7 @@ impl Sbitmap {
         }
         let depth = self.depth.max(1) as u64;
         let hctx = self.hctx as u64;
-        *self.hints[cpu].get_or_insert_with(|| {
-            let mut x = (hctx << 32 | cpu as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            ((x ^ (x >> 31)) % depth) as u32
-        })
+        *self.hints[cpu].get_or_insert_with(|| (crate::mix(hctx << 32 | cpu as u64) % depth) as u32)
     }
 
     /// The first free bit of word `index` below `limit`, from `start` on and then (wrapping) from 0.
