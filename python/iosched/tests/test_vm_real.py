@@ -154,21 +154,24 @@ def test_iosched_run_from_python(tmp_path):
 
 
 def test_a_traced_run_keeps_the_kernels_blk_trace(tmp_path):
-    """--vm trace=blk: every request's queueing, dispatch and completion and BFQ's own messages, as the guest's
-    kernel logged them during fio."""
+    """--vm trace=blk+sched: every request's queueing, dispatch and completion and BFQ's own messages, as the
+    guest's kernel logged them during fio, with the CPU scheduler's wake-ups and switches (trace=blk is the same
+    script without the sched lines: test_vm_unit)."""
     import gzip
 
     import iosched
 
     spec = {"name": "vm-trace", "duration": "1s", "ramp": "200ms", "scheduler": {"name": "bfq"},
             "job": [{"name": "r", "rw": "randread", "ioengine": "libaio", "iodepth": 4}]}
-    res = iosched.run(spec, backend="vm", device=NULLB, vm={"trace": "blk"}, out=tmp_path / "out", report=False)
+    res = iosched.run(spec, backend="vm", device=NULLB, vm={"trace": "blk+sched"}, out=tmp_path / "out",
+                      report=False)
     (run,) = (tmp_path / "out" / "runs").iterdir()
     lines = gzip.decompress((run / "blktrace.txt.gz").read_bytes()).decode().splitlines()
     action = lambda a: sum(1 for ln in lines if f" {a}   R " in ln)  # noqa: E731  (blkparse's column layout)
     ios = res.df["read_ios"].iloc[0]                                    # fio counts the measured window only
     assert action("Q") >= ios and action("D") >= ios and action("C") >= ios, (ios, action("Q"), action("C"))
     assert any(" m " in ln and "bfq" in ln for ln in lines)            # BFQ's messages
+    assert any("sched_wakeup: comm=fio" in ln for ln in lines) and any("sched_switch:" in ln for ln in lines)
     stats = (run / "blktrace-stats.txt").read_text().split("\n")
     assert all(ln.endswith("overrun: 0") for ln in stats if ln), stats
 

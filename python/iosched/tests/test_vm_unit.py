@@ -279,7 +279,13 @@ def test_scripts(tmp_path):
     assert traced.index("echo blk > /sys/kernel/tracing/current_tracer") < traced.index("fio --output") \
         < traced.rindex("echo 0 > /sys/kernel/tracing/tracing_on") < traced.index("blktrace.txt.gz") \
         < traced.index("send r0")
-    for script in (guest.INIT, guest.LIB, main_sh, rs, traced):
+    assert "events/sched" not in traced
+    # trace=blk+sched: the CPU scheduler's events join the blk tracer's in the same ring, around fio only
+    both = guest.run_script(br, 1, 0.1, 60, trace_buffer_kib=4096, sched_events=True)
+    for e in guest.SCHED_EVENTS:
+        assert both.index(f"echo 1 > /sys/kernel/tracing/events/sched/{e}/enable") < both.index("fio --output") \
+            < both.index(f"echo 0 > /sys/kernel/tracing/events/sched/{e}/enable") < both.index("blktrace.txt.gz")
+    for script in (guest.INIT, guest.LIB, main_sh, rs, traced, both):
         _sh_syntax(script, tmp_path)
     # no cgroups: no io controller needed, no cgroup lines
     _, lds2, runs2 = runs_of(tmp_path, TWO_JOBS.replace('cgroup = "heavy"', "").replace('cgroup = "light"', "")
@@ -321,8 +327,9 @@ def test_run_id(tmp_path):
     assert rid != runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, cpus=1), "tcg",
                                 "6.12.117+deb12-amd64")
     # a traced run is a measurement of its own (the tracer costs guest CPU); untraced ids stay as they were
-    assert rid != runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, trace="blk"), "tcg",
-                                "6.12.117+deb12-amd64")
+    traced = {runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, trace=t), "tcg",
+                            "6.12.117+deb12-amd64") for t in ("blk", "blk+sched")}
+    assert rid not in traced and len(traced) == 2
 
 
 def test_vm_options():
@@ -330,8 +337,9 @@ def test_vm_options():
     assert (o.cpus, o.memory_mib, o.accel, o.trace) == (1, 1024, "tcg", "off")
     o = runner.parse_vm_options(["trace=blk"], o)
     assert o.trace == "blk" and runner.trace_buffer_kib(o) == 64 << 10     # 1 GiB / 8: capped at 64 MiB
+    assert runner.parse_vm_options(["trace=blk+sched"], o).trace == "blk+sched"
     assert runner.trace_buffer_kib(runner.Options(devices=[], out=Path("."), cpus=4, memory_mib=512)) == 16 << 10
-    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace"):
+    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace", "trace=sched"):
         with pytest.raises(SpecError):
             runner.parse_vm_options([bad], runner.Options(devices=[], out=Path(".")))
 

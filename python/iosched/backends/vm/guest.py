@@ -216,12 +216,18 @@ def _queue_calls(run: ResolvedRun, n_devices: int, key_prefix: str) -> list[str]
     return [f"queue {k} {q(key_prefix)} {q(run.scheduler)} {q(nr)} {tun}".rstrip() for k in range(n_devices)]
 
 
+# The CPU scheduler's events kept with ``trace=blk+sched``: who was woken, when, and who ran instead.
+SCHED_EVENTS = ("sched_waking", "sched_wakeup", "sched_switch")
+
+
 def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_after_s: float,
-               trace_buffer_kib: int = 0) -> str:
+               trace_buffer_kib: int = 0, sched_events: bool = False) -> str:
     """One run: queue settings, cgroups, sampler, fio, then the folder back.  A run still going after
     ``stall_after_s`` (guest time) sends a stall report (``stalled``) before the host's deadline.  With
     ``trace_buffer_kib`` the kernel's blk tracer records every device's requests (and BFQ's messages) during fio,
-    kept as blktrace.txt.gz with the ring's overrun counts (blktrace-stats.txt: events lost when it filled)."""
+    kept as blktrace.txt.gz with the ring's overrun counts (blktrace-stats.txt: events lost when it filled); with
+    ``sched_events`` the same file also has the CPU scheduler's wake-ups and switches (who ran when a request
+    waited)."""
     i = br.index
     rdir = f"/work/runs/{i}"
     lines = [f"# run {i}: {br.run.experiment} {br.run.sweep_point} repetition {br.run.repetition}",
@@ -252,6 +258,7 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_aft
                   f"echo {trace_buffer_kib} > /sys/kernel/tracing/buffer_size_kb",
                   ": > /sys/kernel/tracing/trace"]
         lines += [f"echo 1 > /sys/block/$(cat /work/devices/d{k}.name)/trace/enable" for k in range(n_devices)]
+        lines += [f"echo 1 > /sys/kernel/tracing/events/sched/{e}/enable" for e in SCHED_EVENTS if sched_events]
         lines += ["echo blk > /sys/kernel/tracing/current_tracer", "echo 1 > /sys/kernel/tracing/tracing_on"]
     lines += ["read up rest < /proc/uptime; echo \"$up\" > fio.start",
               "fio --output-format=json+ --output=fio.json --eta=never jobs.fio > fio.log 2>&1; echo $? > fio.rc",
@@ -260,6 +267,7 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_aft
     if trace_buffer_kib:
         lines += ["echo 0 > /sys/kernel/tracing/tracing_on"]
         lines += [f"echo 0 > /sys/block/$(cat /work/devices/d{k}.name)/trace/enable" for k in range(n_devices)]
+        lines += [f"echo 0 > /sys/kernel/tracing/events/sched/{e}/enable" for e in SCHED_EVENTS if sched_events]
         lines += ["for c in /sys/kernel/tracing/per_cpu/cpu*; do echo \"${c##*/} $(grep overrun $c/stats)\"; done "
                   "> blktrace-stats.txt",
                   "gzip -c /sys/kernel/tracing/trace > blktrace.txt.gz; : > /sys/kernel/tracing/trace",

@@ -45,7 +45,8 @@ TUNABLE_RE = re.compile(r"[a-z0-9_]+")
 VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
            "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)",
            "trace": "blk: keep the kernel's blk tracer output of every run (blktrace.txt.gz: each request's Q/G/I/D/C "
-                    "and BFQ's own messages; it costs guest CPU, so a traced run is a run of its own) (default off)"}
+                    "and BFQ's own messages; it costs guest CPU, so a traced run is a run of its own); blk+sched: "
+                    "the same with the CPU scheduler's wake-ups and context switches in the same file (default off)"}
 # Boots per batch: under TCG the lab's kernel now and then panics while it boots (seen in the test suite, where the
 # same test then passed on a rerun); a guest that fails after its init reported in is not retried, except below.
 # Three, not two: CI on 2026-12-03 saw a boot killed on purpose (a test) followed by a second boot that panicked on
@@ -53,6 +54,7 @@ VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memo
 # busy simulator processes) panicked here the same day, nor 60 with single-threaded TCG: the fault is rare, and a
 # third failure in a row says something else is wrong.
 BOOT_ATTEMPTS = 3
+TRACE_MODES = ("off", "blk", "blk+sched")
 # The same emulation fault also hits a guest after its init reported in (the suite, 2026-11-30: "Oops: int3" at a
 # patched jump site in kmem_cache_free, TCG's view of the kernel's live code patching, then "Kernel panic - not
 # syncing: Fatal exception in interrupt"; in runs with and without our modules; reruns passed). Such a batch's
@@ -100,8 +102,8 @@ def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Optio
                 raise SpecError("--vm", item, f"accel: expected auto, kvm or tcg, got {show(value)}")
             opts.accel = value
         elif key == "trace":
-            if value not in ("off", "blk"):
-                raise SpecError("--vm", item, f"trace: expected off or blk, got {show(value)}")
+            if value not in TRACE_MODES:
+                raise SpecError("--vm", item, f"trace: expected off, blk or blk+sched, got {show(value)}")
             opts.trace = value
     return opts
 
@@ -320,7 +322,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         files[f"runs/{i}/jobs.fio"] = text
         files[f"runs/{i}/run.sh"] = guest.run_script(br, len(devices), r.sample_interval_ns / 1e9,
                                                      run_deadline_s(r, accel) - STALL_REPORT_S,
-                                                     trace_buffer_kib(opts) if opts.trace == "blk" else 0)
+                                                     trace_buffer_kib(opts) if opts.trace != "off" else 0,
+                                                     sched_events=opts.trace == "blk+sched")
     files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
     qargs: list[str] = []
     for d in devices:
