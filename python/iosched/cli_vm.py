@@ -225,6 +225,30 @@ def host_preset(results, out, cores, timers_only):
     click.echo(f"wrote {out}")
 
 
+@vm.command("trace-summary")
+@click.argument("path", type=click.Path(exists=True))
+def trace_summary(path):
+    """Per submitting thread of a traced lab run (--vm trace=blk or blk+sched): its requests' waits for a tag,
+    in the scheduler and in the driver; with sched events, how its tag sleeps ended.  PATH: a results folder
+    (every traced run in it), a run's folder or its blktrace.txt.gz."""
+    from .backends.vm import trace
+
+    p = Path(path)
+    runs = sorted(p.glob("runs/*/blktrace.txt.gz")) if (p / "runs").is_dir() else [p]
+    if p.is_dir() and not (p / "runs").is_dir() and not (p / "blktrace.txt.gz").is_file():
+        _fail(f"{path}: no blktrace.txt.gz (was it run with --vm trace=blk?)")
+    if not runs:
+        _fail(f"{path}: no traced run in runs/ (run with --vm trace=blk)")
+    for f in runs:
+        try:
+            s = trace.read(f)
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            _fail(f"{f}: not a readable trace ({e})")
+        click.echo(f"{f}:" + ("" if s.threads else " no requests"))
+        for row in trace.table(s):
+            click.echo(row)
+
+
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
                    no_report, static=False) -> None:
     """`iosched run SPEC --backend vm ...`."""

@@ -1,0 +1,140 @@
+"""A lab run's kernel trace (``--vm trace=blk`` or ``blk+sched``: ``runs/<id>/blktrace.txt.gz``) summed up per
+submitting thread: how long its requests waited for a tag (Q -> G), in the scheduler (G -> D) and in the driver
+(D -> C); with the CPU scheduler's events, how its sleeps for a tag ended (woken and given a tag, or woken and
+asleep again).  The questions validation.md and kmod.md asked of traces by hand, asked the same way every time."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# `fio-254 [001] d..1. 5.348132: 254,0  Q  R 133580792 + 8 [fio]`: the blk tracer's lines (BFQ's messages, " m ",
+# carry no sector and are skipped)
+_BLK = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<t>\d+\.\d+):\s+(?P<dev>\d+,\d+)\s+"
+                  r"(?P<act>[A-Z])\s+(?P<rwbs>[A-Z]+)\s+(?P<sector>\d+)\s+\+\s+\d+")
+_SCHED = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<t>\d+\.\d+):\s+"
+                    r"(?P<event>sched_waking|sched_switch):\s+(?P<rest>.*)$")
+_PID = re.compile(r"\bpid=(\d+)")
+_SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)")
+
+
+@dataclass
+class Thread:
+    """One submitting thread's requests and, with sched events, its sleeps for a tag."""
+    pid: int
+    cpus: set[int] = field(default_factory=set)
+    tag_wait_us: list[float] = field(default_factory=list)
+    sched_us: list[float] = field(default_factory=list)
+    driver_us: list[float] = field(default_factory=list)
+    writes: int = 0
+    woken_got_tag: int = 0          # switched in during a tag wait, and the tag came before it slept again
+    woken_slept_again: int = 0      # switched in during a tag wait, and asleep again without one
+    woken_slept_again_us: list[float] = field(default_factory=list)   # switch-in to that sleep
+    wake_to_run_us: list[float] = field(default_factory=list)          # sched_waking to its switch-in
+
+
+@dataclass
+class Summary:
+    threads: dict[int, Thread]
+    sched_events: bool
+
+
+def read(path: Path) -> Summary:
+    """``path``: a run's folder or its blktrace.txt.gz."""
+    f = path / "blktrace.txt.gz" if path.is_dir() else path
+    opener = gzip.open if f.suffix == ".gz" else open
+    threads: dict[int, Thread] = {}
+    pending: dict[tuple[str, str], list[float | int]] = {}   # (dev, sector) -> [pid, Q, G, D]
+    in_tag_wait: dict[int, int] = {}     # pid -> requests between their Q and G
+    running_since: dict[int, float] = {}  # pid -> its switch-in while it waited for a tag
+    waking_at: dict[int, float] = {}
+    sched = False
+    with opener(f, "rt") as lines:
+        for line in lines:
+            m = _BLK.match(line)
+            if m:
+                t = float(m["t"]) * 1e6
+                key = (m["dev"], m["sector"])
+                act = m["act"]
+                if act == "Q":
+                    pid = int(m["pid"])
+                    th = threads.setdefault(pid, Thread(pid))
+                    th.cpus.add(int(m["cpu"]))
+                    th.writes += "W" in m["rwbs"]
+                    pending[key] = [pid, t, -1.0, -1.0]
+                    in_tag_wait[pid] = in_tag_wait.get(pid, 0) + 1
+                elif key in pending:
+                    p = pending[key]
+                    pid = int(p[0])
+                    th = threads[pid]
+                    if act == "G" and p[2] < 0:
+                        p[2] = t
+                        th.tag_wait_us.append(t - p[1])
+                        in_tag_wait[pid] -= 1
+                        if pid in running_since:
+                            th.woken_got_tag += 1
+                            del running_since[pid]
+                    elif act == "D" and p[2] >= 0 and p[3] < 0:
+                        p[3] = t
+                        th.sched_us.append(t - p[2])
+                    elif act == "C" and p[3] >= 0:
+                        th.driver_us.append(t - p[3])
+                        del pending[key]
+                continue
+            m = _SCHED.match(line)
+            if not m:
+                continue
+            sched = True
+            t = float(m["t"]) * 1e6
+            if m["event"] == "sched_waking":
+                pm = _PID.search(m["rest"])
+                if pm:
+                    waking_at[int(pm.group(1))] = t
+                continue
+            sm = _SWITCH.search(m["rest"])
+            if not sm:
+                continue
+            prev, state, nxt = int(sm.group(1)), sm.group(2), int(sm.group(3))
+            if nxt in threads and in_tag_wait.get(nxt, 0) > 0:
+                running_since[nxt] = t
+                if nxt in waking_at:
+                    threads[nxt].wake_to_run_us.append(t - waking_at.pop(nxt))
+            if prev in running_since and state.startswith("D"):
+                threads[prev].woken_slept_again += 1
+                threads[prev].woken_slept_again_us.append(t - running_since.pop(prev))
+    return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched)
+
+
+def _q(values: list[float], f: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(f * len(v)))] if v else float("nan")
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return " / ".join(f"{_q(values, f) / 1e3:.2f}" for f in (0.5, 0.9, 0.99)) + f" ({max(values) / 1e3:.2f})"
+
+
+def table(s: Summary) -> list[str]:
+    """Markdown rows, one per submitting thread (pid order, which is fio's job order)."""
+    head = ["pid", "vCPUs", "requests", "tag wait ms P50 / P90 / P99 (max)", "scheduler ms", "driver ms"]
+    if s.sched_events:
+        head += ["woken in a tag wait: got it / asleep again", "asleep again after ms P50 / P90",
+                 "waking to running ms P50 / P90"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for pid in sorted(s.threads):
+        th = s.threads[pid]
+        kind = "W" if th.writes * 2 > len(th.tag_wait_us) else "R"
+        cells = [f"{pid} ({kind})", ",".join(map(str, sorted(th.cpus))), str(len(th.tag_wait_us)),
+                 _ms(th.tag_wait_us), _ms(th.sched_us), _ms(th.driver_us)]
+        if s.sched_events:
+            again = th.woken_slept_again_us
+            cells += [f"{th.woken_got_tag} / {th.woken_slept_again}",
+                      " / ".join(f"{_q(again, f) / 1e3:.2f}" for f in (0.5, 0.9)) if again else "-",
+                      " / ".join(f"{_q(th.wake_to_run_us, f) / 1e3:.2f}" for f in (0.5, 0.9))
+                      if th.wake_to_run_us else "-"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
