@@ -166,4 +166,38 @@ pub struct SimResult {
     pub cores: Vec<CoreResult>,
     pub devices: Vec<DeviceResult>,
     pub timeseries: Vec<Sample>,
+    /// The run's request trace when the config asked for it (`SimConfig::request_trace`), in time order, at most
+    /// `REQUEST_TRACE_EVENTS_MAX` events (then `request_trace_truncated`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_trace: Vec<RequestTraceEvent>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_trace_truncated: bool,
+}
+
+/// The most trace events a run keeps (about 60 bytes each in the result's JSON): a few seconds of a lab-sized run
+/// whole, the first part of a long or fast one.
+pub const REQUEST_TRACE_EVENTS_MAX: usize = 1_000_000;
+
+/// One event of a run's request trace: what the kernel's blk tracer logs of a request (Q, M, G, D, C, with the request's
+/// first sector and its length), and the CPU scheduler's events of a thread that sleeps for a request tag (S: it
+/// went to sleep; W: it was woken; R: it runs again), in the simulator's terms: `process` is the index of the
+/// process that issued the bio (its job's clones in order, the flusher last), `core` where the event happened.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RequestTraceEvent {
+    #[serde(rename = "t")]
+    pub t_ns: u64,
+    #[serde(rename = "a")]
+    pub action: char,
+    #[serde(rename = "p")]
+    pub process: u32,
+    #[serde(rename = "c")]
+    pub core: u32,
+    #[serde(rename = "d")]
+    pub device: u32,
+    #[serde(rename = "w")]
+    pub write: bool,
+    #[serde(rename = "s")]
+    pub sector: u64,
+    #[serde(rename = "n")]
+    pub sectors: u32,
 }

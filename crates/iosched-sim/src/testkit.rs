@@ -143,5 +143,6 @@ pub fn config(scheduler: &str, jobs: Vec<JobConfig>) -> SimConfig {
         jobs,
         sample_interval_ns: 1_000_000,
         ramp_end: Default::default(),
+        request_trace: false,
     }
 }

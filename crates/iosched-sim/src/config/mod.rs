@@ -25,6 +25,10 @@ pub struct SimConfig {
     /// Where a job's measured window starts.
     #[serde(default)]
     pub ramp_end: RampEnd,
+    /// Record each request's life and each tag sleeper's sleeps and wake-ups (`SimResult::request_trace`), as the
+    /// kernel's blk tracer and CPU scheduler events show them in the VM lab (`--vm trace=blk+sched`).
+    #[serde(default)]
+    pub request_trace: bool,
 }
 
 /// Where a job's measured window starts after its `ramp_time`.

@@ -77,6 +77,7 @@ impl Simulation<'_> {
     /// the bio is in the elevator; a bio that merges or waits for a request runs none). A page-cache bio's first
     /// dispatch call is still booked here, with the insert, and its run decides at the insert.
     pub(super) fn block_submit(&mut self, io: u32, now: u64) {
+        self.trace_bio('Q', io, now);
         if !self.costs.any() {
             return self.block_insert(io, now);
         }
@@ -277,6 +278,7 @@ impl Simulation<'_> {
         if let Some(into) = queue.elevator.bio_merge(&rq, queue.max_sectors) {
             // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along. A punted
             // io_uring bio's io-wq worker is free again, as after an insert.
+            self.trace_bio('M', io, now);
             let chain_tail = self.slots[io as usize].tail;
             self.link(into, io);
             if chain_tail != NO_IO {
@@ -301,10 +303,12 @@ impl Simulation<'_> {
                 proc.state.tag_waits += 1;
             }
             queue.wait_for_tag(&rq, io);
+            self.trace_thread('S', io, now);
             self.no_dispatch_loop(io, now);
             return;
         }
-        queue.elevator.insert(rq, now);
+        self.trace_bio('G', io, now);
+        self.queues[device as usize].elevator.insert(rq, now);
         self.next_punted_bio(io, now);
         self.accepted(io, now);
         if std::mem::take(&mut self.slots[io as usize].runs_queue_at_insert) {
@@ -555,6 +559,7 @@ impl Simulation<'_> {
 
     /// The dispatched request headed by bio `io` goes to the driver: the device fetches its command.
     pub(super) fn send_to_driver(&mut self, device: u32, io: u32, now: u64) {
+        self.trace_bio('D', io, now);
         let slot = &mut self.slots[io as usize];
         let rq = slot.request.as_ref().expect("a dispatched request");
         let command = Command {
@@ -616,6 +621,7 @@ impl Simulation<'_> {
     }
 
     pub(super) fn complete_request(&mut self, device: u32, request: u32, now: u64) {
+        self.trace_bio('C', request, now);
         let slot = &mut self.slots[request as usize];
         let rq = slot
             .request

@@ -102,6 +102,8 @@ impl<'c> Simulation<'c> {
             window_start_ns,
             timeseries: Vec::new(),
             failure: None,
+            request_trace: config.request_trace.then(Vec::new),
+            request_trace_truncated: false,
             min_vruntime_ns: vec![0; cores as usize],
             run_queues: (0..cores).map(|_| RunQueue::default()).collect(),
             run_queue_seq: 0,

@@ -22,7 +22,8 @@
 //! - `tags.rs`: a bio that finds no free request (who waits, wake-ups, retries);
 //! - `runqueue.rs`: woken processes waiting for a busy core, run in CFS's order (least virtual runtime first);
 //! - `buffered.rs`: buffered I/O through the page cache (calls, readahead, writeback, the flusher);
-//! - `report.rs`: samples during the run, the conservation check and the result at its end.
+//! - `report.rs`: samples during the run, the conservation check and the result at its end;
+//! - `request_trace.rs`: the run's request trace, when asked for (`SimConfig::request_trace`).
 
 use iosched_policy::Request;
 
@@ -40,6 +41,7 @@ mod build;
 mod fio;
 mod process;
 mod report;
+mod request_trace;
 mod runqueue;
 mod tags;
 
@@ -174,6 +176,9 @@ pub struct Simulation<'c> {
     timeseries: Vec<Sample>,
     /// A trace that turned out unreadable mid-run: the run ends with this error.
     failure: Option<String>,
+    /// The run's request trace (`request_trace.rs`), when the config asks for it; whether it hit its size limit.
+    request_trace: Option<Vec<crate::result::RequestTraceEvent>>,
+    request_trace_truncated: bool,
     /// Per core: CFS's min_vruntime (see `run_process_on`).
     min_vruntime_ns: Vec<u64>,
     /// Per core: processes woken while it was busy, waiting to run (CFS kernels only: `pick_next`).

@@ -234,7 +234,8 @@ impl Simulation<'_> {
         jobs
     }
 
-    pub(super) fn into_result(self) -> SimResult {
+    pub(super) fn into_result(mut self) -> SimResult {
+        let request_trace = self.take_request_trace();
         let jobs = self.job_results();
         // The run's window ends at the runtime, or earlier when every process finished before it (a trace
         // replay or a sized job that ended): core shares are over the time the jobs ran.
@@ -269,6 +270,8 @@ impl Simulation<'_> {
             cores,
             devices: self.devices.iter().map(|d| d.stats.clone()).collect(),
             timeseries: self.timeseries,
+            request_trace,
+            request_trace_truncated: self.request_trace_truncated,
         }
     }
 }

@@ -41,7 +41,9 @@ impl Simulation<'_> {
     /// take every freed tag, which the lab never does.)
     fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let process = self.slots[io as usize].process;
+        self.trace_thread('W', io, now);
         let end = self.book_wake_up(process, now);
+        self.trace_thread('R', io, end);
         self.events.schedule(end, Event::TagRetry { io });
     }
 
@@ -88,8 +90,10 @@ impl Simulation<'_> {
         }
         self.wake_tag_sleepers(woken, now);
         if !got {
+            self.trace_thread('S', io, now);
             return; // asleep again, on the next wait queue
         }
+        self.trace_bio('G', io, now);
         let rq = self.make_request(io, now);
         self.queues[device as usize].elevator.insert(rq, now);
         self.accepted(io, now);
@@ -132,7 +136,9 @@ impl Simulation<'_> {
         if self.slots[io as usize].kind != BioKind::Fio {
             return;
         }
+        self.trace_thread('W', io, now);
         let end = self.book_wake_up(self.slots[io as usize].process, now);
+        self.trace_thread('R', io, end);
         self.tag_obtained(io, end);
     }
 
@@ -175,6 +181,7 @@ impl Simulation<'_> {
             self.wake_tag_sleepers(woken, now);
         }
         while let Some(waiting) = self.queues[device as usize].next_tag_waiter(hctx) {
+            self.trace_bio('G', waiting, now);
             let waiting_rq = self.make_request(waiting, now);
             self.queues[device as usize]
                 .elevator

@@ -78,6 +78,7 @@ pub fn seed000(ssds: u32, jobs: Vec<JobConfig>) -> SimConfig {
         jobs,
         sample_interval_ns: 10_000_000,
         ramp_end: RampEnd::Nominal,
+        request_trace: false,
     }
 }
 
@@ -112,6 +113,7 @@ pub fn seed001(jobs: Vec<JobConfig>) -> SimConfig {
         jobs,
         sample_interval_ns: 100_000_000,
         ramp_end: RampEnd::Nominal,
+        request_trace: false,
     }
 }
 
@@ -130,6 +132,7 @@ pub fn seed004(scheduler: &str, jobs: Vec<JobConfig>) -> SimConfig {
         jobs,
         sample_interval_ns: 10_000_000,
         ramp_end: RampEnd::Nominal,
+        request_trace: false,
     }
 }
 

@@ -1,0 +1,180 @@
+"""Request traces (iosched.blktrace, `iosched trace-summary`): the lab's blk tracer lines and the simulator's
+request_trace written as the same lines, read the same way."""
+
+import gzip
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from iosched import blktrace, native
+from iosched.cli import main
+
+from .test_spec import write
+
+# A real-time reader (pid 100, vCPU 0) that sleeps for a tag behind a background thread (pid 200, vCPU 1), in the
+# tracer's own line layout: woken at 16.001 ms, running 0.1 ms later, asleep again 3 ms after that (no tag: the
+# background took it); woken again at 32.001 ms, running 0.05 ms later, and this time it gets the tag.
+_TRACE = """\
+# tracer: blk
+  fio-200 [001] d..1.  0.999000: 254,0    Q   R 16 + 8 [fio]
+  fio-200 [001] d..1.  0.999005: 254,0    G   R 16 + 8 [fio]
+  fio-200 [001] d..1.  0.999008: 254,0    D   R 16 + 8 [fio]
+  fio-100 [000] d..1.  1.000000: 254,0    Q  RS 8 + 8 [fio]
+  fio-100 [000] d..1.  1.000005: 254,0    m   N bfq100S insert_request
+  fio-100 [000] d..2.  1.000010: sched_switch: prev_comm=fio prev_pid=100 prev_prio=120 prev_state=D ==> \
+next_comm=swapper/0 next_pid=0 next_prio=120
+  <idle>-0 [001] d.h1.  1.015008: 254,0    C   R 16 + 8 [0]
+  <idle>-0 [001] d.h2.  1.016001: sched_waking: comm=fio pid=100 prio=120 target_cpu=000
+  <idle>-0 [000] d..2.  1.016101: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> \
+next_comm=fio next_pid=100 next_prio=120
+  fio-200 [001] d..1.  1.016200: 254,0    Q   R 24 + 8 [fio]
+  fio-200 [001] d..1.  1.016210: 254,0    G   R 24 + 8 [fio]
+  fio-200 [001] d..1.  1.016212: 254,0    D   R 24 + 8 [fio]
+  fio-100 [000] d..2.  1.019101: sched_switch: prev_comm=fio prev_pid=100 prev_prio=120 prev_state=D ==> \
+next_comm=swapper/0 next_pid=0 next_prio=120
+  <idle>-0 [001] d.h1.  1.032000: 254,0    C   R 24 + 8 [0]
+  <idle>-0 [001] d.h2.  1.032001: sched_waking: comm=fio pid=100 prio=120 target_cpu=000
+  <idle>-0 [000] d..2.  1.032051: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> \
+next_comm=fio next_pid=100 next_prio=120
+  fio-100 [000] d..1.  1.032060: 254,0    G  RS 8 + 8 [fio]
+  fio-100 [000] d..1.  1.032070: 254,0    D  RS 8 + 8 [fio]
+  <idle>-0 [000] d.h1.  1.048070: 254,0    C  RS 8 + 8 [0]
+"""   # a backslash at a line's end joins it with the next, as the tracer writes them: one line per event
+
+
+def test_trace_summary_of_a_tag_sleep(tmp_path):
+    import gzip
+
+    run = tmp_path / "out" / "runs" / "r0"
+    run.mkdir(parents=True)
+    (run / "blktrace.txt.gz").write_bytes(gzip.compress(_TRACE.encode()))
+    s = blktrace.read(run)
+    assert s.sched_events and sorted(s.threads) == [100, 200]
+    rt = s.threads[100]
+    # tag wait: Q at 1.000000 s, G at 1.032060 s = 32.06 ms; in the scheduler G -> D 10 us; in the driver 16 ms
+    assert rt.tag_wait_us == pytest.approx([32_060]) and rt.sched_us == pytest.approx([10])
+    assert rt.driver_us == pytest.approx([16_000])
+    # two wake-ups in the wait: the first ran 100 us after its waking and slept again 3,000 us later; the second
+    # ran 50 us after its waking and got the tag. BFQ's message line is not a request.
+    assert (rt.woken_got_tag, rt.woken_slept_again) == (1, 1)
+    assert rt.woken_slept_again_us == pytest.approx([3_000]) and rt.wake_to_run_us == pytest.approx([100, 50])
+    bg = s.threads[200]
+    assert bg.tag_wait_us == pytest.approx([5, 10]) and (bg.woken_got_tag, bg.woken_slept_again) == (0, 0)
+    assert bg.driver_us == pytest.approx([16_000, 15_788])
+    rows = blktrace.table(s)
+    assert rows[2].startswith("| fio 100 (R) | 0 | 1 | 32.06 / 32.06 / 32.06 (32.06) |")
+    assert "| 1 / 1 | 3.00 / 3.00 |" in rows[2]
+    out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "out")])
+    assert out.exit_code == 0 and "| fio 100 (R) |" in out.output
+    # without sched events: the request columns only
+    blk_only = "\n".join(ln for ln in _TRACE.splitlines() if "sched_" not in ln)
+    (run / "blktrace.txt.gz").write_bytes(gzip.compress(blk_only.encode()))
+    s = blktrace.read(run)
+    assert not s.sched_events and s.threads[100].woken_got_tag == 0 and "asleep again" not in blktrace.table(s)[0]
+    # negative controls: an untraced run's folder and a results folder without traces are refused in one line
+    bare = tmp_path / "bare"
+    (bare / "runs" / "r0").mkdir(parents=True)
+    for path in (bare, bare / "runs" / "r0"):
+        out = CliRunner().invoke(main, ["trace-summary", str(path)])
+        assert out.exit_code == 2 and out.output.count("\n") == 1 and "--trace" in out.output, out.output
+    (run / "blktrace.txt.gz").write_bytes(b"not gzip")
+    out = CliRunner().invoke(main, ["trace-summary", str(run)])
+    assert out.exit_code == 2 and "not a readable trace" in out.output
+
+
+# A lab-sized simulated run: two readers sharing a 4-tag null_blk (no elevator), each with 4 outstanding, so they
+# sleep for tags; 50 ms.
+_SPEC = """
+name = "traced"
+duration = "50ms"
+devices = [{ preset = "nullb:irqmode=2,completion_nsec=1ms,hw_queue_depth=4" }]
+host = { preset = "lab-tcg-2vcpu" }
+[[job]]
+name = "a"
+rw = "randread"
+ioengine = "libaio"
+iodepth = 4
+cpus_allowed = "0"
+[[job]]
+name = "b reader"
+rw = "randread"
+ioengine = "libaio"
+iodepth = 4
+cpus_allowed = "1"
+"""
+
+
+@pytest.mark.skipif(not native.available(), reason="native simulator not built")
+def test_a_simulated_run_keeps_its_request_trace_and_the_summary_reads_it(tmp_path):
+    spec = write(tmp_path, _SPEC, "traced.toml")
+    for out, flags in (("plain", []), ("traced", ["--trace"])):
+        r = CliRunner().invoke(main, ["run", str(spec), "--out", str(tmp_path / out), "--no-report", *flags])
+        assert r.exit_code == 0, r.output
+    (plain,) = (tmp_path / "plain" / "runs").iterdir()
+    (traced,) = (tmp_path / "traced" / "runs").iterdir()
+    assert not (plain / "blktrace.txt.gz").exists() and plain.name != traced.name   # a traced run is its own
+    # recording changes nothing the run measured
+    cols = ["job", "read_ios", "read_iops", "read_clat_p99_ns", "read_clat_mean_ns"]
+    assert pq.read_table(plain / "results.parquet", columns=cols).to_pylist() == \
+        pq.read_table(traced / "results.parquet", columns=cols).to_pylist()
+    assert b"request_trace" not in gzip.decompress((traced / "result.json.gz").read_bytes())
+    lines = gzip.decompress((traced / "blktrace.txt.gz").read_bytes()).decode().splitlines()
+    assert (traced / "blktrace.txt.gz").read_bytes()[4:8] == bytes(4)            # no timestamp: same bytes each time
+    s = blktrace.read(traced)
+    assert s.sched_events and {th.comm for th in s.threads.values()} == {"a", "b_reader"}
+    rows = {r["job"]: r for r in pq.read_table(traced / "results.parquet").to_pylist()}
+    for th in s.threads.values():
+        job = "a" if th.comm == "a" else "b reader"
+        # every request it completed in the measured window went Q, G, D, C (there was no ramp)
+        assert len(th.driver_us) >= rows[job]["read_ios"], (th.comm, len(th.driver_us), rows[job]["read_ios"])
+        # a 1 ms device: the driver time is the timer's 1 ms plus the lab host's lateness
+        assert min(th.driver_us) >= 1_000 and th.cpus == ({0} if th.comm == "a" else {1})
+        assert th.woken_got_tag + th.woken_slept_again > 0 and max(th.tag_wait_us) > 100    # they slept for tags
+    assert sum(" Q " in ln for ln in lines) == sum(len(th.tag_wait_us) for th in s.threads.values()) + \
+        sum(" M " in ln for ln in lines)
+    out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "traced")])
+    assert out.exit_code == 0 and "| a 1000 (R) | 0 |" in out.output and "| b_reader 1001 (R) | 1 |" in out.output
+    # negative control: the untraced folder has nothing to sum up
+    out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "plain")])
+    assert out.exit_code == 2 and "no traced run" in out.output
+
+
+def test_the_simulators_events_read_as_the_tracers_lines():
+    """sim_lines lays each event out as the lab's tracer does: read() takes them back (a worked example of one
+    sleep: Q at 1 us, S, W at 10 us, R at 20 us, G at 25 us, D at 30 us, C at 1,030 us)."""
+    ev = lambda t, a, s=8: {"t": t, "a": a, "p": 0, "c": 1, "d": 0, "w": False, "s": s, "n": 8}  # noqa: E731
+    events = [ev(1_000, "Q"), ev(2_000, "S"), ev(10_000, "W"), ev(20_000, "R"), ev(25_000, "G"), ev(30_000, "D"),
+              ev(1_030_000, "C")]
+    text = "\n".join(blktrace.sim_lines(events, blktrace.process_names([{"name": "rt-1", "numjobs": 1}]), False))
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "blktrace.txt.gz"
+        f.write_bytes(gzip.compress(text.encode()))
+        s = blktrace.read(f)
+    (th,) = s.threads.values()
+    assert (th.pid, th.comm, th.cpus) == (1000, "rt-1", {1})      # a job name with "-digits" keeps its pid apart
+    assert th.tag_wait_us == pytest.approx([24]) and th.sched_us == pytest.approx([5])
+    assert th.driver_us == pytest.approx([1_000]) and th.wake_to_run_us == pytest.approx([10])
+    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0)
+    assert blktrace.process_names([{"name": "a b", "numjobs": 2}, {"name": "x" * 20, "numjobs": 1}]) == \
+        ["a_b", "a_b", "x" * 15]
+
+
+def test_a_request_trace_is_asked_for_where_one_can_be_kept(tmp_path):
+    spec = write(tmp_path, _SPEC, "traced.toml")
+    # the kernel backend keeps none: refused in one line, before any device is touched
+    r = CliRunner().invoke(main, ["run", str(spec), "--backend", "kernel", "--device", "/dev/null", "--trace",
+                                  "--out", str(tmp_path / "k")])
+    assert r.exit_code == 2 and "--trace" in r.output and "not with --backend kernel" in r.output, r.output
+    assert not (tmp_path / "k").exists()
+    # the spec's own key: a boolean
+    bad = write(tmp_path, 'request_trace = "yes"\n' + _SPEC, "bad.toml")
+    r = CliRunner().invoke(main, ["run", str(bad), "--out", str(tmp_path / "b"), "--no-report"])
+    assert r.exit_code == 2 and "request_trace" in r.output and r.output.count("\n") == 1, r.output
+    keyed = write(tmp_path, "request_trace = true\n" + _SPEC, "keyed.toml")
+    r = CliRunner().invoke(main, ["run", str(keyed), "--backend", "kernel", "--device", "/dev/null",
+                                  "--out", str(tmp_path / "k2")])
+    assert r.exit_code == 2 and "keyed.toml: request_trace: the kernel backend keeps no" in r.output, r.output
+    assert not (tmp_path / "k2").exists()
