@@ -120,7 +120,11 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
-@click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE", help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg, trace=blk.")
+@click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
+              help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg, trace=blk|blk+sched.")
+@click.option("--trace", "request_trace", is_flag=True,
+              help="Keep each run's request trace (runs/<id>/blktrace.txt.gz; `iosched trace-summary OUT`): sim "
+                   "and vm (there: --vm trace=blk+sched).")
 @_jobs_option
 @_cluster_option
 @click.option("--no-report", is_flag=True, help="Do not write OUT/report.html.")
@@ -128,7 +132,7 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
               help="Also write the report's figures as PNG, SVG and PDF to OUT/figures/ (seconds per figure; "
                    "`iosched report OUT` writes them later).")
 def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, out, destructive, filesystem,
-        precondition, lab_dir, vm_opts, jobs, cluster, no_report, static):
+        precondition, lab_dir, vm_opts, request_trace, jobs, cluster, no_report, static):
     """Run every sweep point × repetition of an experiment (simulated, or on real devices with --backend kernel)
     and write results to OUT.
 
@@ -145,8 +149,11 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
                 raise SpecError(flag, None, "not with --backend vm (the lab boots one guest for the runs)")
         from .cli_vm import run_vm_command
         return run_vm_command(spec, device, devices, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                              no_report, static)
+                              no_report, static, request_trace=request_trace)
     if backend == "kernel":
+        if request_trace:
+            raise SpecError("--trace", None, "not with --backend kernel (it keeps no request trace; the simulator "
+                                             "does, and --backend vm with the guest's blk tracer)")
         for flag, given in (("--jobs", jobs), ("--cluster", cluster)):
             if given:
                 raise SpecError(flag, None, "only with --backend sim (the kernel backend measures one run at a "
@@ -165,9 +172,33 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
     if seed is not None and seed < 0:
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     ov = Overrides(host=host, device=device, devices=devices, scheduler=scheduler, sets=list(sets),
-                   duration=duration, seed=seed, filesystem=filesystem)
+                   duration=duration, seed=seed, filesystem=filesystem, request_trace=request_trace)
     run_simulated(spec, ov, Path(out), jobs=jobs, cluster=cluster, report=not no_report, static=static,
                   echo=click.echo)
+
+
+@main.command("trace-summary")
+@click.argument("path", type=click.Path(exists=True))
+def trace_summary(path):
+    """Per submitting thread of traced runs (simulated with --trace, or in the lab with --vm trace=blk or
+    blk+sched): its requests' waits for a tag, in the scheduler and in the driver; with sched events, how its
+    tag sleeps ended.  PATH: a results folder (every traced run in it), a run's folder or its blktrace.txt.gz."""
+    from . import blktrace
+
+    p = Path(path)
+    runs = sorted(p.glob("runs/*/blktrace.txt.gz")) if (p / "runs").is_dir() else [p]
+    if p.is_dir() and not (p / "runs").is_dir() and not (p / "blktrace.txt.gz").is_file():
+        _fail(f"{path}: no blktrace.txt.gz (run it with --trace, or --vm trace=blk in the lab)")
+    if not runs:
+        _fail(f"{path}: no traced run in runs/ (run with --trace, or --vm trace=blk in the lab)")
+    for f in runs:
+        try:
+            s = blktrace.read(f)
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            _fail(f"{f}: not a readable trace ({e})")
+        click.echo(f"{f}:" + ("" if s.threads else " no requests"))
+        for row in blktrace.table(s):
+            click.echo(row)
 
 
 @main.command()

@@ -21,7 +21,7 @@ _vm_option = click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
 
 
 def _no_trace(opts):
-    """--vm trace=blk records runs; a shell or a check has none (in a shell, docs/vm-lab.md shows the tracer)."""
+    """--vm trace=... records runs; a shell or a check has none (in a shell, docs/vm-lab.md shows the tracer)."""
     if opts.trace != "off":
         raise SpecError("--vm", f"trace={opts.trace}", "only for runs (iosched run or validate --backend vm)")
     return opts
@@ -225,33 +225,10 @@ def host_preset(results, out, cores, timers_only):
     click.echo(f"wrote {out}")
 
 
-@vm.command("trace-summary")
-@click.argument("path", type=click.Path(exists=True))
-def trace_summary(path):
-    """Per submitting thread of a traced lab run (--vm trace=blk or blk+sched): its requests' waits for a tag,
-    in the scheduler and in the driver; with sched events, how its tag sleeps ended.  PATH: a results folder
-    (every traced run in it), a run's folder or its blktrace.txt.gz."""
-    from .backends.vm import trace
-
-    p = Path(path)
-    runs = sorted(p.glob("runs/*/blktrace.txt.gz")) if (p / "runs").is_dir() else [p]
-    if p.is_dir() and not (p / "runs").is_dir() and not (p / "blktrace.txt.gz").is_file():
-        _fail(f"{path}: no blktrace.txt.gz (was it run with --vm trace=blk?)")
-    if not runs:
-        _fail(f"{path}: no traced run in runs/ (run with --vm trace=blk)")
-    for f in runs:
-        try:
-            s = trace.read(f)
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            _fail(f"{f}: not a readable trace ({e})")
-        click.echo(f"{f}:" + ("" if s.threads else " no requests"))
-        for row in trace.table(s):
-            click.echo(row)
-
-
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                   no_report, static=False) -> None:
-    """`iosched run SPEC --backend vm ...`."""
+                   no_report, static=False, request_trace=False) -> None:
+    """`iosched run SPEC --backend vm ...`.  ``request_trace`` (--trace, or the spec's ``request_trace``): the
+    kernel's blk tracer with sched events, as --vm trace=blk+sched, unless --vm trace= says otherwise."""
     from .backends.kernel.state import Interrupted
     from .backends.vm import VmError
     from .backends.vm.runner import Options, parse_vm_options, run_vm
@@ -261,7 +238,9 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
     opts = parse_vm_options(vm_opts, Options(devices=list(devices), out=Path(out), lab=lab_dir))
     exp = load_experiment(spec, Overrides(devices=devices_n, scheduler=scheduler, sets=list(sets),
-                                          duration=duration, seed=seed))
+                                          duration=duration, seed=seed, request_trace=request_trace))
+    if exp.data.get("request_trace") and opts.trace == "off" and not any(o.startswith("trace=") for o in vm_opts):
+        opts.trace = "blk+sched"
     t0 = time.monotonic()
     try:
         outcome = run_vm(exp, opts, echo=_echo)

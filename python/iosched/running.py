@@ -11,6 +11,7 @@ from typing import Callable
 from . import native, store
 from .backends.kernel.runner import Options, run_kernel
 from .report.build import build
+from .errors import SpecError
 from .spec import Experiment, Overrides, expand_runs, load_experiment
 from .summary import format_summary
 from .sweep import execute, tasks_for
@@ -65,6 +66,9 @@ def run_on_kernel(spec_file: str, overrides: Overrides, options: Options, *, rep
     """Measure every run of the experiment not yet in ``options.out`` with the kernel's schedulers on the devices
     given; raises KernelError or state.Interrupted from the kernel backend."""
     exp = load_experiment(spec_file, overrides)
+    if exp.data.get("request_trace"):
+        raise SpecError(spec_file, "request_trace", "the kernel backend keeps no request trace (the simulator does, "
+                                                    "and --backend vm with the guest's blk tracer)")
     outcome = run_kernel(exp, options, echo=lambda line: echo(line, err=line.startswith(("note:", "error:"))))
     out = options.out
     if outcome.skipped:

@@ -18,12 +18,14 @@ from .spec import DEFAULT_SAMPLE_INTERVAL_NS, ResolvedRun, device_names
 def sim_config(*, seed: int, host: dict[str, Any], devices: list[dict[str, Any]], jobs: list[dict[str, Any]],
                scheduler: str = "none", tunables: Iterable[tuple[str, int]] = (), nr_requests: int | None = None,
                block_layer: str | None = None,
-               sample_interval_ns: int = DEFAULT_SAMPLE_INTERVAL_NS, ramp_end: str = "nominal") -> dict[str, Any]:
+               sample_interval_ns: int = DEFAULT_SAMPLE_INTERVAL_NS, ramp_end: str = "nominal",
+               request_trace: bool = False) -> dict[str, Any]:
     """A SimConfig: ``host`` a HostConfig, ``devices`` named DeviceConfigs, ``jobs`` JobConfigs (resolved fio jobs),
     ``tunables`` (sysfs name, integer) in the order given. ``ramp_end``: "nominal" (every job measured from start +
     ramp: these configs are short runs standing in for the papers' and calibration's long ones) or
-    "first-completion" (fio's: a spec's default)."""
-    return {
+    "first-completion" (fio's: a spec's default). ``request_trace``: keep the run's request trace (the key only
+    when asked for, so an untraced run's config, and its run id, are as they were)."""
+    config = {
         "seed": seed,
         "host": host,
         "devices": devices,
@@ -37,13 +39,17 @@ def sim_config(*, seed: int, host: dict[str, Any], devices: list[dict[str, Any]]
         "sample_interval_ns": sample_interval_ns,
         "ramp_end": ramp_end,
     }
+    if request_trace:
+        config["request_trace"] = True
+    return config
 
 
 def run_config(run: ResolvedRun) -> dict[str, Any]:
     """The SimConfig of a resolved run (what `iosched run` and `iosched reproduce` simulate)."""
     return sim_config(seed=run.seed, host=run.host, devices=run.devices, jobs=[j.config for j in run.jobs],
                       scheduler=run.scheduler, tunables=sorted(run.tunables.items()), nr_requests=run.nr_requests,
-                      block_layer=run.block_layer, sample_interval_ns=run.sample_interval_ns, ramp_end=run.ramp_end)
+                      block_layer=run.block_layer, sample_interval_ns=run.sample_interval_ns, ramp_end=run.ramp_end,
+                      request_trace=run.request_trace)
 
 
 # ---------------------------------------------------------------- simulations straight from presets

@@ -94,6 +94,9 @@ class Spec(_Strict):
     # Where a job's measured window starts: fio's first completion after its ramp, or start + ramp for every job
     # (a short run standing in for a long one; the paper reproductions). The simulator's; real fio does the first.
     ramp_end: Literal["first-completion", "nominal"] = "first-completion"
+    # Keep each run's request trace (runs/<id>/blktrace.txt.gz: the kernel's blk tracer's lines and a tag
+    # sleeper's wake-ups, as the VM lab's --vm trace=blk+sched records them; `iosched trace-summary` reads both).
+    request_trace: bool = False
     repeat: int = Field(default=1, ge=1)
     seed: int = Field(default=1, ge=0, lt=2**64)
     sample_interval: TimeValue | None = None
@@ -174,6 +177,7 @@ class Overrides:
     seed: int | None = None
     repeat: int | None = None
     filesystem: str | None = None                      # every devices entry's `filesystem`
+    request_trace: bool = False                         # --trace: the spec's `request_trace = true`
 
 
 @dataclass
@@ -309,6 +313,8 @@ def _apply_overrides(data: dict[str, Any], o: Overrides, file: str = "") -> None
     def drop(axis: str) -> None:
         sweep.pop(axis, None)
 
+    if o.request_trace:
+        data["request_trace"] = True
     if o.host is not None:
         data["host"] = {"preset": _cli_preset(o.host)}
         drop("host.cores")
@@ -416,6 +422,7 @@ class ResolvedRun:
     notes: list[str] = field(default_factory=list)
     block_layer: str | None = None     # as the spec set it (None: the scheduler's own)
     ramp_end: str = "first-completion"  # the simulator's measured windows (Spec.ramp_end)
+    request_trace: bool = False        # Spec.request_trace
 
     @property
     def kernel(self) -> str | None:
@@ -581,7 +588,7 @@ def resolve(exp: Experiment, data: dict[str, Any], jobs: list[RawJob], point: di
         seed=spec.seed + repetition, host_preset=host_name, device_presets=device_presets, scheduler=sched.name,
         tunables=dict(sorted(tunables.items())), nr_requests=sched.nr_requests, host=host, devices=devices,
         jobs=rjobs, sample_interval_ns=sample, notes=notes, block_layer=sched.block_layer,
-        ramp_end=spec.ramp_end)
+        ramp_end=spec.ramp_end, request_trace=spec.request_trace)
 
 
 def _default_sample_interval(rjobs: list[ResolvedJob], n_devices: int, scheduler: str, sample_ns: int,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -202,7 +203,18 @@ def place_run_dir(out: Path, rid: str, tmp: Path, spec: dict[str, Any], result: 
 def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any]) -> None:
     """Write one finished simulated run's folder: built under a temporary name, then renamed into place."""
     tmp = new_run_dir(out, rid)
+    trace = result.pop("request_trace", None)            # its own file, not the result's JSON
+    truncated = result.pop("request_trace_truncated", False)
     try:
+        if trace is not None:
+            from .blktrace import process_names, sim_lines
+
+            names = process_names([j.config for j in run.jobs])
+            with open(tmp / "blktrace.txt.gz", "wb") as raw, \
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:    # same bytes each time
+                lines = sim_lines(trace, names, truncated)
+                while chunk := list(itertools.islice(lines, 10_000)):
+                    gz.write(("\n".join(chunk) + "\n").encode())
         # In fio's own order (percentiles 1, 5, 10, ...: tools that list them read them in file order), not sorted
         # as text; fio_json builds every object in a fixed order, so the bytes stay reproducible.
         (tmp / "fio.json").write_bytes((json.dumps(fio_json(run, result), indent=2) + "\n").encode())

@@ -172,8 +172,8 @@ def test_a_traced_run_keeps_the_kernels_blk_trace(tmp_path):
     assert action("Q") >= ios and action("D") >= ios and action("C") >= ios, (ios, action("Q"), action("C"))
     assert any(" m " in ln and "bfq" in ln for ln in lines)            # BFQ's messages
     assert any("sched_wakeup: comm=fio" in ln for ln in lines) and any("sched_switch:" in ln for ln in lines)
-    from iosched.backends.vm import trace
-    summary = trace.read(run)                                           # iosched vm trace-summary's reading
+    from iosched import blktrace
+    summary = blktrace.read(run)                                        # iosched trace-summary's reading
     (reader,) = summary.threads.values()
     assert summary.sched_events and len(reader.driver_us) >= ios and reader.cpus
     stats = (run / "blktrace-stats.txt").read_text().split("\n")

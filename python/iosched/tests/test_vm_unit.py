@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, lab, packages, qemu, runner, trace
+from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, lab, packages, qemu, runner
 from iosched.cli import main
 from iosched.errors import SpecError
 from iosched.spec import RealSystem, expand_runs, load_experiment
@@ -486,76 +486,3 @@ def test_a_failed_boots_console_is_kept_whole_in_out(tmp_path):
     console.write_text("")
     (out / "vm-console.log").unlink()
     assert _kept_console(guest, out) == "" and not (out / "vm-console.log").exists()
-
-
-# ---------------------------------------------------------------- reading a traced run
-
-# A real-time reader (pid 100, vCPU 0) that sleeps for a tag behind a background thread (pid 200, vCPU 1), in the
-# tracer's own line layout: woken at 16.001 ms, running 0.1 ms later, asleep again 3 ms after that (no tag: the
-# background took it); woken again at 32.001 ms, running 0.05 ms later, and this time it gets the tag.
-_TRACE = """\
-# tracer: blk
-  fio-200 [001] d..1.  0.999000: 254,0    Q   R 16 + 8 [fio]
-  fio-200 [001] d..1.  0.999005: 254,0    G   R 16 + 8 [fio]
-  fio-200 [001] d..1.  0.999008: 254,0    D   R 16 + 8 [fio]
-  fio-100 [000] d..1.  1.000000: 254,0    Q  RS 8 + 8 [fio]
-  fio-100 [000] d..1.  1.000005: 254,0    m   N bfq100S insert_request
-  fio-100 [000] d..2.  1.000010: sched_switch: prev_comm=fio prev_pid=100 prev_prio=120 prev_state=D ==> \
-next_comm=swapper/0 next_pid=0 next_prio=120
-  <idle>-0 [001] d.h1.  1.015008: 254,0    C   R 16 + 8 [0]
-  <idle>-0 [001] d.h2.  1.016001: sched_waking: comm=fio pid=100 prio=120 target_cpu=000
-  <idle>-0 [000] d..2.  1.016101: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> \
-next_comm=fio next_pid=100 next_prio=120
-  fio-200 [001] d..1.  1.016200: 254,0    Q   R 24 + 8 [fio]
-  fio-200 [001] d..1.  1.016210: 254,0    G   R 24 + 8 [fio]
-  fio-200 [001] d..1.  1.016212: 254,0    D   R 24 + 8 [fio]
-  fio-100 [000] d..2.  1.019101: sched_switch: prev_comm=fio prev_pid=100 prev_prio=120 prev_state=D ==> \
-next_comm=swapper/0 next_pid=0 next_prio=120
-  <idle>-0 [001] d.h1.  1.032000: 254,0    C   R 24 + 8 [0]
-  <idle>-0 [001] d.h2.  1.032001: sched_waking: comm=fio pid=100 prio=120 target_cpu=000
-  <idle>-0 [000] d..2.  1.032051: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> \
-next_comm=fio next_pid=100 next_prio=120
-  fio-100 [000] d..1.  1.032060: 254,0    G  RS 8 + 8 [fio]
-  fio-100 [000] d..1.  1.032070: 254,0    D  RS 8 + 8 [fio]
-  <idle>-0 [000] d.h1.  1.048070: 254,0    C  RS 8 + 8 [0]
-"""   # a backslash at a line's end joins it with the next, as the tracer writes them: one line per event
-
-
-def test_trace_summary_of_a_tag_sleep(tmp_path):
-    import gzip
-
-    run = tmp_path / "out" / "runs" / "r0"
-    run.mkdir(parents=True)
-    (run / "blktrace.txt.gz").write_bytes(gzip.compress(_TRACE.encode()))
-    s = trace.read(run)
-    assert s.sched_events and sorted(s.threads) == [100, 200]
-    rt = s.threads[100]
-    # tag wait: Q at 1.000000 s, G at 1.032060 s = 32.06 ms; in the scheduler G -> D 10 us; in the driver 16 ms
-    assert rt.tag_wait_us == pytest.approx([32_060]) and rt.sched_us == pytest.approx([10])
-    assert rt.driver_us == pytest.approx([16_000])
-    # two wake-ups in the wait: the first ran 100 us after its waking and slept again 3,000 us later; the second
-    # ran 50 us after its waking and got the tag. BFQ's message line is not a request.
-    assert (rt.woken_got_tag, rt.woken_slept_again) == (1, 1)
-    assert rt.woken_slept_again_us == pytest.approx([3_000]) and rt.wake_to_run_us == pytest.approx([100, 50])
-    bg = s.threads[200]
-    assert bg.tag_wait_us == pytest.approx([5, 10]) and (bg.woken_got_tag, bg.woken_slept_again) == (0, 0)
-    assert bg.driver_us == pytest.approx([16_000, 15_788])
-    rows = trace.table(s)
-    assert rows[2].startswith("| 100 (R) | 0 | 1 | 32.06 / 32.06 / 32.06 (32.06) |")
-    assert "| 1 / 1 | 3.00 / 3.00 |" in rows[2]
-    out = CliRunner().invoke(main, ["vm", "trace-summary", str(tmp_path / "out")])
-    assert out.exit_code == 0 and "| 100 (R) |" in out.output
-    # without sched events: the request columns only
-    blk_only = "\n".join(ln for ln in _TRACE.splitlines() if "sched_" not in ln)
-    (run / "blktrace.txt.gz").write_bytes(gzip.compress(blk_only.encode()))
-    s = trace.read(run)
-    assert not s.sched_events and s.threads[100].woken_got_tag == 0 and "asleep again" not in trace.table(s)[0]
-    # negative controls: an untraced run's folder and a results folder without traces are refused in one line
-    bare = tmp_path / "bare"
-    (bare / "runs" / "r0").mkdir(parents=True)
-    for path in (bare, bare / "runs" / "r0"):
-        out = CliRunner().invoke(main, ["vm", "trace-summary", str(path)])
-        assert out.exit_code == 1 and out.output.count("\n") == 1 and "trace=blk" in out.output, out.output
-    (run / "blktrace.txt.gz").write_bytes(b"not gzip")
-    out = CliRunner().invoke(main, ["vm", "trace-summary", str(run)])
-    assert out.exit_code == 1 and "not a readable trace" in out.output

@@ -1,7 +1,9 @@
-"""A lab run's kernel trace (``--vm trace=blk`` or ``blk+sched``: ``runs/<id>/blktrace.txt.gz``) summed up per
-submitting thread: how long its requests waited for a tag (Q -> G), in the scheduler (G -> D) and in the driver
-(D -> C); with the CPU scheduler's events, how its sleeps for a tag ended (woken and given a tag, or woken and
-asleep again).  The questions validation.md and kmod.md asked of traces by hand, asked the same way every time."""
+"""Request traces in the kernel's blk tracer's text, from a lab run (``--vm trace=blk`` or ``blk+sched``) or a
+simulated one (``request_trace``: the simulator writes the same lines): ``runs/<id>/blktrace.txt.gz``, summed
+up per submitting thread (``iosched trace-summary``): how long its requests waited for a tag (Q -> G), in the
+scheduler (G -> D) and in the driver (D -> C); with the CPU scheduler's events, how its sleeps for a tag ended
+(woken and given a tag, or woken and asleep again).  The questions validation.md and kmod.md asked of traces by
+hand, asked the same way of both sides."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 # `fio-254 [001] d..1. 5.348132: 254,0  Q  R 133580792 + 8 [fio]`: the blk tracer's lines (BFQ's messages, " m ",
 # carry no sector and are skipped)
@@ -24,6 +27,7 @@ _SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)")
 class Thread:
     """One submitting thread's requests and, with sched events, its sleeps for a tag."""
     pid: int
+    comm: str = ""
     cpus: set[int] = field(default_factory=set)
     tag_wait_us: list[float] = field(default_factory=list)
     sched_us: list[float] = field(default_factory=list)
@@ -60,7 +64,7 @@ def read(path: Path) -> Summary:
                 act = m["act"]
                 if act == "Q":
                     pid = int(m["pid"])
-                    th = threads.setdefault(pid, Thread(pid))
+                    th = threads.setdefault(pid, Thread(pid, m["comm"].strip()))
                     th.cpus.add(int(m["cpu"]))
                     th.writes += "W" in m["rwbs"]
                     pending[key] = [pid, t, -1.0, -1.0]
@@ -69,7 +73,10 @@ def read(path: Path) -> Summary:
                     p = pending[key]
                     pid = int(p[0])
                     th = threads[pid]
-                    if act == "G" and p[2] < 0:
+                    if act in "MF" and p[2] < 0:      # merged into a queued request: no tag of its own
+                        del pending[key]
+                        in_tag_wait[pid] -= 1
+                    elif act == "G" and p[2] < 0:
                         p[2] = t
                         th.tag_wait_us.append(t - p[1])
                         in_tag_wait[pid] -= 1
@@ -119,8 +126,9 @@ def _ms(values: list[float]) -> str:
 
 
 def table(s: Summary) -> list[str]:
-    """Markdown rows, one per submitting thread (pid order, which is fio's job order)."""
-    head = ["pid", "vCPUs", "requests", "tag wait ms P50 / P90 / P99 (max)", "scheduler ms", "driver ms"]
+    """Markdown rows, one per submitting thread (pid order, which is fio's job order): its name and pid, R or W
+    (what most of its requests were), the CPUs it submitted from."""
+    head = ["thread", "CPUs", "requests", "tag wait ms P50 / P90 / P99 (max)", "scheduler ms", "driver ms"]
     if s.sched_events:
         head += ["woken in a tag wait: got it / asleep again", "asleep again after ms P50 / P90",
                  "waking to running ms P50 / P90"]
@@ -128,7 +136,7 @@ def table(s: Summary) -> list[str]:
     for pid in sorted(s.threads):
         th = s.threads[pid]
         kind = "W" if th.writes * 2 > len(th.tag_wait_us) else "R"
-        cells = [f"{pid} ({kind})", ",".join(map(str, sorted(th.cpus))), str(len(th.tag_wait_us)),
+        cells = [f"{th.comm} {pid} ({kind})", ",".join(map(str, sorted(th.cpus))), str(len(th.tag_wait_us)),
                  _ms(th.tag_wait_us), _ms(th.sched_us), _ms(th.driver_us)]
         if s.sched_events:
             again = th.woken_slept_again_us
@@ -138,3 +146,42 @@ def table(s: Summary) -> list[str]:
                       if th.wake_to_run_us else "-"]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+# ---------------------------------------------------------------- the simulator's trace as the tracer's lines
+
+def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: bool) -> Iterator[str]:
+    """The lines of a simulated run's request trace (SimResult.request_trace, in time order), laid out as the VM
+    lab's blk tracer with sched events writes them, so ``read`` takes both.  ``processes``: each process's name
+    (its job's, by index; pids are 1000 + index).  A thread's sleep for a tag (S) is a switch to the idle task in
+    state D, its wake-up (W) a sched_waking, its running again (R) a switch to it."""
+    yield "# tracer: blk (iosched simulator: request_trace)"
+    if truncated:
+        yield f"# truncated: the first {len(events)} events only"
+    for e in events:
+        p = e["p"]
+        comm = processes[p] if p < len(processes) else "flush"    # the writeback flusher comes last
+        pid, cpu, t = 1000 + p, e["c"], f"{e['t'] / 1e9:.6f}"
+        head = f"{comm:>16}-{pid:<7} [{cpu:03d}] d..1. {t:>12}:"
+        act = e["a"]
+        if act == "S":
+            yield (f"{head} sched_switch: prev_comm={comm} prev_pid={pid} prev_prio=120 prev_state=D ==> "
+                   f"next_comm=swapper/{cpu} next_pid=0 next_prio=120")
+        elif act == "W":
+            yield f"{head} sched_waking: comm={comm} pid={pid} prio=120 target_cpu={cpu:03d}"
+        elif act == "R":
+            yield (f"{head} sched_switch: prev_comm=swapper/{cpu} prev_pid=0 prev_prio=120 prev_state=R ==> "
+                   f"next_comm={comm} next_pid={pid} next_prio=120")
+        else:
+            rwbs = "W" if e["w"] else "R"
+            yield f"{head} 259,{e['d']} {act:>4} {rwbs:>3} {e['s']} + {e['n']} [{comm}]"
+
+
+def process_names(jobs: list[dict[str, Any]]) -> list[str]:
+    """The simulator's processes in order (each job's clones), by job name as the kernel keeps a comm: at most 15
+    characters, no spaces."""
+    names = []
+    for j in jobs:
+        comm = "".join(c if c.isprintable() and not c.isspace() else "_" for c in str(j["name"]))[:15] or "fio"
+        names += [comm] * int(j.get("numjobs", 1))
+    return names
