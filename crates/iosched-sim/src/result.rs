@@ -174,14 +174,15 @@ pub struct SimResult {
     pub request_trace_truncated: bool,
 }
 
-/// The most trace events a run keeps (about 60 bytes each in the result's JSON): a few seconds of a lab-sized run
-/// whole, the first part of a long or fast one.
-pub const REQUEST_TRACE_EVENTS_MAX: usize = 1_000_000;
+/// The most trace events a run keeps (about 60 bytes each in the result's JSON, a few hundred as Python reads
+/// them): over a minute of a lab-sized run (1,000 IOPS, ~6 events per request) whole, the first part of a long or
+/// fast one.
+pub const REQUEST_TRACE_EVENTS_MAX: usize = 500_000;
 
-/// One event of a run's request trace: what the kernel's blk tracer logs of a request (Q, M, G, D, C, with the request's
-/// first sector and its length), and the CPU scheduler's events of a thread that sleeps for a request tag (S: it
-/// went to sleep; W: it was woken; R: it runs again), in the simulator's terms: `process` is the index of the
-/// process that issued the bio (its job's clones in order, the flusher last), `core` where the event happened.
+/// One event of a run's request trace: what the kernel's blk tracer logs of a request (Q, M, G, D, C, with the
+/// request's first sector and its length), and the CPU scheduler's events of a thread that sleeps for a request
+/// tag (S: it went to sleep; W: it was woken; R: it runs again), in the simulator's terms: `process` is the index
+/// of the process that issued the bio (its job's clones in order, the flusher last), `core` where it happened.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RequestTraceEvent {
     #[serde(rename = "t")]

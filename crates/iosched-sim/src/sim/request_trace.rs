@@ -1,7 +1,7 @@
-//! The run's request trace (`SimConfig::request_trace`): each request's life as the kernel's blk tracer logs it (Q: the bio
-//! reached blk-mq; M: it merged into a queued request; G: it got a request; D: the request went to the driver;
-//! C: it completed) and, for a thread that sleeps for a request tag, the CPU scheduler's events (S: asleep; W:
-//! woken; R: running again), so a simulated run and a traced lab run (`--vm trace=blk+sched`) read alike
+//! The run's request trace (`SimConfig::request_trace`): each request's life as the kernel's blk tracer logs it
+//! (Q: the bio reached blk-mq; M: it merged into a queued request; G: it got a request; D: the request went to the
+//! driver; C: it completed) and, for a thread that sleeps for a request tag, the CPU scheduler's events (S: asleep;
+//! W: woken; R: running again), so a simulated run and a traced lab run (`--vm trace=blk+sched`) read alike
 //! (`iosched trace-summary`). Recording only: nothing here changes what the run does.
 //!
 //! Simplifications: a thread's events are the process's (an io_uring ring's io-wq worker asleep for a tag counts
