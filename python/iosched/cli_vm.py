@@ -225,6 +225,14 @@ def host_preset(results, out, cores, timers_only):
     click.echo(f"wrote {out}")
 
 
+def lab_trace(spec_data: dict, trace: str, vm_opts) -> str:
+    """The lab's tracing for a spec: --vm trace=... as given; else the spec's (or --trace's) request_trace as the
+    blk tracer with sched events, the simulator's request trace's counterpart."""
+    if spec_data.get("request_trace") and not any(o.strip().startswith("trace=") for o in vm_opts):
+        return "blk+sched"
+    return trace
+
+
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
                    no_report, static=False, request_trace=False) -> None:
     """`iosched run SPEC --backend vm ...`.  ``request_trace`` (--trace, or the spec's ``request_trace``): the
@@ -239,8 +247,7 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
     opts = parse_vm_options(vm_opts, Options(devices=list(devices), out=Path(out), lab=lab_dir))
     exp = load_experiment(spec, Overrides(devices=devices_n, scheduler=scheduler, sets=list(sets),
                                           duration=duration, seed=seed, request_trace=request_trace))
-    if exp.data.get("request_trace") and opts.trace == "off" and not any(o.startswith("trace=") for o in vm_opts):
-        opts.trace = "blk+sched"
+    opts.trace = lab_trace(exp.data, opts.trace, vm_opts)
     t0 = time.monotonic()
     try:
         outcome = run_vm(exp, opts, echo=_echo)

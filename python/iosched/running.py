@@ -10,8 +10,8 @@ from typing import Callable
 
 from . import native, store
 from .backends.kernel.runner import Options, run_kernel
-from .report.build import build
 from .errors import SpecError
+from .report.build import build
 from .spec import Experiment, Overrides, expand_runs, load_experiment
 from .summary import format_summary
 from .sweep import execute, tasks_for

@@ -332,6 +332,14 @@ def test_run_id(tmp_path):
     assert rid not in traced and len(traced) == 2
 
 
+def test_a_request_trace_in_the_lab_is_the_blk_tracer_with_sched_events():
+    from iosched.cli_vm import lab_trace
+    assert lab_trace({"request_trace": True}, "off", []) == "blk+sched"            # the spec's key, or --trace
+    assert lab_trace({"request_trace": True}, "blk", ["trace=blk"]) == "blk"      # --vm trace=... says otherwise
+    assert lab_trace({"request_trace": True}, "off", ["trace=off"]) == "off"
+    assert lab_trace({}, "off", []) == "off" and lab_trace({}, "blk", ["trace=blk"]) == "blk"
+
+
 def test_vm_options():
     o = runner.parse_vm_options(["cpus=1", "memory=1G", "accel=tcg"], runner.Options(devices=[], out=Path(".")))
     assert (o.cpus, o.memory_mib, o.accel, o.trace) == (1, 1024, "tcg", "off")
