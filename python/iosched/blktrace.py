@@ -63,6 +63,9 @@ def read(path: Path) -> Summary:
                 key = (m["dev"], m["sector"])
                 act = m["act"]
                 if act == "Q":
+                    old = pending.get(key)
+                    if old is not None and old[2] < 0:     # an earlier bio at that sector never got a request
+                        in_tag_wait[int(old[0])] -= 1
                     pid = int(m["pid"])
                     th = threads.setdefault(pid, Thread(pid, m["comm"].strip()))
                     th.cpus.add(int(m["cpu"]))
