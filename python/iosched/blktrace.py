@@ -34,9 +34,13 @@ class Thread:
     driver_us: list[float] = field(default_factory=list)
     writes: int = 0
     woken_got_tag: int = 0          # switched in during a tag wait, and the tag came before it slept again
-    woken_slept_again: int = 0      # switched in during a tag wait, and asleep again without one
-    woken_slept_again_us: list[float] = field(default_factory=list)   # switch-in to that sleep
+    # switched in during a tag wait, and asleep again without one: from switch-in to that sleep
+    woken_slept_again_us: list[float] = field(default_factory=list)
     wake_to_run_us: list[float] = field(default_factory=list)          # sched_waking to its switch-in
+
+    @property
+    def woken_slept_again(self) -> int:
+        return len(self.woken_slept_again_us)
 
 
 @dataclass
@@ -112,20 +116,17 @@ def read(path: Path) -> Summary:
                 if nxt in waking_at:
                     threads[nxt].wake_to_run_us.append(t - waking_at.pop(nxt))
             if prev in running_since and state.startswith("D"):
-                threads[prev].woken_slept_again += 1
                 threads[prev].woken_slept_again_us.append(t - running_since.pop(prev))
     return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched)
 
 
-def _q(values: list[float], f: float) -> float:
-    v = sorted(values)
-    return v[min(len(v) - 1, int(f * len(v)))] if v else float("nan")
-
-
-def _ms(values: list[float]) -> str:
+def _ms(values: list[float], quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), top: bool = True) -> str:
+    """Quantiles of microsecond values in ms, " / "-separated, and the largest in brackets (``top``)."""
     if not values:
         return "-"
-    return " / ".join(f"{_q(values, f) / 1e3:.2f}" for f in (0.5, 0.9, 0.99)) + f" ({max(values) / 1e3:.2f})"
+    v = sorted(values)
+    text = " / ".join(f"{v[min(len(v) - 1, int(f * len(v)))] / 1e3:.2f}" for f in quantiles)
+    return text + f" ({v[-1] / 1e3:.2f})" if top else text
 
 
 def table(s: Summary) -> list[str]:
@@ -142,11 +143,9 @@ def table(s: Summary) -> list[str]:
         cells = [f"{th.comm} {pid} ({kind})", ",".join(map(str, sorted(th.cpus))), str(len(th.tag_wait_us)),
                  _ms(th.tag_wait_us), _ms(th.sched_us), _ms(th.driver_us)]
         if s.sched_events:
-            again = th.woken_slept_again_us
             cells += [f"{th.woken_got_tag} / {th.woken_slept_again}",
-                      " / ".join(f"{_q(again, f) / 1e3:.2f}" for f in (0.5, 0.9)) if again else "-",
-                      " / ".join(f"{_q(th.wake_to_run_us, f) / 1e3:.2f}" for f in (0.5, 0.9))
-                      if th.wake_to_run_us else "-"]
+                      _ms(th.woken_slept_again_us, (0.5, 0.9), top=False),
+                      _ms(th.wake_to_run_us, (0.5, 0.9), top=False)]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
