@@ -261,6 +261,19 @@ pub const SBITMAP_WAKE_WHOLE_BATCH: Change = Change {
     backports: &[],
 };
 
+/// The fair scheduling class becomes EEVDF (kernel/sched/fair.c): a fixed base slice, lag-based placement,
+/// picks by virtual deadline among eligible tasks, and no wake-up granularity.
+pub const EEVDF: Change = Change {
+    since: v(6, 6),
+    commit: "147f3efaa241",
+    title: "sched/fair: Implement an EEVDF-like scheduling policy",
+    behaviour: "a core's running process keeps it for the base slice (0.75 ms x (1 + ilog2(CPUs))) or until it \
+                sleeps, without wake-up preemption, and processes woken together onto a core others share are \
+                picked by virtual runtime; before (CFS), the scaled latency is shared out as slices and a woken \
+                process lagging by more than the wake-up granularity preempts",
+    backports: &[],
+};
+
 /// mq-deadline scales async_depth to a per-word depth; default async_depth becomes nr_requests.
 pub const MQ_DEADLINE_WORD_DEPTH: Change = Change {
     since: v(6, 11),
@@ -309,6 +322,7 @@ pub const CHANGES: &[&Change] = &[
     &BFQ_REQUEST_OVER_LIMIT,
     &SBITMAP_SINGLE_WAKE_COUNT,
     &SBITMAP_WAKE_WHOLE_BATCH,
+    &EEVDF,
     &MQ_DEADLINE_WORD_DEPTH,
     &SBITMAP_WHOLE_SHALLOW_DEPTH,
     &KYBER_LIMITS_SYNC_WRITES,

@@ -6,7 +6,7 @@ use iosched_policy::{BlockLayer, IoprioClass};
 use super::buffered::Buffered;
 use super::process::{IoSource, PathLocks, ProcessParams};
 use super::tags::TagWait;
-use super::{Process, RunQueue, SchedulerCosts, Simulation, WakeupPreemption};
+use super::{FairScheduler, Process, RunQueue, SchedulerCosts, Simulation};
 use crate::blk::BlockQueue;
 use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
@@ -71,6 +71,13 @@ impl<'c> Simulation<'c> {
             .map(|q| vec![0; q.nr_hw_queues as usize])
             .collect();
         let kblockd_pending_until_ns = queues_runs.iter().map(|q| vec![0; q.len()]).collect();
+        let mut shared_core = vec![0u32; cores as usize];
+        for p in processes.iter().filter(|p| p.is_job_process()) {
+            for &core in &p.params.allowed_cores {
+                shared_core[core as usize] += 1;
+            }
+        }
+        let shared_core = shared_core.into_iter().map(|n| n > 1).collect();
         Ok(Self {
             config,
             events: EventQueue::new(),
@@ -109,7 +116,8 @@ impl<'c> Simulation<'c> {
             run_queue_seq: 0,
             core_runner: vec![(u32::MAX, 0); cores as usize],
             slice_start_ns: vec![0; cores as usize],
-            wakeup_preemption: WakeupPreemption::for_host(cores, config.host.kernel_version()?),
+            shared_core,
+            fair_scheduler: FairScheduler::for_host(cores, config.host.kernel_version()?),
         })
     }
 }

@@ -5,7 +5,7 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::process::{batch_level, depth_level, Ramp};
-use super::runqueue::Completion;
+use super::runqueue::{Completion, Resume};
 use super::{BioKind, CpuBooking, IoSlot, Simulation, NO_IO};
 use crate::engine::Event;
 
@@ -67,7 +67,7 @@ impl Simulation<'_> {
         let core = self.processes[process as usize].state.core;
         if self.yields_core(process, core, now) {
             // Another process has its core now (a pick made while this one was in its call): it waits, runnable.
-            return self.queue_woken(core, process, None);
+            return self.queue_woken(core, process, Resume::Issue);
         }
         let at = self.run_task_work(process, now);
         self.try_issue(process, at);
@@ -476,11 +476,11 @@ impl Simulation<'_> {
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
         } else if sleeping && self.waits_in_run_queue(core, from_ns) {
-            self.queue_woken(core, process, Some(io));
+            self.queue_woken(core, process, Resume::Reap(io));
             self.preempt_on_wakeup(core, process);
             return None;
         } else if !sleeping && may_yield && self.yields_core(process, core, from_ns) {
-            self.queue_woken(core, process, Some(io));
+            self.queue_woken(core, process, Resume::Reap(io));
             return None;
         } else {
             self.run_process_on(core, process, from_ns, work)

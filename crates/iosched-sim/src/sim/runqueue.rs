@@ -1,6 +1,7 @@
-//! CFS's run queue on a busy core (Linux before 6.6, kernel/sched/fair.c): a process woken while its core (for an
-//! unpinned one: every allowed core, `woken_core`) runs other work (by its completion, or to issue: its start, the
-//! end of a think time) waits there, and when the core gets to it the runnable process with the least virtual
+//! The run queue of a busy core (kernel/sched/fair.c; CFS before Linux 6.6, EEVDF since: `FairScheduler`): a
+//! process woken while its core (for an unpinned one: every allowed core, `woken_core`) runs other work (by its
+//! completion, by a freed request tag it slept for in its submission call, or to issue: its start, the end of a
+//! think time) waits there, and when the core gets to it the runnable process with the least virtual
 //! runtime runs first (`pick_next_entity`), not the one woken first. The core switches only once the process
 //! running there stops running (its booked work ends: it sleeps), or once its slice is over (`sched_slice`: the
 //! scaled latency shared by the runnable processes of the core, at least the minimum granularity each) and it next
@@ -27,8 +28,16 @@
 //! at the tick (4 ms at HZ=250), and starts at a pick or a switch-in (a process back from sleep on a core nobody
 //! else ran keeps its start); the process charged with an interrupt is the one whose own
 //! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
-//! itself stays booked with the woken process's completion path. EEVDF (6.6+) picks by virtual deadline and
-//! eligibility: not modelled, its woken processes are booked in wake-up order.
+//! itself stays booked with the woken process's completion path. EEVDF (6.6+) shares the machinery with its own
+//! slice and no wake-up preemption (`FairScheduler`); it picks by virtual deadline among eligible processes, which
+//! for processes of one weight and slice is about the least virtual runtime, as here.
+//!
+//! A submitter woken by a freed request tag (libaio's io_submit, psync's pwrite: `TagWait::Submitter`) waits here
+//! too, and asks for the tag only once it runs (`Resume::TagRetry`). Until 2026-12-04 its wake-up was booked
+//! between the pieces of the running process's submission call, so it always found the tag it was woken for; in
+//! the VM lab (Linux 6.12, one vCPU, four readers on 16 tags, docs/validation.md) a woken reader waited a median
+//! 0.64-0.82 ms to run and found the tags taken 55-63% of the time, a real-time reader's P99 103 ms against the
+//! model's 34 ms then (49-51 ms now).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,14 +45,25 @@ use std::collections::BinaryHeap;
 use super::Simulation;
 use crate::engine::Event;
 
-/// A woken process waiting for its core, with the completion it was woken for (None: woken to issue).
+/// A woken process waiting for its core, with what it was woken for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Woken {
     /// Ordered by virtual runtime, then by wake-up order.
     vruntime_ns: u64,
     seq: u64,
     process: u32,
-    completion: Option<Completion>,
+    resume: Resume,
+}
+
+/// What a woken process does first once its core picks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Resume {
+    /// Issue: its start, the end of a think time or rate wait, or going on after it gave its core up.
+    Issue,
+    /// Reap the completion it was woken for.
+    Reap(Completion),
+    /// Asleep in its submission call for a request for bio `io`, woken by a freed tag: ask again (`tag_retry`).
+    TagRetry(u32),
 }
 
 /// The completion a woken process reaps first: its I/O, and its completion path with the wake-up and the locks
@@ -74,12 +94,15 @@ impl RunQueue {
 }
 
 impl Simulation<'_> {
-    /// Whether a process woken on `core` at `at_ns` waits in the core's run queue: CFS (`wakeup_preemption` is
-    /// its marker), and the core busy then or others already waiting there (a core with runnable processes queued
-    /// is not idle, though nothing is booked on it between two picks). An unpinned process was placed on `core` by
-    /// `woken_core`, which prefers an idle one: it waits only when all its cores were busy.
+    /// Whether a process woken on `core` at `at_ns` waits in the core's run queue: the core is busy then or others
+    /// already wait there (a core with runnable processes queued is not idle, though nothing is booked on it
+    /// between two picks). An unpinned process was placed on `core` by `woken_core`, which prefers an idle one: it
+    /// waits only when all its cores were busy. On EEVDF also on an idle core that other processes may run on, for
+    /// the pick at the same instant (`FairScheduler`: processes woken together are picked by virtual runtime, not
+    /// in wake-up order; a core only one process may use picks it anyway, and runs it at once as before).
     pub(super) fn waits_in_run_queue(&self, core: u32, at_ns: u64) -> bool {
-        self.wakeup_preemption.is_some() && !self.core_idle(core, at_ns)
+        (self.fair_scheduler.eevdf && self.shared_core[core as usize])
+            || !self.core_idle(core, at_ns)
     }
 
     /// Whether `core` is idle at `at_ns`: nothing booked on it and nobody in its run queue waiting for a pick.
@@ -113,9 +136,6 @@ impl Simulation<'_> {
             return allowed[0];
         }
         let previous = proc.state.core;
-        if self.wakeup_preemption.is_none() {
-            return self.host.wake_core(allowed, previous, at_ns);
-        }
         let order = crate::host::wake_order(allowed, previous);
         if let Some(core) = order.clone().find(|&core| self.core_idle(core, at_ns)) {
             return core;
@@ -137,9 +157,9 @@ impl Simulation<'_> {
         self.waits_in_run_queue(core, at_ns).then_some(core)
     }
 
-    /// Queue the woken `process` on `core`, with the completion it reaps first if it was woken for one; the core
-    /// picks among its queue when it gets to it.
-    pub(super) fn queue_woken(&mut self, core: u32, process: u32, completion: Option<Completion>) {
+    /// Queue the woken `process` on `core`, with what it does first (`resume`); the core picks among its queue when
+    /// it gets to it.
+    pub(super) fn queue_woken(&mut self, core: u32, process: u32, resume: Resume) {
         // Its virtual runtime goes with it, relative to this core's min_vruntime (`migrate_task_rq_fair`).
         self.move_vruntime(process, core);
         let proc = &mut self.processes[process as usize];
@@ -149,7 +169,7 @@ impl Simulation<'_> {
             vruntime_ns: proc.state.vruntime_ns,
             seq: self.run_queue_seq,
             process,
-            completion,
+            resume,
         };
         self.run_queue_seq += 1;
         self.run_queues[core as usize].waiting.push(Reverse(woken));
@@ -221,8 +241,8 @@ impl Simulation<'_> {
         // A pick starts a slice (`set_next_entity`), also for the process that ran there last.
         self.slice_start_ns[core as usize] = now.max(free_at);
         self.core_runner[core as usize].0 = process;
-        match woken.completion {
-            Some(io) => {
+        match woken.resume {
+            Resume::Reap(io) => {
                 let booked = self.run_process_on(core, process, now, io.work_ns);
                 let end = self.reaped(process, &io, booked, true, true);
                 let next = if self.processes[process as usize].state.unreaped.is_empty() {
@@ -235,7 +255,14 @@ impl Simulation<'_> {
                     self.try_issue(process, at);
                 }
             }
-            None => {
+            Resume::TagRetry(io) => {
+                // Its wake-up runs here, then it asks for the request again.
+                self.move_vruntime(process, core);
+                let end = self.book_wake_up_on(core, process, now);
+                self.trace_thread('R', io, end);
+                self.events.schedule(end, Event::TagRetry { io });
+            }
+            Resume::Issue => {
                 // It runs here: its loop's work is booked on this core (`process_core` keeps a running process
                 // where it runs), not wherever a wake-up would place it.
                 self.move_vruntime(process, core);
@@ -250,11 +277,8 @@ impl Simulation<'_> {
     /// When the slice of `core`'s runner ends: `sched_slice` for it and the processes waiting there, from its
     /// switch-in (0 without CFS).
     fn slice_end_ns(&self, core: u32) -> u64 {
-        let Some(w) = self.wakeup_preemption else {
-            return 0;
-        };
         let nr_running = 1 + self.run_queues[core as usize].waiting.len() as u64;
-        self.slice_start_ns[core as usize] + w.slice_ns(nr_running)
+        self.slice_start_ns[core as usize] + self.fair_scheduler.slice_ns(nr_running)
     }
 
     /// Whether `process`, running on `core` and at a step of its loop (a new completion to reap, its submission
@@ -265,9 +289,6 @@ impl Simulation<'_> {
     /// SSDs switched 0.2-1.3 times per I/O under the four schedulers and lost 11-28% of the throughput of 10;
     /// the artifact's switched 0.001 times per I/O and kept it (seed 000 Figs. 8b and 10, N = 15).
     pub(super) fn yields_core(&self, process: u32, core: u32, now: u64) -> bool {
-        if self.wakeup_preemption.is_none() {
-            return false;
-        }
         if self.processes[process as usize].state.resched
             && !self.run_queues[core as usize].waiting.is_empty()
         {
@@ -283,14 +304,11 @@ impl Simulation<'_> {
     /// Whether `process` lags `runner` (both on one core) by more than the wake-up granularity: CFS would switch
     /// to it at once (`wakeup_preempt_entity`), so it does not give its core up to it.
     fn would_preempt(&self, process: u32, runner: u32) -> bool {
-        let Some(w) = self.wakeup_preemption else {
-            return false;
-        };
         let lag = self.processes[runner as usize]
             .state
             .vruntime_ns
             .saturating_sub(self.processes[process as usize].state.vruntime_ns);
-        lag > w.wakeup_granularity_ns
+        self.fair_scheduler.wakeup_preempts(lag)
     }
 
     /// Whether `process` (a fio process, else false) is running inside its submission call: its batch's scheduler
@@ -307,7 +325,7 @@ impl Simulation<'_> {
     /// interrupt's time (`HostConfig::completion_irq_ns`). During scheduler hooks and kworkers nobody is.
     pub(super) fn charge_interrupt(&mut self, core: u32, woken: u32, at_ns: u64) {
         let irq_ns = self.config.host.completion_irq_ns;
-        if irq_ns == 0 || self.wakeup_preemption.is_none() {
+        if irq_ns == 0 {
             return;
         }
         let (running, until_ns) = self.core_runner[core as usize];
@@ -319,9 +337,6 @@ impl Simulation<'_> {
     /// The woken process's completion path was booked with its interrupt's time, which CFS charged to whatever ran
     /// when it arrived (`charge_interrupt`): take it off its own virtual runtime.
     pub(super) fn credit_interrupt(&mut self, process: u32) {
-        if self.wakeup_preemption.is_none() {
-            return;
-        }
         let irq_ns = self.config.host.completion_irq_ns;
         let state = &mut self.processes[process as usize].state;
         state.vruntime_ns = state.vruntime_ns.saturating_sub(irq_ns);
@@ -366,7 +381,7 @@ mod tests {
             sim.processes[process].state.vruntime_ns = vruntime_ns;
             sim.processes[process].state.inflight = 1; // the I/O it was woken for
             assert!(sim.waits_in_run_queue(0, 1_000));
-            sim.queue_woken(0, process as u32, Some(completion(5_000)));
+            sim.queue_woken(0, process as u32, Resume::Reap(completion(5_000)));
             assert!(sim.processes[process].state.queued);
         }
         // One pick at a time, each when the core's work so far ends, least virtual runtime first: a context
@@ -428,7 +443,7 @@ mod tests {
         sim.host.run(0, 1, 5_000, 15_000, &mut Default::default());
         sim.processes[1].state.submitting = true;
         sim.processes[0].state.inflight = 1;
-        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
         // Due at 10 us, the core busy with the call until 20 us: put off, nothing booked, still waiting.
         sim.pick_next(0, 10_000);
         assert!(sim.processes[0].state.queued);
@@ -447,7 +462,7 @@ mod tests {
             .run(0, 1, 5_000, 20_000_000, &mut Default::default());
         sim.processes[1].state.submitting = true;
         sim.processes[0].state.inflight = 1;
-        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
         sim.pick_next(0, 10_000);
         assert!(sim.processes[0].state.queued && !sim.processes[1].state.resched);
         sim.pick_next(0, 5_990_000);
@@ -472,7 +487,7 @@ mod tests {
         sim.processes[1].state.tag_waits = 1;
         assert!(sim.processes[1].asleep_on_tag());
         sim.processes[0].state.inflight = 1;
-        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
         sim.pick_next(0, 10_000);
         assert!(!sim.processes[0].state.queued);
     }
@@ -492,7 +507,7 @@ mod tests {
             sim.processes[1].state.vruntime_ns = 20_000_000;
             sim.processes[0].state.vruntime_ns = 20_000_000 - lag_ns;
             sim.processes[0].state.inflight = 1;
-            sim.queue_woken(0, 0, Some(completion(5_000)));
+            sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
             sim.preempt_on_wakeup(0, 0);
             // A pick due at 10 us waits for the call either way (a syscall is not preempted).
             sim.pick_next(0, 10_000);
@@ -513,7 +528,7 @@ mod tests {
         let c = three_pinned_readers();
         let mut sim = Simulation::new(&c).unwrap();
         sim.host.run(0, 9, 0, 10_000, &mut Default::default());
-        sim.queue_woken(0, 0, Some(completion(5_000)));
+        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
         // At 10 us nothing is booked on core 0 any more, but process 0 waits there for its pick: process 1, woken
         // then, queues behind it by virtual runtime instead of running ahead of it.
         assert!(sim.host.idle_at(0, 10_000));
@@ -521,21 +536,55 @@ mod tests {
     }
 
     #[test]
-    fn only_processes_on_a_cfs_kernel_with_a_busy_core_wait_in_the_run_queue() {
+    fn a_process_woken_onto_a_busy_core_waits_in_its_run_queue_on_cfs_and_eevdf() {
+        for kernel in ["6.3", "6.12"] {
+            let mut c = three_pinned_readers();
+            c.host.kernel = kernel.into();
+            let mut sim = Simulation::new(&c).unwrap();
+            sim.host.run(0, 9, 0, 10_000, &mut Default::default());
+            assert!(sim.waits_in_run_queue(0, 1_000), "{kernel}");
+        }
+        // Negative control: CFS runs a process woken onto an idle core at once.
         let c = three_pinned_readers();
-        let mut sim = Simulation::new(&c).unwrap();
-        assert!(
-            !sim.waits_in_run_queue(0, 1_000),
-            "an idle core runs it at once"
-        );
-        sim.host.run(0, 9, 0, 10_000, &mut Default::default());
-        assert!(sim.waits_in_run_queue(0, 1_000));
-        // Negative control: EEVDF (6.12) is not modelled so.
-        let mut eevdf = three_pinned_readers();
-        eevdf.host.kernel = "6.12".into();
-        let mut sim = Simulation::new(&eevdf).unwrap();
-        sim.host.run(0, 9, 0, 10_000, &mut Default::default());
+        let sim = Simulation::new(&c).unwrap();
         assert!(!sim.waits_in_run_queue(0, 1_000));
+    }
+
+    #[test]
+    fn on_eevdf_processes_woken_together_onto_an_idle_core_run_least_virtual_runtime_first() {
+        // Core 0 idle, three readers pinned there; reader 0 has run 300 us, reader 2 100 us, reader 1 200 us
+        // (min_vruntime 100 us). One interrupt wakes 0, then 1, then 2, at 50 us: EEVDF enqueues all three before
+        // the core picks, and picks by deadline, here the least virtual runtime: 2, then 1, then 0, each once the
+        // one before has reaped.
+        let mut c = three_pinned_readers();
+        c.host.kernel = "6.12".into();
+        let mut sim = Simulation::new(&c).unwrap();
+        for (process, ran_us) in [(0, 300), (1, 200), (2, 100)] {
+            sim.processes[process].state.vruntime_ns = ran_us * 1_000;
+            sim.processes[process].state.inflight = 1;
+        }
+        sim.min_vruntime_ns[0] = 100_000;
+        sim.events.now_ns = 50_000;
+        for process in 0..3 {
+            assert!(sim.waits_in_run_queue(0, 50_000));
+            sim.queue_woken(0, process, Resume::Reap(completion(5_000)));
+        }
+        let mut order = Vec::new();
+        while let Some((now, event)) = sim.events.pop() {
+            if let Event::PickNext { core } = event {
+                let queued: Vec<bool> = (0..3).map(|p| sim.processes[p].state.queued).collect();
+                sim.pick_next(core, now);
+                order.extend((0..3).filter(|&p| queued[p] && !sim.processes[p].state.queued));
+            }
+            if order.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(order, [2, 1, 0]);
+        // Negative control: CFS books the first woken at once (it never waits on an idle core).
+        let c = three_pinned_readers();
+        let sim = Simulation::new(&c).unwrap();
+        assert!(!sim.waits_in_run_queue(0, 50_000));
     }
 
     /// Three QD-1 readers allowed on both cores of the test host, on Linux 6.3 (CFS) or 6.12 (EEVDF).
@@ -564,20 +613,20 @@ mod tests {
         assert!(sim.waits_in_run_queue(1, 1_000));
         // Process 1 waits on core 1: process 0 goes to core 0, where nobody waits.
         sim.processes[1].state.inflight = 1;
-        sim.queue_woken(1, 1, Some(completion(5_000)));
+        sim.queue_woken(1, 1, Resume::Reap(completion(5_000)));
         assert_eq!(sim.woken_core(0, 1_000), 0);
         // Core 1's work is over at 10 us but process 1 still waits there for its pick: not idle to process 0.
         sim.host.run(0, 9, 20_000, 30_000, &mut Default::default());
         assert_eq!(sim.woken_core(0, 15_000), 0);
-        // Negative control: without the run-queue model (6.12, EEVDF) the core whose work ends first, 1, and it
-        // never waits in a run queue.
+        // EEVDF (6.12) places a woken process as CFS does (`select_task_rq_fair` did not change with it): with
+        // both cores busy and nobody waiting, core 1, whose work ends first, where it waits.
         let c = three_unpinned_readers("6.12");
         let mut sim = Simulation::new(&c).unwrap();
         sim.processes[0].state.core = 0;
         sim.host.run(0, 9, 0, 20_000, &mut Default::default());
         sim.host.run(1, 9, 0, 10_000, &mut Default::default());
         assert_eq!(sim.woken_core(0, 1_000), 1);
-        assert!(!sim.waits_in_run_queue(1, 1_000));
+        assert!(sim.waits_in_run_queue(1, 1_000));
     }
 
     #[test]
@@ -604,20 +653,20 @@ mod tests {
             let slat_ns = read.slat.as_ref().unwrap().clat_mean_ns;
             (slat_ns / 1e3, read.clat_mean_ns / 1e3)
         };
-        let (alone_slat_us, _) = slat_and_clat_us("6.3", 1);
-        assert!((alone_slat_us - 32.0).abs() < 0.5, "{alone_slat_us}");
-        let (slat_us, clat_us) = slat_and_clat_us("6.3", 16);
-        assert!(
-            slat_us < 2.0 * alone_slat_us && clat_us > 5.0 * slat_us,
-            "{slat_us} {clat_us}"
-        );
-        // Negative control: without the run-queue model (6.12) each piece of a call is booked on the core that
-        // frees first, behind others' pieces: slat 385 us, more than clat.
-        let (slat_us, clat_us) = slat_and_clat_us("6.12", 16);
-        assert!(
-            slat_us > 5.0 * alone_slat_us && slat_us > clat_us,
-            "{slat_us} {clat_us}"
-        );
+        // Had each piece of a call been booked on the core that frees first, behind others' pieces (the model
+        // of Linux 6.6+ until 2026-12-04), the slat would be 385 us, more than the clat.
+        for kernel in ["6.3", "6.12"] {
+            let (alone_slat_us, _) = slat_and_clat_us(kernel, 1);
+            assert!(
+                (alone_slat_us - 32.0).abs() < 0.5,
+                "{kernel}: {alone_slat_us}"
+            );
+            let (slat_us, clat_us) = slat_and_clat_us(kernel, 16);
+            assert!(
+                slat_us < 2.0 * alone_slat_us && clat_us > 5.0 * slat_us,
+                "{kernel}: {slat_us} {clat_us}"
+            );
+        }
     }
 
     #[test]
@@ -642,9 +691,12 @@ mod tests {
         let (ios, switches) = run("6.3", 3);
         assert!((5..=12).contains(&switches), "{switches}");
         assert!(ios as f64 >= 0.98 * two_ios as f64, "{ios} {two_ios}");
-        // Negative control: without CFS's model (6.12, EEVDF not modelled) their work interleaves on the shared
-        // core piece by piece: hundreds of switches (683), each paid for.
-        let (_, switches) = run("6.12", 3);
-        assert!(switches > 300, "{switches}");
+        // On EEVDF (6.12) a slice is the base slice, 0.75 ms x 2 = 1.5 ms, not shared out, and the switch comes
+        // where the runner next leaves the kernel: after the submissions its loop booked at once (up to 32 x 40
+        // us = 1.28 ms), so 50 / (1.5 to 2.8) = 18-33 switches (21), and still the throughput of two. (Their work
+        // interleaved piece by piece, as the model of 6.6+ did until 2026-12-04, gave 683 switches, each paid for.)
+        let (ios, switches) = run("6.12", 3);
+        assert!((17..=34).contains(&switches), "{switches}");
+        assert!(ios as f64 >= 0.98 * two_ios as f64, "{ios} {two_ios}");
     }
 }

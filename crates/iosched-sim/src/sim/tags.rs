@@ -5,6 +5,7 @@ use iosched_policy::BlockLayer;
 
 use super::block::QueueRunner;
 use super::process::PathLocks;
+use super::Resume;
 use super::{BioKind, Simulation};
 use crate::config::SchedulerDispatch;
 use crate::engine::Event;
@@ -42,6 +43,18 @@ impl Simulation<'_> {
     fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let process = self.slots[io as usize].process;
         self.trace_thread('W', io, now);
+        if self.slots[io as usize].kind == BioKind::Fio
+            && self.processes[process as usize].params.tag_wait == TagWait::Submitter
+        {
+            // The submitter itself slept: woken onto a busy core, it waits there for the process running to
+            // sleep, leave the kernel or end its slice (`runqueue.rs`), as for a completion.
+            let core = self.woken_core(process, now);
+            if self.waits_in_run_queue(core, now) {
+                self.queue_woken(core, process, Resume::TagRetry(io));
+                self.preempt_on_wakeup(core, process);
+                return;
+            }
+        }
         let end = self.book_wake_up(process, now);
         self.trace_thread('R', io, end);
         self.events.schedule(end, Event::TagRetry { io });
@@ -59,12 +72,25 @@ impl Simulation<'_> {
 
     /// Book a sleeping thread's wake-up on `process`'s core from `now`; returns when it runs.
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
-        let wake_ns = self.processes[process as usize].params.cost.sleep_wake_ns
-            + self.package_idle_wake_extra_ns(now);
+        let wake_ns = self.wake_up_ns(process, now);
         let booked = self.run_process(process, now, wake_ns);
         let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
         self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
         booked.end_ns
+    }
+
+    /// `book_wake_up` on `core`, which picked the thread from its run queue.
+    pub(super) fn book_wake_up_on(&mut self, core: u32, process: u32, now: u64) -> u64 {
+        let wake_ns = self.wake_up_ns(process, now);
+        let booked = self.run_process_on(core, process, now, wake_ns);
+        let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
+        self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
+        booked.end_ns
+    }
+
+    fn wake_up_ns(&self, process: u32, now: u64) -> u64 {
+        self.processes[process as usize].params.cost.sleep_wake_ns
+            + self.package_idle_wake_extra_ns(now)
     }
 
     /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
@@ -268,6 +294,69 @@ mod tests {
             let result =
                 crate::simulate(&c, &mut |_| true).unwrap_or_else(|e| panic!("{scheduler}: {e}"));
             assert_eq!(result.ios_issued, result.ios_completed, "{scheduler}");
+        }
+    }
+
+    #[test]
+    fn a_woken_submitter_waits_for_the_process_in_its_call_on_its_core_before_asking_again() {
+        // Two libaio processes pinned to core 0; process 0's third bio found no request (2 per queue) and it
+        // sleeps in io_submit. A freed tag wakes it at 10 us while process 1 runs its own submission call there,
+        // booked to 60 us: the kernel does not preempt a syscall, so process 0 waits in the run queue and runs
+        // its wake-up (3 us on the test host, plus a 1 us switch) from 60 us, asking again at 64 us, by which time
+        // process 1 may have taken the tag. Linux 6.3 (CFS) and 6.12 (EEVDF) alike.
+        for kernel in ["6.3", "6.12"] {
+            let mut c = scarce_requests(IoEngine::Libaio, 3);
+            c.jobs[0].numjobs = 2;
+            c.jobs[0].cpus_allowed = vec![0];
+            c.host.kernel = kernel.into();
+            let mut sim = Simulation::new(&c).unwrap();
+            until_all_reached_the_block_layer(&mut sim);
+            assert!(sim.processes[0].asleep_on_tag());
+            let io = sim.ios_issued as u32 - 1;
+            sim.events = crate::engine::EventQueue::default();
+            let booked = sim.run_process_on(0, 1, 10_000, 50_000);
+            assert_eq!((booked.start_ns, booked.end_ns), (10_000, 60_000));
+            sim.processes[1].state.submitting = true;
+            sim.events.now_ns = 10_000;
+            sim.wake_tag_sleeper(io, 10_000);
+            assert!(sim.processes[0].state.queued, "{kernel}");
+            // Its call over, process 1 sleeps (its own bio found no request): the core picks process 0.
+            sim.processes[1].state.submitting = false;
+            let mut retry_ns = None;
+            while let Some((now, event)) = sim.events.pop() {
+                if matches!(event, Event::TagRetry { io: retried } if retried == io) {
+                    retry_ns = Some(now);
+                    break;
+                }
+                sim.handle(now, event);
+            }
+            assert_eq!(retry_ns, Some(64_000), "{kernel}");
+        }
+        // Negative control: with core 0 idle the wake-up runs at once, 3 us (plus the switch): on CFS booked at
+        // once, on EEVDF picked at the same instant (`waits_in_run_queue`).
+        for kernel in ["6.3", "6.12"] {
+            let mut c = scarce_requests(IoEngine::Libaio, 3);
+            c.jobs[0].numjobs = 2;
+            c.jobs[0].cpus_allowed = vec![0];
+            c.host.kernel = kernel.into();
+            let mut sim = Simulation::new(&c).unwrap();
+            until_all_reached_the_block_layer(&mut sim);
+            let io = sim.ios_issued as u32 - 1;
+            sim.events = crate::engine::EventQueue::default();
+            sim.events.now_ns = 100_000;
+            sim.wake_tag_sleeper(io, 100_000);
+            let mut retry_ns = None;
+            while let Some((now, event)) = sim.events.pop() {
+                if matches!(event, Event::TagRetry { .. }) {
+                    retry_ns = Some(now);
+                    break;
+                }
+                sim.handle(now, event);
+            }
+            assert!(
+                retry_ns.is_some_and(|at| at <= 104_000),
+                "{kernel}: {retry_ns:?}"
+            );
         }
     }
 
