@@ -5,8 +5,7 @@ use iosched_policy::BlockLayer;
 
 use super::block::QueueRunner;
 use super::process::PathLocks;
-use super::Resume;
-use super::{BioKind, Simulation};
+use super::{BioKind, Resume, Simulation};
 use crate::config::SchedulerDispatch;
 use crate::engine::Event;
 
@@ -297,23 +296,40 @@ mod tests {
         }
     }
 
+    /// Two libaio processes pinned to core 0 on Linux `kernel`, 2 requests per queue: process 0's third bio found
+    /// none and it sleeps in io_submit. Returns the simulation, its events cleared, and that bio.
+    fn a_submitter_asleep_beside_another(kernel: &str) -> (Simulation<'static>, u32) {
+        let mut c = scarce_requests(IoEngine::Libaio, 3);
+        c.jobs[0].numjobs = 2;
+        c.jobs[0].cpus_allowed = vec![0];
+        c.host.kernel = kernel.into();
+        let mut sim = Simulation::new(Box::leak(Box::new(c))).unwrap();
+        until_all_reached_the_block_layer(&mut sim);
+        assert!(sim.processes[0].asleep_on_tag());
+        let io = sim.ios_issued as u32 - 1;
+        sim.events = crate::engine::EventQueue::default();
+        (sim, io)
+    }
+
+    /// Handle events until bio `io`'s thread asks for a request again; when it does.
+    fn next_tag_retry_ns(sim: &mut Simulation, io: u32) -> Option<u64> {
+        while let Some((now, event)) = sim.events.pop() {
+            if matches!(event, Event::TagRetry { io: retried } if retried == io) {
+                return Some(now);
+            }
+            sim.handle(now, event);
+        }
+        None
+    }
+
     #[test]
     fn a_woken_submitter_waits_for_the_process_in_its_call_on_its_core_before_asking_again() {
-        // Two libaio processes pinned to core 0; process 0's third bio found no request (2 per queue) and it
-        // sleeps in io_submit. A freed tag wakes it at 10 us while process 1 runs its own submission call there,
-        // booked to 60 us: the kernel does not preempt a syscall, so process 0 waits in the run queue and runs
-        // its wake-up (3 us on the test host, plus a 1 us switch) from 60 us, asking again at 64 us, by which time
-        // process 1 may have taken the tag. Linux 6.3 (CFS) and 6.12 (EEVDF) alike.
+        // A freed tag wakes process 0 at 10 us while process 1 runs its own submission call on core 0, booked to
+        // 60 us: the kernel does not preempt a syscall, so process 0 waits in the run queue and runs its wake-up
+        // (3 us on the test host, plus a 1 us switch) from 60 us, asking again at 64 us, by which time process 1
+        // may have taken the tag. Linux 6.3 (CFS) and 6.12 (EEVDF) alike.
         for kernel in ["6.3", "6.12"] {
-            let mut c = scarce_requests(IoEngine::Libaio, 3);
-            c.jobs[0].numjobs = 2;
-            c.jobs[0].cpus_allowed = vec![0];
-            c.host.kernel = kernel.into();
-            let mut sim = Simulation::new(&c).unwrap();
-            until_all_reached_the_block_layer(&mut sim);
-            assert!(sim.processes[0].asleep_on_tag());
-            let io = sim.ios_issued as u32 - 1;
-            sim.events = crate::engine::EventQueue::default();
+            let (mut sim, io) = a_submitter_asleep_beside_another(kernel);
             let booked = sim.run_process_on(0, 1, 10_000, 50_000);
             assert_eq!((booked.start_ns, booked.end_ns), (10_000, 60_000));
             sim.processes[1].state.submitting = true;
@@ -322,37 +338,15 @@ mod tests {
             assert!(sim.processes[0].state.queued, "{kernel}");
             // Its call over, process 1 sleeps (its own bio found no request): the core picks process 0.
             sim.processes[1].state.submitting = false;
-            let mut retry_ns = None;
-            while let Some((now, event)) = sim.events.pop() {
-                if matches!(event, Event::TagRetry { io: retried } if retried == io) {
-                    retry_ns = Some(now);
-                    break;
-                }
-                sim.handle(now, event);
-            }
-            assert_eq!(retry_ns, Some(64_000), "{kernel}");
+            assert_eq!(next_tag_retry_ns(&mut sim, io), Some(64_000), "{kernel}");
         }
         // Negative control: with core 0 idle the wake-up runs at once, 3 us (plus the switch): on CFS booked at
         // once, on EEVDF picked at the same instant (`waits_in_run_queue`).
         for kernel in ["6.3", "6.12"] {
-            let mut c = scarce_requests(IoEngine::Libaio, 3);
-            c.jobs[0].numjobs = 2;
-            c.jobs[0].cpus_allowed = vec![0];
-            c.host.kernel = kernel.into();
-            let mut sim = Simulation::new(&c).unwrap();
-            until_all_reached_the_block_layer(&mut sim);
-            let io = sim.ios_issued as u32 - 1;
-            sim.events = crate::engine::EventQueue::default();
+            let (mut sim, io) = a_submitter_asleep_beside_another(kernel);
             sim.events.now_ns = 100_000;
             sim.wake_tag_sleeper(io, 100_000);
-            let mut retry_ns = None;
-            while let Some((now, event)) = sim.events.pop() {
-                if matches!(event, Event::TagRetry { .. }) {
-                    retry_ns = Some(now);
-                    break;
-                }
-                sim.handle(now, event);
-            }
+            let retry_ns = next_tag_retry_ns(&mut sim, io);
             assert!(
                 retry_ns.is_some_and(|at| at <= 104_000),
                 "{kernel}: {retry_ns:?}"
