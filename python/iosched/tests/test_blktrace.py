@@ -44,8 +44,6 @@ next_comm=fio next_pid=100 next_prio=120
 
 
 def test_trace_summary_of_a_tag_sleep(tmp_path):
-    import gzip
-
     run = tmp_path / "out" / "runs" / "r0"
     run.mkdir(parents=True)
     (run / "blktrace.txt.gz").write_bytes(gzip.compress(_TRACE.encode()))

@@ -73,23 +73,26 @@ impl Simulation<'_> {
     fn book_wake_up(&mut self, process: u32, now: u64) -> u64 {
         let wake_ns = self.wake_up_ns(process, now);
         let booked = self.run_process(process, now, wake_ns);
-        let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
-        self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
-        booked.end_ns
+        self.woken_up(booked, wake_ns)
     }
 
     /// `book_wake_up` on `core`, which picked the thread from its run queue.
     pub(super) fn book_wake_up_on(&mut self, core: u32, process: u32, now: u64) -> u64 {
         let wake_ns = self.wake_up_ns(process, now);
         let booked = self.run_process_on(core, process, now, wake_ns);
-        let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
-        self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
-        booked.end_ns
+        self.woken_up(booked, wake_ns)
     }
 
     fn wake_up_ns(&self, process: u32, now: u64) -> u64 {
         self.processes[process as usize].params.cost.sleep_wake_ns
             + self.package_idle_wake_extra_ns(now)
+    }
+
+    /// A wake-up booked as `booked`: count its wait-queue lock calls; returns when the thread runs.
+    fn woken_up(&mut self, booked: super::CpuBooking, wake_ns: u64) -> u64 {
+        let locks = PathLocks::WAIT_QUEUE_SLEEP as u64;
+        self.count_lock_calls(booked.core, booked.start_ns, locks, wake_ns);
+        booked.end_ns
     }
 
     /// A woken tag sleeper asks for a request for bio `io` again (blk-mq): it goes back to sleep, or its bio
