@@ -251,7 +251,14 @@ impl ClassQueues {
     /// Move every CPU's staged requests of `domain` to the tail of this queue's list, CPUs in ascending order.
     fn flush_staging(&mut self, domain: usize) {
         for queue in &mut self.staging {
-            self.rqs[domain].append(&mut queue.lists[domain]);
+            let list = &mut queue.lists[domain];
+            if self.rqs[domain].is_empty() {
+                // The usual case (one CPU per hardware queue): trade buffers instead of copying each request
+                // (the Kyber bench's dispatch spent ~400 instructions per I/O moving requests here). Same order.
+                std::mem::swap(&mut self.rqs[domain], list);
+            } else {
+                self.rqs[domain].append(list);
+            }
         }
         self.staged[domain] = 0;
     }
