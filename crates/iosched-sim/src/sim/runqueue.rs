@@ -274,8 +274,8 @@ impl Simulation<'_> {
         self.schedule_pick(core);
     }
 
-    /// When the slice of `core`'s runner ends: `sched_slice` for it and the processes waiting there, from its
-    /// switch-in (0 without CFS).
+    /// When the slice of `core`'s runner ends: its slice (`FairScheduler::slice_ns`: CFS shares it with the
+    /// processes waiting there, EEVDF does not), from its switch-in.
     fn slice_end_ns(&self, core: u32) -> u64 {
         let nr_running = 1 + self.run_queues[core as usize].waiting.len() as u64;
         self.slice_start_ns[core as usize] + self.fair_scheduler.slice_ns(nr_running)
