@@ -104,6 +104,12 @@ TARGETS: tuple[Target, ...] = (
     # lock_overhead.csv), where no lock is ever waited on.
     Target("QD128 randread lock share", "ICPE'24 artifact", *_980, (Job("t", "randread", 128, []),), "lock_pct", "t",
            2.74),
+    # The schedulers' hook costs on this host (scheduler_costs), each fitted to its added input: the ICPE'24 artifact's
+    # CPU per I/O of one unpinned QD-128 4 KiB reader on one SSD under that scheduler (Fig. 8a's runs with one process,
+    # lock_overhead.csv: IOPS at 1.0 cores; Fig. 8a plots their lock share, Fig. 7a the same workload in other runs).
+    *(Target(f"QD128 CPU per I/O, {scheduler}", "ICPE'24 artifact", *_980, (Job("t", "randread", 128, []),),
+             "cpu_us_per_io", "t", cpu_us, scheduler=scheduler)
+      for scheduler, cpu_us in (("bfq", 4.181), ("mq-deadline", 3.254), ("kyber", 3.407))),
     # The host's cache refill (cache_refill_ns), fitted to its added input: the ICPE'24 artifact's CPU per I/O of 256
     # QD-1 processes sharing CPU 1 under none (cpu.csv, the run behind Figs. 3, 4b and 6b at 256; not plotted: Fig. 4b
     # plots its cores, 1.0).

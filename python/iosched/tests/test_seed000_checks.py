@@ -144,13 +144,17 @@ def test_calibration_inputs_construction_and_spdk_are_classified_exactly():
                      # one QD-1 process's CPU under none: the host's added input (Fig. 1a's cpu.csv) in other runs
                      ("fig-4a", "none", "1", "cpu_cores"), ("fig-4b", "none", "1", "cpu_cores"),
                      ("fig-5b", "none", "1", "cpu_cores"), ("fig-6b", "none", "256", "p99_over_none_at_1"),
+                     # one QD-128 process's IOPS under each scheduler: its hooks' cost (the added inputs, Fig. 8a's
+                     # runs) in other runs
+                     ("fig-7a", "bfq", "1", "read_kiops"), ("fig-7a", "kyber", "1", "read_kiops"),
+                     ("fig-7a", "mq-deadline", "1", "read_kiops"),
                      # the lock share with no contention: the host's uncontended lock call (its added input)
                      ("fig-8a", "none", "1", "lock_cycles_pct")]
     construction = sorted(k.figure for k, r in roles.items() if r == CONSTRUCTION)
     assert construction == ["fig-6a", "fig-6b", "fig-6c"]
     spdk = [k for k, r in roles.items() if r == NOT_SIMULATED]
     assert len(spdk) == 85 and all("spdk" in k.series.lower() for k in spdk)
-    assert sum(r == FINDING for r in roles.values()) == 1080 - 14 - 3 - 85
+    assert sum(r == FINDING for r in roles.values()) == 1080 - 17 - 3 - 85
 
 
 def fake_result(run):
@@ -216,7 +220,7 @@ def test_the_why_notes_follow_the_measured_values():
         notes = e.points.why(half) if callable(e.points.why) else e.points.why
         assert notes and all(isinstance(t, str) and t for t in notes.values()), e.name
         assert set(notes) <= set(e.points.figures), e.name
-    assert "0.50x" in s.throughput_why(half)["fig-10"]
+    assert "0.50x" in s.throughput_why(half)["fig-9a"]
 
 
 def test_write_depth_prints_the_artifacts_writers_beside_the_model():
