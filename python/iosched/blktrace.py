@@ -3,7 +3,9 @@ simulated one (``request_trace``: the simulator writes the same lines): ``runs/<
 up per submitting thread (``iosched trace-summary``): how long its requests waited for a tag (Q -> G), in the
 scheduler (G -> D) and in the driver (D -> C); with the CPU scheduler's events, how its sleeps for a tag ended
 (woken and given a tag, or woken and asleep again).  The questions validation.md and kmod.md asked of traces by
-hand, asked the same way of both sides."""
+hand, asked the same way of both sides.  BFQ's own messages (`` m `` lines: the kernel's ``bfq_log``, the
+simulator's scheduler notes in the same forms) are counted per queue (``bfq_counts``): how often each went busy
+and into service, why it was expired, its dispatches while weight-raised, and what depth allocations got."""
 
 from __future__ import annotations
 
@@ -120,6 +122,104 @@ def read(path: Path) -> Summary:
     return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched)
 
 
+# BFQ's messages: `fio-413 [001] d..1. 14.330996: 259,0   1,0  m   N bfq413S add_request 1` (a queue: a process's
+# sync queue "<pid>S", async "<pid>A" or "A", a merged one "SHARED-S") or `... m   N bfq [bfq_limit_depth] ...`.
+_MSG = re.compile(r":\s+(?P<dev>\d+,\d+)\s+\d+,\d+\s+m\s+N\s+bfq(?P<queue>\S*)\s+(?P<msg>.*)$")
+_EXPIRE = re.compile(r"^expire \((\d+),")
+_RAISED = re.compile(r"^raising period.*coeff (\d+)")
+_OVER = re.compile(r"^too many requests: allocated (\d+) limit (\d+)")
+_DEPTH = re.compile(r"^\[bfq_limit_depth\] wr_busy (\d+) sync (\d+) depth (\d+)")
+EXPIRY_REASONS = ("too idle", "budget timeout", "budget exhausted", "no more requests", "preempted")
+
+
+@dataclass
+class BfqQueue:
+    """One BFQ queue's counts in a trace (all devices together)."""
+    busy: int = 0              # idle -> busy ("add to busy")
+    in_service: int = 0
+    expired: list[int] = field(default_factory=lambda: [0] * len(EXPIRY_REASONS))
+    raised: dict[int, int] = field(default_factory=dict)    # coefficient -> dispatches while raised by it
+
+
+@dataclass
+class BfqCounts:
+    """BFQ's messages in a trace: per queue (its name in the messages), and the allocations' depths."""
+    queues: dict[str, BfqQueue] = field(default_factory=dict)
+    allocations: int = 0
+    with_raised_busy: int = 0                                # allocations while a raised queue was busy
+    depths: dict[int, int] = field(default_factory=dict)     # the depth an allocation got -> how many
+    over_limit: int = 0
+    limits: dict[int, int] = field(default_factory=dict)     # an over-limit allocation's limit -> how many
+
+    @property
+    def messages(self) -> bool:
+        return bool(self.queues or self.allocations or self.over_limit)
+
+
+def bfq_counts(path: Path) -> BfqCounts:
+    """Count BFQ's messages in a trace (``path``: a run's folder or its blktrace.txt.gz); none: an empty count."""
+    f = path / "blktrace.txt.gz" if path.is_dir() else path
+    opener = gzip.open if f.suffix == ".gz" else open
+    c = BfqCounts()
+    with opener(f, "rt") as lines:
+        for line in lines:
+            if " m " not in line:
+                continue
+            m = _MSG.search(line)
+            if not m:
+                continue
+            msg, queue = m["msg"], m["queue"]
+            if d := _DEPTH.match(msg):
+                c.allocations += 1
+                c.with_raised_busy += int(d.group(1)) > 0
+                depth = int(d.group(3))
+                c.depths[depth] = c.depths.get(depth, 0) + 1
+                continue
+            if o := _OVER.match(msg):
+                c.over_limit += 1
+                limit = int(o.group(2))
+                c.limits[limit] = c.limits.get(limit, 0) + 1
+                continue
+            if not queue:
+                continue
+            q = c.queues.setdefault(queue, BfqQueue())
+            if msg.startswith("add to busy"):
+                q.busy += 1
+            elif msg.startswith("set_in_service_queue"):
+                q.in_service += 1
+            elif e := _EXPIRE.match(msg):
+                reason = int(e.group(1))
+                if 0 <= reason < len(EXPIRY_REASONS):
+                    q.expired[reason] += 1
+            elif r := _RAISED.match(msg):
+                coeff = int(r.group(1))
+                q.raised[coeff] = q.raised.get(coeff, 0) + 1
+    c.queues = {k: v for k, v in c.queues.items() if v.busy or v.in_service or any(v.expired) or v.raised}
+    return c
+
+
+def _top(counts: dict[int, int], total: int, n: int = 3) -> str:
+    """The `n` most frequent values with their shares of `total`."""
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"{v}: {k / total:.0%}" for v, k in top) if total else "-"
+
+
+def bfq_table(c: BfqCounts) -> list[str]:
+    """Markdown: one row per queue (busiest first), then one line on the allocations."""
+    head = ["BFQ queue", "went busy", "in service"] + [f"expired: {r}" for r in EXPIRY_REASONS] + \
+           ["dispatches while raised (x30 / x3000)"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, q in sorted(c.queues.items(), key=lambda kv: -kv[1].busy):
+        rows.append("| " + " | ".join([name, str(q.busy), str(q.in_service), *map(str, q.expired),
+                                       f"{q.raised.get(30, 0)} / {q.raised.get(3000, 0)}"]) + " |")
+    if c.allocations:
+        rows.append("")
+        rows.append(f"allocations: {c.allocations}, {c.with_raised_busy / c.allocations:.0%} while a raised queue "
+                    f"was busy; depth given (value: share): {_top(c.depths, c.allocations)}; over their queue's "
+                    f"share: {c.over_limit} ({c.over_limit / c.allocations:.0%}), limits {_top(c.limits, c.over_limit)}")
+    return rows
+
+
 def _ms(values: list[float], quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), top: bool = True) -> str:
     """Quantiles of microsecond values in ms, " / "-separated, and the largest in brackets (``top``)."""
     if not values:
@@ -152,15 +252,49 @@ def table(s: Summary) -> list[str]:
 
 # ---------------------------------------------------------------- the simulator's trace as the tracer's lines
 
-def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: bool) -> Iterator[str]:
+def _note_message(n: dict[str, Any]) -> str:
+    """A scheduler note (SimResult.sched_notes: kind k with a, b, c) as BFQ's message of the same event, in the
+    form the kernel's log writes it so that ``bfq_counts`` reads both (fields the simulator does not keep are left
+    out)."""
+    k, a, b, c = n["k"], n.get("a", 0), n.get("b", 0), n.get("c", 0)
+    if k == "L":
+        return f"[bfq_limit_depth] wr_busy {a} sync {b} depth {c}"
+    return {"B": "add to busy", "I": "del from busy", "S": f"set_in_service_queue, cur-budget = {a}",
+            "E": f"expire ({a}, num_disp {b})", "R": f"raising period, coeff {a}",
+            "O": f"too many requests: allocated {a} limit {b}"}.get(k, f"note {k}")
+
+
+def _note_lines(notes: list[dict[str, Any]], processes: list[str]) -> Iterator[tuple[int, str]]:
+    for n in notes:
+        p = n.get("p")
+        if n["k"] == "L":
+            queue = " "
+        elif n.get("s"):
+            queue = "SHARED-S "
+        else:
+            queue = f"{1000 + p}S " if p is not None else "A "
+        comm = processes[p] if p is not None and p < len(processes) else "kworker"
+        pid = 1000 + p if p is not None else 0
+        head = f"{comm:>16}-{pid:<7} [000] d..1. {n['t'] / 1e9:>12.6f}:"
+        yield n["t"], f"{head} 259,{n['d']}   1,0  m   N bfq{queue}{_note_message(n)}"
+
+
+def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: bool,
+              notes: list[dict[str, Any]] | None = None) -> Iterator[str]:
     """The lines of a simulated run's request trace (SimResult.request_trace, in time order), laid out as the VM
     lab's blk tracer with sched events writes them, so ``read`` takes both.  ``processes``: each process's name
     (its job's, by index; pids are 1000 + index).  A thread's sleep for a tag (S) is a switch to the idle task in
-    state D, its wake-up (W) a sched_waking, its running again (R) a switch to it."""
+    state D, its wake-up (W) a sched_waking, its running again (R) a switch to it.  ``notes``: the scheduler's
+    notes (SimResult.sched_notes, in time order), as BFQ's message lines (`` m ``), merged in by time."""
     yield "# tracer: blk (iosched simulator: request_trace)"
     if truncated:
         yield f"# truncated: the first {len(events)} events only"
+    pending = _note_lines(notes or [], processes)
+    note = next(pending, None)
     for e in events:
+        while note is not None and note[0] <= e["t"]:
+            yield note[1]
+            note = next(pending, None)
         p = e["p"]
         comm = processes[p] if p < len(processes) else "flush"    # the writeback flusher comes last
         pid, cpu, t = 1000 + p, e["c"], f"{e['t'] / 1e9:.6f}"
@@ -177,6 +311,9 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
         else:
             rwbs = "W" if e["w"] else "R"
             yield f"{head} 259,{e['d']} {act:>4} {rwbs:>3} {e['s']} + {e['n']} [{comm}]"
+    while note is not None:
+        yield note[1]
+        note = next(pending, None)
 
 
 def process_names(jobs: list[dict[str, Any]]) -> list[str]:

@@ -182,7 +182,9 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
 def trace_summary(path):
     """Per submitting thread of traced runs (simulated with --trace, or in the lab with --vm trace=blk or
     blk+sched): its requests' waits for a tag, in the scheduler and in the driver; with sched events, how its
-    tag sleeps ended.  PATH: a results folder (every traced run in it), a run's folder or its blktrace.txt.gz."""
+    tag sleeps ended; under BFQ, per queue how often it went busy and into service, why it was expired, its
+    dispatches while weight-raised, and the depths allocations got.  PATH: a results folder (every traced run in
+    it), a run's folder or its blktrace.txt.gz."""
     from . import blktrace
 
     p = Path(path)
@@ -199,6 +201,11 @@ def trace_summary(path):
         click.echo(f"{f}:" + ("" if s.threads else " no requests"))
         for row in blktrace.table(s):
             click.echo(row)
+        counts = blktrace.bfq_counts(f)
+        if counts.messages:
+            click.echo("")
+            for row in blktrace.bfq_table(counts):
+                click.echo(row)
 
 
 @main.command()

@@ -205,6 +205,7 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
     tmp = new_run_dir(out, rid)
     trace = result.pop("request_trace", None)            # its own file, not the result's JSON
     truncated = result.pop("request_trace_truncated", False)
+    notes = result.pop("sched_notes", None)
     try:
         if trace is not None:
             from .blktrace import process_names, sim_lines
@@ -212,7 +213,7 @@ def write_run_dir(out: Path, run: ResolvedRun, rid: str, result: dict[str, Any])
             names = process_names([j.config for j in run.jobs])
             with open(tmp / "blktrace.txt.gz", "wb") as raw, \
                     gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:    # same bytes each time
-                lines = sim_lines(trace, names, truncated)
+                lines = sim_lines(trace, names, truncated, notes)
                 while chunk := list(itertools.islice(lines, 10_000)):
                     gz.write(("\n".join(chunk) + "\n").encode())
         # In fio's own order (percentiles 1, 5, 10, ...: tools that list them read them in file order), not sorted

@@ -120,7 +120,7 @@ use std::collections::BTreeMap;
 use crate::kernel::{self, KernelVersion, SchedTags};
 use crate::{
     apply_merge, mergeable, tunable_in_range, AfterCompletion, Elevator, IoprioClass,
-    LockAcquisitions, Locking, Request, TunableError,
+    LockAcquisitions, Locking, NoteKind, Request, SchedNote, TunableError,
 };
 
 const MS: u64 = 1_000_000;
@@ -306,6 +306,8 @@ struct Queue {
     counted_weight: Option<u32>,
     /// Processes whose sync I/O this queue serves (more than 1 once stably merged).
     processes: u32,
+    /// The process that created it (a sync queue's), for the trace's notes.
+    owner: Option<u32>,
     /// Adaptive injection (5.2+): requests other queues may have in the driver while this one is in service and
     /// waits, the baseline total service time of its request with nothing injected (0: not measured), and when
     /// the limit was last lowered or reset (None: never).
@@ -423,6 +425,11 @@ pub struct Bfq {
     kernel: KernelVersion,
     /// Allocations `limit_depth` found over their queue's share (given depth 1), for introspection.
     over_limit: std::cell::Cell<u64>,
+    /// A traced run's notes of the decisions (`Elevator::record_notes`; at most `notes_limit`, none when 0) and the
+    /// time of the latest call, which stamps them.
+    notes: std::cell::RefCell<Vec<SchedNote>>,
+    notes_limit: usize,
+    clock_ns: std::cell::Cell<u64>,
     /// Stable merging (5.13+): per group, the queue new sync queues may be merged into and when it was created
     /// (the kernel's `last_bfqq_created`).
     last_created: IdMap<usize, (usize, u64)>,
@@ -487,6 +494,9 @@ impl Bfq {
             burst_parent: 0,
             kernel: KernelVersion::NEWEST,
             over_limit: std::cell::Cell::new(0),
+            notes: std::cell::RefCell::new(Vec::new()),
+            notes_limit: 0,
+            clock_ns: std::cell::Cell::new(0),
             last_created: IdMap::default(),
             stably_merged: 0,
         }
@@ -500,6 +510,34 @@ impl Bfq {
         if g != 0 {
             step(&mut self.groups[g].ent.allocated);
         }
+    }
+
+    /// Keep a note of a decision about queue `q` (None: about no queue) in a traced run, stamped with the time of
+    /// the latest call.
+    #[inline]
+    fn note(&self, q: Option<usize>, kind: NoteKind) {
+        if self.notes_limit != 0 {
+            self.push_note(q, kind);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_note(&self, q: Option<usize>, kind: NoteKind) {
+        let mut notes = self.notes.borrow_mut();
+        if notes.len() >= self.notes_limit {
+            return;
+        }
+        let (process, shared) = q.map_or((None, false), |q| {
+            let qq = &self.queues[q];
+            (qq.owner, qq.processes > 1)
+        });
+        notes.push(SchedNote {
+            t_ns: self.clock_ns.get(),
+            process,
+            shared,
+            kind,
+        });
     }
 
     /// bfqq_request_over_limit (5.18+): whether the queue `rq` would join, or its group, holds at least its weight's
@@ -523,6 +561,13 @@ impl Bfq {
             if wsum > 0 {
                 limit = round(limit * group.weight as u64, wsum);
                 if group.allocated as u64 >= limit {
+                    self.note(
+                        Some(q),
+                        NoteKind::OverLimit {
+                            allocated: group.allocated,
+                            limit: limit as u32,
+                        },
+                    );
                     return true;
                 }
             }
@@ -532,7 +577,17 @@ impl Bfq {
             return false;
         }
         limit = round(limit * qq.ent.weight as u64, wsum);
-        qq.ent.allocated as u64 >= limit
+        let over = qq.ent.allocated as u64 >= limit;
+        if over {
+            self.note(
+                Some(q),
+                NoteKind::OverLimit {
+                    allocated: qq.ent.allocated,
+                    limit: limit as u32,
+                },
+            );
+        }
+        over
     }
 
     // ---------------------------------------------------------------- budgets and parameters
@@ -712,6 +767,7 @@ impl Bfq {
             in_large_burst: false,
             pending: false,
             counted_weight: None,
+            owner: rq.sync.then_some(rq.process),
             processes: 1,
             inject_limit: 0,
             last_serv_time_ns: 0,
@@ -993,6 +1049,7 @@ impl Bfq {
 
     /// A busy queue becomes active in its tree, and its group in the root tree if needed.
     fn add_busy(&mut self, q: usize) {
+        self.note(Some(q), NoteKind::Busy);
         let non_blocking = self.queues[q].non_blocking_wait_rq;
         self.activate(EntityId::Queue(q), non_blocking);
         self.queues[q].non_blocking_wait_rq = false;
@@ -1009,6 +1066,7 @@ impl Bfq {
     }
 
     fn del_busy(&mut self, q: usize, into_idle: bool) {
+        self.note(Some(q), NoteKind::Idle);
         self.deactivate(EntityId::Queue(q), into_idle);
         let qq = &mut self.queues[q];
         qq.busy = false;
@@ -1117,6 +1175,8 @@ impl Bfq {
         qq.budget_timeout_at = Some(now + self.t.timeout_ns * coeff);
         self.last_budget_start = now;
         self.in_service = Some(q);
+        let budget = self.queues[q].ent.budget;
+        self.note(Some(q), NoteKind::InService { budget });
     }
 
     fn is_slow(&self, q: usize, compensate: bool, now: u64) -> (bool, u64) {
@@ -1196,6 +1256,22 @@ impl Bfq {
 
     /// End the in-service queue's slot.
     fn expire(&mut self, q: usize, compensate: bool, reason: Expiry, now: u64) {
+        // The kernel's enum bfqq_expiration numbering, as its log prints it.
+        let code = match reason {
+            Expiry::TooIdle => 0,
+            Expiry::BudgetTimeout => 1,
+            Expiry::BudgetExhausted => 2,
+            Expiry::NoMoreRequests => 3,
+            Expiry::Preempted => 4,
+        };
+        let dispatched = self.queues[q].dispatched;
+        self.note(
+            Some(q),
+            NoteKind::Expired {
+                reason: code,
+                dispatched,
+            },
+        );
         debug_assert_eq!(self.in_service, Some(q));
         let (slow, elapsed) = self.is_slow(q, compensate, now);
         {
@@ -1885,6 +1961,10 @@ impl Bfq {
         }
         self.refresh_pending(q);
         if in_service {
+            let coeff = self.queues[q].wr_coeff;
+            if coeff > 1 {
+                self.note(Some(q), NoteKind::RaisedDispatch { coeff });
+            }
             self.update_wr_data(q, now);
             if self.busy_list.len() > 1 && self.queues[q].class == CLASS_IDLE {
                 self.expire(q, false, Expiry::BudgetExhausted, now);
@@ -1944,6 +2024,7 @@ impl Elevator for Bfq {
     }
 
     fn insert(&mut self, rq: Request, now_ns: u64) {
+        self.clock_ns.set(now_ns);
         let q = self.queue_for(&rq, now_ns);
         self.count_allocated(q, true);
         self.update_ttime_and_seek(q, &rq, now_ns);
@@ -1976,6 +2057,7 @@ impl Elevator for Bfq {
     }
 
     fn dispatch(&mut self, _hctx: u32, now_ns: u64) -> Option<Request> {
+        self.clock_ns.set(now_ns);
         if self.busy_list.is_empty() {
             return None;
         }
@@ -2001,8 +2083,22 @@ impl Elevator for Bfq {
         } else {
             tags.bits_per_word()
         };
+        self.clock_ns.set(self.clock_ns.get().max(rq.start_ns));
+        let wr_busy = self.wr_busy_queues();
+        // What the kernel logs as the allocation's depth: the one given, 1 when over the limit, and for a sync read
+        // 0 (per-word depths) or nr_requests (whole-set depths).
+        let logged = |d: Option<u32>| {
+            self.note(
+                None,
+                NoteKind::Depth {
+                    wr_busy: wr_busy as u32,
+                    sync: rq.is_sync(),
+                    depth: d.unwrap_or(if whole { tags.nr_requests } else { 0 }),
+                },
+            )
+        };
         let depth = (!rq.is_sync_read()).then(|| {
-            let d = match (self.wr_busy_queues() > 0, rq.is_sync()) {
+            let d = match (wr_busy > 0, rq.is_sync()) {
                 (false, false) => base >> 1,
                 (false, true) => (base * 3) >> 2,
                 (true, false) => (base * 3) >> 4,
@@ -2018,9 +2114,11 @@ impl Elevator for Bfq {
             };
             if self.request_over_limit(rq, limit) {
                 self.over_limit.set(self.over_limit.get() + 1);
+                logged(Some(1));
                 return Some(1);
             }
         }
+        logged(depth);
         if whole {
             depth.filter(|&d| d < tags.nr_requests)
         } else {
@@ -2047,6 +2145,7 @@ impl Elevator for Bfq {
     }
 
     fn completed(&mut self, rq: &Request, _issue_ns: u64, now_ns: u64) -> AfterCompletion {
+        self.clock_ns.set(now_ns);
         let Some(q) = self.in_driver.remove(&rq.id) else {
             return AfterCompletion::RunQueue;
         };
@@ -2108,6 +2207,7 @@ impl Elevator for Bfq {
     }
 
     fn timer(&mut self, now_ns: u64) {
+        self.clock_ns.set(now_ns);
         let Some(at) = self.idle_timer_at else {
             return;
         };
@@ -2197,6 +2297,14 @@ impl Elevator for Bfq {
             _ => unreachable!(),
         }
         Ok(())
+    }
+
+    fn record_notes(&mut self, limit: usize) {
+        self.notes_limit = limit;
+    }
+
+    fn take_notes(&mut self) -> Vec<SchedNote> {
+        std::mem::take(self.notes.get_mut())
     }
 
     fn introspect(&self) -> Vec<(String, f64)> {

@@ -336,6 +336,52 @@ pub trait Elevator: Send {
     fn introspect(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+
+    /// Keep up to `limit` [`SchedNote`]s of the decisions from now on (0: none, the default), for a traced run.
+    /// Recording only: no decision may depend on it.
+    fn record_notes(&mut self, _limit: usize) {}
+
+    /// The notes kept so far, in the order they were made (which is time order); the policy keeps none after.
+    fn take_notes(&mut self) -> Vec<SchedNote> {
+        Vec::new()
+    }
+}
+
+/// One decision of a policy about one of its queues, for a traced run: the events the kernel's BFQ logs through
+/// the blk tracer (`bfq_log_bfqq`), so that a simulated run and a traced lab run can be counted alike (`iosched
+/// trace-summary`). `process`: the queue's process (a sync queue's), `shared`: the queue serves several
+/// processes (BFQ's stable merging), both as the kernel names a queue in its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedNote {
+    pub t_ns: u64,
+    pub process: Option<u32>,
+    pub shared: bool,
+    pub kind: NoteKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// The queue got a request while it had none queued (bfq_add_bfqq_busy).
+    Busy,
+    /// It has none queued any more and left the busy set (bfq_del_bfqq_busy).
+    Idle,
+    /// It was put in service with this budget (sectors).
+    InService { budget: u64 },
+    /// It was expired: `reason` in the kernel's `enum bfqq_expiration` numbering (0 too idle, 1 budget timeout,
+    /// 2 budget exhausted, 3 no more requests, 4 preempted), with `dispatched` of its requests in the driver.
+    Expired { reason: u8, dispatched: u32 },
+    /// A request of it went to the driver while it was in service and weight-raised by `coeff` (30: interactive,
+    /// 3000: soft real-time), as the kernel logs its raising period on each such dispatch.
+    RaisedDispatch { coeff: u32 },
+    /// An allocation for it was over its share of the scheduler tags (bfqq_request_over_limit).
+    OverLimit { allocated: u32, limit: u32 },
+    /// The shallow depth an allocation got (bfq_limit_depth; 0: none, a sync read), with the number of busy
+    /// weight-raised queues then.
+    Depth {
+        wr_busy: u32,
+        sync: bool,
+        depth: u32,
+    },
 }
 
 /// Which block layer a scheduler runs on in Linux: the legacy single-queue `request_queue` (Linux <= 4.x, removed in

@@ -172,6 +172,67 @@ pub struct SimResult {
     pub request_trace: Vec<RequestTraceEvent>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub request_trace_truncated: bool,
+    /// With the request trace: the scheduler's notes of its decisions (`iosched_policy::SchedNote`), every
+    /// device's, in time order; at most `SCHED_NOTES_MAX` per device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sched_notes: Vec<SchedNoteEvent>,
+}
+
+/// The most scheduler notes a traced run keeps per device.
+pub const SCHED_NOTES_MAX: usize = 500_000;
+
+/// One scheduler note of a traced run, as the result carries it: `kind` says which and what `a`, `b`, `c` are
+/// (iosched_policy::NoteKind): 'B' busy, 'I' idle, 'S' in service (a: budget), 'E' expired (a: reason, b:
+/// dispatched), 'R' dispatch while raised (a: coefficient), 'O' over the limit (a: allocated, b: limit), 'L' an
+/// allocation's depth (a: busy raised queues, b: sync, c: depth). `process`: the queue's process (a sync queue),
+/// `shared`: the queue serves several processes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SchedNoteEvent {
+    #[serde(rename = "t")]
+    pub t_ns: u64,
+    #[serde(rename = "d")]
+    pub device: u32,
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<u32>,
+    #[serde(rename = "s", default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+    #[serde(rename = "k")]
+    pub kind: char,
+    #[serde(default)]
+    pub a: u64,
+    #[serde(default)]
+    pub b: u64,
+    #[serde(default)]
+    pub c: u64,
+}
+
+impl SchedNoteEvent {
+    pub fn new(device: u32, note: &iosched_policy::SchedNote) -> Self {
+        use iosched_policy::NoteKind::*;
+        let (kind, a, b, c) = match note.kind {
+            Busy => ('B', 0, 0, 0),
+            Idle => ('I', 0, 0, 0),
+            InService { budget } => ('S', budget, 0, 0),
+            Expired { reason, dispatched } => ('E', reason as u64, dispatched as u64, 0),
+            RaisedDispatch { coeff } => ('R', coeff as u64, 0, 0),
+            OverLimit { allocated, limit } => ('O', allocated as u64, limit as u64, 0),
+            Depth {
+                wr_busy,
+                sync,
+                depth,
+            } => ('L', wr_busy as u64, sync as u64, depth as u64),
+        };
+        Self {
+            t_ns: note.t_ns,
+            device,
+            process: note.process,
+            shared: note.shared,
+            kind,
+            a,
+            b,
+            c,
+        }
+    }
 }
 
 /// The most trace events a run keeps (about 60 bytes each in the result's JSON, a few hundred as Python reads

@@ -176,3 +176,88 @@ def test_a_request_trace_is_asked_for_where_one_can_be_kept(tmp_path):
                                   "--out", str(tmp_path / "k2")])
     assert r.exit_code == 2 and "keyed.toml: request_trace: the kernel backend keeps no" in r.output, r.output
     assert not (tmp_path / "k2").exists()
+
+
+# BFQ's messages as the lab's 6.12 kernel logged them (lines from a traced run of
+# experiments/validation/bfq-writers-apart.toml, three queues): queue 262 goes busy, is put in service with a
+# budget, is preempted (reason 4) with 2 requests in the driver; 274 is dispatched from twice while raised as soft
+# real-time (coefficient 3000); a shared queue's allocation is over its limit of 0 and gets depth 1, another
+# allocation gets 192 while no raised queue is busy.
+_BFQ_KERNEL = """\
+# tracer: blk
+     fio-262 [000] d..1.  9.000001: 253,0   1,0  m   N bfq262S add to busy
+     fio-262 [000] d..1.  9.000002: 253,0   1,0  m   N bfq262S set_in_service_queue, cur-budget = 8672
+     fio-262 [000] d..1.  9.000003: 253,0   1,0  m   N bfq262S expire (4, slow 0, num_disp 2, short_ttime 0)
+     fio-274 [001] d..1.  9.000004: 253,0   1,0  m   N bfq274S raising period dur 0/300 msec, old coeff 3000, w 120000(40)
+     fio-274 [001] d..1.  9.000005: 253,0   1,0  m   N bfq274S raising period dur 1/300 msec, old coeff 3000, w 120000(40)
+     fio-411 [001] d..1.  9.000006: 253,0   1,0  m   N bfqSHARED-S too many requests: allocated 2 limit 0 level 0
+     fio-411 [001] d..1.  9.000007: 253,0   1,0  m   N bfq [bfq_limit_depth] wr_busy 1 sync 1 depth 1
+     fio-262 [000] d..1.  9.000008: 253,0   1,0  m   N bfq [bfq_limit_depth] wr_busy 0 sync 1 depth 192
+     fio-262 [000] d..1.  9.000009: 253,0   1,0  m   N bfq262S put_queue: 00000000bb5f32be 6
+     fio-262 [000] d..1.  9.000010: 253,0    Q  WS 12612096 + 128 [fio]
+"""
+
+
+def _counts_of(tmp_path, text):
+    f = tmp_path / "blktrace.txt.gz"
+    f.write_bytes(gzip.compress(text.encode()))
+    return blktrace.bfq_counts(f)
+
+
+def test_bfqs_messages_are_counted_per_queue(tmp_path):
+    c = _counts_of(tmp_path, _BFQ_KERNEL)
+    assert set(c.queues) == {"262S", "274S"}         # a queue named only in put_queue / too many requests: none
+    q = c.queues["262S"]
+    assert (q.busy, q.in_service, q.expired) == (1, 1, [0, 0, 0, 0, 1])
+    assert c.queues["274S"].raised == {3000: 2}
+    assert (c.allocations, c.with_raised_busy, c.depths) == (2, 1, {1: 1, 192: 1})
+    assert (c.over_limit, c.limits) == (1, {0: 1})
+    rows = blktrace.bfq_table(c)
+    assert rows[2].startswith("| 262S | 1 | 1 | 0 | 0 | 0 | 0 | 1 | 0 / 0 |")
+    assert "allocations: 2, 50% while a raised queue was busy" in rows[-1]
+    # negative controls: a trace of requests only has no BFQ counts; a message that is not BFQ's is not one
+    assert not _counts_of(tmp_path, _TRACE.replace("bfq100S insert_request", "mq-deadline insert")).messages
+    assert not _counts_of(tmp_path, "# tracer: blk\n  fio-1 [000] d..1. 1.0: 253,0  1,0  m   N kyber x\n").messages
+
+
+def test_the_simulators_notes_read_as_bfqs_messages(tmp_path):
+    """The simulator's notes (SimResult.sched_notes) written by sim_lines among the requests' lines: bfq_counts
+    gives what the same kernel messages give (the worked example above, as notes), and read() still sees the
+    request alone."""
+    note = lambda t, k, p=0, a=0, b=0, c=0, s=False: {"t": t, "d": 0, "p": p, "s": s, "k": k, "a": a, "b": b,  # noqa: E731
+                                                      "c": c}
+    notes = [note(1_000, "B"), note(2_000, "S", a=8672), note(3_000, "E", a=4, b=2),
+             note(4_000, "R", p=1, a=3000), note(5_000, "R", p=1, a=3000),
+             note(6_000, "O", p=2, a=2, b=0, s=True), note(7_000, "L", p=None, a=1, b=1, c=1),
+             note(8_000, "L", p=None, a=0, b=1, c=192), note(9_000, "I")]
+    ev = lambda t, a: {"t": t, "a": a, "p": 0, "c": 0, "d": 0, "w": True, "s": 64, "n": 128}  # noqa: E731
+    events = [ev(1_000, "Q"), ev(3_000, "G"), ev(7_000, "D"), ev(50_000, "C")]
+    names = blktrace.process_names([{"name": "w", "numjobs": 3}])
+    text = "\n".join(blktrace.sim_lines(events, names, False, notes))
+    assert text.count(" m   N bfq") == len(notes)
+    c = _counts_of(tmp_path, text)
+    assert set(c.queues) == {"1000S", "1001S"}
+    assert (c.queues["1000S"].busy, c.queues["1000S"].in_service, c.queues["1000S"].expired) == \
+        (1, 1, [0, 0, 0, 0, 1])
+    assert c.queues["1001S"].raised == {3000: 2}
+    assert (c.allocations, c.with_raised_busy, c.depths, c.over_limit, c.limits) == (2, 1, {1: 1, 192: 1}, 1, {0: 1})
+    (th,) = blktrace.read(tmp_path / "blktrace.txt.gz").threads.values()
+    assert th.tag_wait_us == pytest.approx([2]) and th.sched_us == pytest.approx([4])     # us, between the notes
+
+
+@pytest.mark.skipif(not native.available(), reason="native simulator not built")
+def test_a_traced_bfq_run_shows_its_queues_in_the_summary(tmp_path):
+    """The same two readers under BFQ, the second started 200 ms later (past stable merging's 180 ms: a queue of
+    its own): the run's trace carries BFQ's notes and trace-summary counts both queues; under none there are no
+    notes (negative control)."""
+    spec = _SPEC.replace('duration = "50ms"', 'duration = "250ms"') + 'startdelay = "200ms"\n'
+    for sched in ("bfq", "none"):
+        f = write(tmp_path, spec.replace('name = "traced"', f'name = "traced"\nscheduler = {{ name = "{sched}" }}'),
+                  f"{sched}.toml")
+        r = CliRunner().invoke(main, ["run", str(f), "--out", str(tmp_path / sched), "--no-report", "--trace"])
+        assert r.exit_code == 0, r.output
+    out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "bfq")])
+    assert out.exit_code == 0 and "| BFQ queue |" in out.output and "| 1000S |" in out.output \
+        and "| 1001S |" in out.output and "allocations:" in out.output, out.output
+    out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "none")])
+    assert out.exit_code == 0 and "BFQ queue" not in out.output

@@ -138,6 +138,9 @@ fn block_queues_and_devices(
         let kernel = config.host.kernel_version()?;
         let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
         elevator.set_kernel_version(kernel);
+        if config.request_trace {
+            elevator.record_notes(crate::result::SCHED_NOTES_MAX);
+        }
         for (name, value) in &config.scheduler.tunables {
             elevator
                 .set_tunable(name, *value)

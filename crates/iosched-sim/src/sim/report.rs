@@ -235,6 +235,7 @@ impl Simulation<'_> {
     }
 
     pub(super) fn into_result(mut self) -> SimResult {
+        let sched_notes = self.take_sched_notes(); // before the trace: it asks whether the run is traced
         let request_trace = self.take_request_trace();
         let jobs = self.job_results();
         // The run's window ends at the runtime, or earlier when every process finished before it (a trace
@@ -272,6 +273,7 @@ impl Simulation<'_> {
             timeseries: self.timeseries,
             request_trace,
             request_trace_truncated: self.request_trace_truncated,
+            sched_notes,
         }
     }
 }

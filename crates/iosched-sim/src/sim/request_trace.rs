@@ -11,7 +11,7 @@
 use iosched_policy::SECTOR_BYTES;
 
 use super::Simulation;
-use crate::result::{RequestTraceEvent, REQUEST_TRACE_EVENTS_MAX};
+use crate::result::{RequestTraceEvent, SchedNoteEvent, REQUEST_TRACE_EVENTS_MAX};
 
 impl Simulation<'_> {
     /// Record `action` of bio `io` (its request's once it has one) at `at_ns`, on the bio's core.
@@ -71,6 +71,26 @@ impl Simulation<'_> {
         }
     }
 
+    /// Every device's scheduler notes (kept only in a traced run), in time order.
+    pub(super) fn take_sched_notes(&mut self) -> Vec<SchedNoteEvent> {
+        if self.request_trace.is_none() {
+            return Vec::new();
+        }
+        let mut notes: Vec<SchedNoteEvent> = self
+            .queues
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(d, q)| {
+                q.elevator
+                    .take_notes()
+                    .into_iter()
+                    .map(move |n| SchedNoteEvent::new(d as u32, &n))
+            })
+            .collect();
+        notes.sort_by_key(|n| n.t_ns); // stable: one device's notes keep their order
+        notes
+    }
+
     /// The trace for the result: in time order (events booked ahead of `now` were recorded early).
     pub(super) fn take_request_trace(&mut self) -> Vec<RequestTraceEvent> {
         let mut trace = self.request_trace.take().unwrap_or_default();
@@ -96,6 +116,42 @@ mod tests {
         c.devices[0].queue_depth = 2;
         c.request_trace = trace;
         c
+    }
+
+    /// BFQ keeps notes of its decisions in a traced run: a QD-32 writer, and 200 ms later (past stable merging's
+    /// 180 ms, so with a queue of its own) a QD-1 reader, on one device for 5 ms after a 1 ms ramp. The notes come
+    /// in time order with the everyday kinds (busy, in service, expired, an allocation's depth); the reader is
+    /// new, so raised as interactive (x30) from its first request; recording changes nothing (an untraced run
+    /// keeps no notes).
+    #[test]
+    fn a_traced_bfq_run_keeps_the_schedulers_notes_and_changes_nothing_else() {
+        let run = |trace: bool| {
+            let mut reader = job("r", Rw::Randread, 1, 1);
+            reader.start_ns = 200_000_000;
+            let mut c = config("bfq", vec![job("w", Rw::Randwrite, 32, 1), reader]);
+            c.request_trace = trace;
+            crate::simulate(&c, &mut |_| true).unwrap()
+        };
+        let plain = run(false);
+        let mut traced = run(true);
+        assert!(plain.sched_notes.is_empty());
+        let notes = std::mem::take(&mut traced.sched_notes);
+        traced.request_trace.clear();
+        assert_eq!(traced, plain, "recording changes nothing");
+        assert!(notes.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+        let kinds: std::collections::BTreeSet<char> = notes.iter().map(|n| n.kind).collect();
+        for k in ['B', 'S', 'E', 'L'] {
+            assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+        }
+        let of = |p: u32, k: char| {
+            notes
+                .iter()
+                .filter(move |n| n.process == Some(p) && n.kind == k)
+        };
+        assert!(of(0, 'S').count() > 0 && of(1, 'S').count() > 0);
+        assert!(of(1, 'R').all(|n| n.a == 30) && of(1, 'R').count() > 0);
+        // 6.18's depths are shares of the whole set: nr_requests (256 here) for a read, less for a write.
+        assert!(notes.iter().filter(|n| n.kind == 'L').all(|n| n.c <= 256));
     }
 
     fn actions(trace: &[RequestTraceEvent]) -> String {
