@@ -289,7 +289,7 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
     yield "# tracer: blk (iosched simulator: request_trace)"
     if truncated:
         yield f"# truncated: the first {len(events)} events only" + \
-            (" (the scheduler's notes go on, up to 500,000 per device)" if notes else "")
+            (" (the scheduler's notes go on, up to 500,000 in all)" if notes else "")
     pending = _note_lines(notes or [], processes)
     note = next(pending, None)
     for e in events:

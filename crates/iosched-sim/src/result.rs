@@ -173,12 +173,13 @@ pub struct SimResult {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub request_trace_truncated: bool,
     /// With the request trace: the scheduler's notes of its decisions (`iosched_policy::SchedNote`), every
-    /// device's, in time order; at most `SCHED_NOTES_MAX` per device.
+    /// device's, in time order; at most `SCHED_NOTES_MAX` in all (each device its equal share).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sched_notes: Vec<SchedNoteEvent>,
 }
 
-/// The most scheduler notes a traced run keeps per device.
+/// The most scheduler notes a traced run keeps (about 40 bytes each, 60 in the result's JSON), shared equally by
+/// its devices.
 pub const SCHED_NOTES_MAX: usize = 500_000;
 
 /// One scheduler note of a traced run, as the result carries it: `kind` says which and what `a`, `b`, `c` are

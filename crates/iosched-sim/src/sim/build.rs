@@ -139,7 +139,8 @@ fn block_queues_and_devices(
         let mut elevator = iosched_policy::by_name(&config.scheduler.name, nr_hw_queues)?;
         elevator.set_kernel_version(kernel);
         if config.request_trace {
-            elevator.record_notes(crate::result::SCHED_NOTES_MAX);
+            // The run's notes in all, shared by the devices (each keeps its share from its first decision).
+            elevator.record_notes(crate::result::SCHED_NOTES_MAX / config.devices.len().max(1));
         }
         for (name, value) in &config.scheduler.tunables {
             elevator
