@@ -288,8 +288,8 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
     notes (SimResult.sched_notes, in time order), as BFQ's message lines (`` m ``), merged in by time."""
     yield "# tracer: blk (iosched simulator: request_trace)"
     if truncated:
-        yield f"# truncated: the first {len(events)} events only" + \
-            (" (the scheduler's notes go on, up to 500,000 in all)" if notes else "")
+        yield f"# truncated: the last {len(events)} events only" + \
+            (" (the scheduler's notes: their last 500,000)" if notes else "")
     pending = _note_lines(notes or [], processes)
     note = next(pending, None)
     for e in events:

@@ -429,6 +429,8 @@ pub struct Bfq {
     /// time of the latest call, which stamps them.
     notes: std::cell::RefCell<Vec<SchedNote>>,
     notes_limit: usize,
+    /// Once `notes_limit` notes are kept, where the oldest is (the next to give way: the run's last notes stay).
+    notes_oldest: std::cell::Cell<usize>,
     clock_ns: std::cell::Cell<u64>,
     /// Stable merging (5.13+): per group, the queue new sync queues may be merged into and when it was created
     /// (the kernel's `last_bfqq_created`).
@@ -496,6 +498,7 @@ impl Bfq {
             over_limit: std::cell::Cell::new(0),
             notes: std::cell::RefCell::new(Vec::new()),
             notes_limit: 0,
+            notes_oldest: std::cell::Cell::new(0),
             clock_ns: std::cell::Cell::new(0),
             last_created: IdMap::default(),
             stably_merged: 0,
@@ -524,20 +527,24 @@ impl Bfq {
     #[cold]
     #[inline(never)]
     fn push_note(&self, q: Option<usize>, kind: NoteKind) {
-        let mut notes = self.notes.borrow_mut();
-        if notes.len() >= self.notes_limit {
-            return;
-        }
         let (process, shared) = q.map_or((None, false), |q| {
             let qq = &self.queues[q];
             (qq.owner, qq.processes > 1)
         });
-        notes.push(SchedNote {
+        let note = SchedNote {
             t_ns: self.clock_ns.get(),
             process,
             shared,
             kind,
-        });
+        };
+        let mut notes = self.notes.borrow_mut();
+        if notes.len() < self.notes_limit {
+            notes.push(note);
+        } else {
+            let oldest = self.notes_oldest.get();
+            notes[oldest] = note;
+            self.notes_oldest.set((oldest + 1) % self.notes_limit);
+        }
     }
 
     /// bfqq_request_over_limit (5.18+): whether the queue `rq` would join, or its group, holds at least its weight's
@@ -2304,7 +2311,9 @@ impl Elevator for Bfq {
     }
 
     fn take_notes(&mut self) -> Vec<SchedNote> {
-        std::mem::take(self.notes.get_mut())
+        let mut notes = std::mem::take(self.notes.get_mut());
+        notes.rotate_left(self.notes_oldest.replace(0));
+        notes
     }
 
     fn introspect(&self) -> Vec<(String, f64)> {
@@ -2551,6 +2560,31 @@ mod tests {
     /// instead. So after k random 4 KiB reads (each far from the last) the history holds 1 + (k − 1) = k ones, and
     /// the queue turns seeky (more than 19 of 32) at its 20th read, not its 19th. Negative control: measuring the
     /// first read from sector 0 (1,000,000 sectors away) would give 1 + 19 = 20 ones after 19 reads.
+    /// Notes are kept only when asked, and only the last `limit`: three processes' first reads, 200 ms apart (past
+    /// stable merging's 180 ms, so three queues), each make their new queue busy, a note each (nothing is
+    /// dispatched). With a limit of 2 the first process's note gives way; the two kept come in time order, and
+    /// taking them leaves none. Negative control: a policy never asked keeps nothing.
+    #[test]
+    fn notes_keep_the_last_ones_asked_for_in_time_order() {
+        let mut quiet = Bfq::new();
+        quiet.insert(rq(0, 0, 8, 8), 0);
+        assert!(quiet.take_notes().is_empty());
+        let mut bfq = Bfq::new();
+        bfq.record_notes(2);
+        for p in 0..3u32 {
+            bfq.insert(rq(p, p, 1_000_000 * (p as u64 + 1), 8), p as u64 * 200 * MS);
+        }
+        let notes = bfq.take_notes();
+        let busy = |p: u32, t: u64| SchedNote {
+            t_ns: t,
+            process: Some(p),
+            shared: false,
+            kind: NoteKind::Busy,
+        };
+        assert_eq!(notes, vec![busy(1, 200 * MS), busy(2, 400 * MS)]);
+        assert!(bfq.take_notes().is_empty());
+    }
+
     #[test]
     fn a_queues_first_request_is_not_seeky_so_it_turns_seeky_at_its_twentieth_random_read() {
         let mut bfq = Bfq::new();

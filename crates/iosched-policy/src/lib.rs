@@ -337,8 +337,8 @@ pub trait Elevator: Send {
         Vec::new()
     }
 
-    /// Keep up to `limit` [`SchedNote`]s of the decisions from now on (0: none, the default), for a traced run.
-    /// Recording only: no decision may depend on it.
+    /// Keep the last `limit` [`SchedNote`]s of the decisions from now on (0: none, the default), for a traced
+    /// run. Recording only: no decision may depend on it.
     fn record_notes(&mut self, _limit: usize) {}
 
     /// The notes kept so far, in the order they were made (which is time order); the policy keeps none after.

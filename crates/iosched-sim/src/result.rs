@@ -166,8 +166,9 @@ pub struct SimResult {
     pub cores: Vec<CoreResult>,
     pub devices: Vec<DeviceResult>,
     pub timeseries: Vec<Sample>,
-    /// The run's request trace when the config asked for it (`SimConfig::request_trace`), in time order, at most
-    /// `REQUEST_TRACE_EVENTS_MAX` events (then `request_trace_truncated`).
+    /// The run's request trace when the config asked for it (`SimConfig::request_trace`), in time order: the last
+    /// `REQUEST_TRACE_EVENTS_MAX` events at most (then `request_trace_truncated`), as the kernel tracer's ring keeps
+    /// the end of a run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_trace: Vec<RequestTraceEvent>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -237,8 +238,8 @@ impl SchedNoteEvent {
 }
 
 /// The most trace events a run keeps (about 60 bytes each in the result's JSON, a few hundred as Python reads
-/// them): over a minute of a lab-sized run (1,000 IOPS, ~6 events per request) whole, the first part of a long or
-/// fast one.
+/// them): over a minute of a lab-sized run (1,000 IOPS, ~6 events per request) whole, the last part of a long or
+/// fast one (its measured window, after the ramp, as a lab trace whose ring overran keeps its end).
 pub const REQUEST_TRACE_EVENTS_MAX: usize = 500_000;
 
 /// One event of a run's request trace: what the kernel's blk tracer logs of a request (Q, M, G, D, C, with the

@@ -111,6 +111,7 @@ impl<'c> Simulation<'c> {
             failure: None,
             request_trace: config.request_trace.then(Vec::new),
             request_trace_truncated: false,
+            request_trace_oldest: 0,
             min_vruntime_ns: vec![0; cores as usize],
             run_queues: (0..cores).map(|_| RunQueue::default()).collect(),
             run_queue_seq: 0,

@@ -179,6 +179,8 @@ pub struct Simulation<'c> {
     /// The run's request trace (`request_trace.rs`), when the config asks for it; whether it hit its size limit.
     request_trace: Option<Vec<crate::result::RequestTraceEvent>>,
     request_trace_truncated: bool,
+    /// Once the trace is full, where its oldest event is (the next to give way).
+    request_trace_oldest: usize,
     /// Per core: CFS's min_vruntime (see `run_process_on`).
     min_vruntime_ns: Vec<u64>,
     /// Per core: processes woken while it was busy, waiting to run (CFS kernels only: `pick_next`).

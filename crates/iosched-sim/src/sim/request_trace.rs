@@ -67,6 +67,9 @@ impl Simulation<'_> {
         if trace.len() < REQUEST_TRACE_EVENTS_MAX {
             trace.push(event);
         } else {
+            // Full: the oldest event gives way, as in the kernel tracer's ring (the lab's traces keep a run's end).
+            trace[self.request_trace_oldest] = event;
+            self.request_trace_oldest = (self.request_trace_oldest + 1) % REQUEST_TRACE_EVENTS_MAX;
             self.request_trace_truncated = true;
         }
     }
@@ -94,6 +97,7 @@ impl Simulation<'_> {
     /// The trace for the result: in time order (events booked ahead of `now` were recorded early).
     pub(super) fn take_request_trace(&mut self) -> Vec<RequestTraceEvent> {
         let mut trace = self.request_trace.take().unwrap_or_default();
+        trace.rotate_left(self.request_trace_oldest); // booking order again
         trace.sort_by_key(|e| e.t_ns); // stable: same-time events keep their booking order
         trace
     }
@@ -152,6 +156,32 @@ mod tests {
         assert!(of(1, 'R').all(|n| n.a == 30) && of(1, 'R').count() > 0);
         // 6.18's depths are shares of the whole set: nr_requests (256 here) for a read, less for a write.
         assert!(notes.iter().filter(|n| n.kind == 'L').all(|n| n.c <= 256));
+    }
+
+    /// A run with more events than the trace keeps: it holds the last `REQUEST_TRACE_EVENTS_MAX`, in time order,
+    /// up to the run's last completions, and says it was cut; what was dropped is the run's start, as a lab trace
+    /// whose ring overran keeps the end. Negative control: the same run shorter keeps its first event (the first
+    /// bio, microseconds in).
+    #[test]
+    fn a_long_run_keeps_the_end_of_its_trace() {
+        let run = |runtime_ns: u64| {
+            let mut j = job("a", Rw::Randread, 32, 1);
+            j.runtime_ns = runtime_ns;
+            let mut c = config("none", vec![j]);
+            c.request_trace = true;
+            crate::simulate(&c, &mut |_| true).unwrap()
+        };
+        let long = run(2_000_000_000);
+        let trace = &long.request_trace;
+        assert!(
+            long.request_trace_truncated && trace.len() == crate::result::REQUEST_TRACE_EVENTS_MAX
+        );
+        assert!(trace.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+        let (first, last) = (trace[0].t_ns, trace[trace.len() - 1].t_ns);
+        assert!(first > 100_000_000, "{first}"); // the first ~0.36 s of the 2 s were dropped
+        assert!(last + 1_000_000 >= long.sim_time_ns && trace[trace.len() - 1].action == 'C');
+        let short = run(10_000_000);
+        assert!(!short.request_trace_truncated && short.request_trace[0].t_ns < 100_000);
     }
 
     fn actions(trace: &[RequestTraceEvent]) -> String {
