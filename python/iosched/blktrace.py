@@ -49,6 +49,7 @@ class Thread:
 class Summary:
     threads: dict[int, Thread]
     sched_events: bool
+    bfq: "BfqCounts"          # BFQ's messages (`` m `` lines), counted in the same pass
 
 
 def read(path: Path) -> Summary:
@@ -61,8 +62,11 @@ def read(path: Path) -> Summary:
     running_since: dict[int, float] = {}  # pid -> its switch-in while it waited for a tag
     waking_at: dict[int, float] = {}
     sched = False
+    bfq = BfqCounts()
     with opener(f, "rt") as lines:
         for line in lines:
+            if " m " in line and _count_bfq_message(bfq, line):     # BFQ's message: no request, no CPU event
+                continue
             m = _BLK.match(line)
             if m:
                 t = float(m["t"]) * 1e6
@@ -119,7 +123,8 @@ def read(path: Path) -> Summary:
                     threads[nxt].wake_to_run_us.append(t - waking_at.pop(nxt))
             if prev in running_since and state.startswith("D"):
                 threads[prev].woken_slept_again_us.append(t - running_since.pop(prev))
-    return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched)
+    bfq.queues = {k: v for k, v in bfq.queues.items() if v.busy or v.in_service or any(v.expired) or v.raised}
+    return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched, bfq)
 
 
 # BFQ's messages: `fio-413 [001] d..1. 14.330996: 259,0   1,0  m   N bfq413S add_request 1` (a queue: a process's
@@ -157,45 +162,39 @@ class BfqCounts:
 
 
 def bfq_counts(path: Path) -> BfqCounts:
-    """Count BFQ's messages in a trace (``path``: a run's folder or its blktrace.txt.gz); none: an empty count."""
-    f = path / "blktrace.txt.gz" if path.is_dir() else path
-    opener = gzip.open if f.suffix == ".gz" else open
-    c = BfqCounts()
-    with opener(f, "rt") as lines:
-        for line in lines:
-            if " m " not in line:
-                continue
-            m = _MSG.search(line)
-            if not m:
-                continue
-            msg, queue = m["msg"], m["queue"]
-            if d := _DEPTH.match(msg):
-                c.allocations += 1
-                c.with_raised_busy += int(d.group(1)) > 0
-                depth = int(d.group(3))
-                c.depths[depth] = c.depths.get(depth, 0) + 1
-                continue
-            if o := _OVER.match(msg):
-                c.over_limit += 1
-                limit = int(o.group(2))
-                c.limits[limit] = c.limits.get(limit, 0) + 1
-                continue
-            if not queue:
-                continue
-            q = c.queues.setdefault(queue, BfqQueue())
-            if msg.startswith("add to busy"):
-                q.busy += 1
-            elif msg.startswith("set_in_service_queue"):
-                q.in_service += 1
-            elif e := _EXPIRE.match(msg):
-                reason = int(e.group(1))
-                if 0 <= reason < len(EXPIRY_REASONS):
-                    q.expired[reason] += 1
-            elif r := _RAISED.match(msg):
-                coeff = int(r.group(1))
-                q.raised[coeff] = q.raised.get(coeff, 0) + 1
-    c.queues = {k: v for k, v in c.queues.items() if v.busy or v.in_service or any(v.expired) or v.raised}
-    return c
+    """BFQ's messages in a trace (``path``: a run's folder or its blktrace.txt.gz), counted; none: an empty count."""
+    return read(path).bfq
+
+
+def _count_bfq_message(c: BfqCounts, line: str) -> bool:
+    """Count ``line`` into ``c`` if it is one of BFQ's messages that ``bfq_table`` shows; whether it is BFQ's."""
+    m = _MSG.search(line)
+    if not m:
+        return False
+    msg, queue = m["msg"], m["queue"]
+    if d := _DEPTH.match(msg):
+        c.allocations += 1
+        c.with_raised_busy += int(d.group(1)) > 0
+        depth = int(d.group(3))
+        c.depths[depth] = c.depths.get(depth, 0) + 1
+    elif o := _OVER.match(msg):
+        c.over_limit += 1
+        limit = int(o.group(2))
+        c.limits[limit] = c.limits.get(limit, 0) + 1
+    elif queue:
+        q = c.queues.setdefault(queue, BfqQueue())
+        if msg.startswith("add to busy"):
+            q.busy += 1
+        elif msg.startswith("set_in_service_queue"):
+            q.in_service += 1
+        elif e := _EXPIRE.match(msg):
+            reason = int(e.group(1))
+            if 0 <= reason < len(EXPIRY_REASONS):
+                q.expired[reason] += 1
+        elif r := _RAISED.match(msg):
+            coeff = int(r.group(1))
+            q.raised[coeff] = q.raised.get(coeff, 0) + 1
+    return True
 
 
 def _top(counts: dict[int, int], total: int, n: int = 3) -> str:

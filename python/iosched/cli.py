@@ -201,10 +201,9 @@ def trace_summary(path):
         click.echo(f"{f}:" + ("" if s.threads else " no requests"))
         for row in blktrace.table(s):
             click.echo(row)
-        counts = blktrace.bfq_counts(f)
-        if counts.messages:
+        if s.bfq.messages:
             click.echo("")
-            for row in blktrace.bfq_table(counts):
+            for row in blktrace.bfq_table(s.bfq):
                 click.echo(row)
 
 

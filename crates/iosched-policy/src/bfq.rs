@@ -2090,7 +2090,9 @@ impl Elevator for Bfq {
         } else {
             tags.bits_per_word()
         };
-        self.clock_ns.set(self.clock_ns.get().max(rq.start_ns));
+        if self.notes_limit != 0 {
+            self.clock_ns.set(self.clock_ns.get().max(rq.start_ns));
+        }
         let wr_busy = self.wr_busy_queues();
         // What the kernel logs as the allocation's depth: the one given, 1 when over the limit, and for a sync read
         // 0 (per-word depths) or nr_requests (whole-set depths).

@@ -235,8 +235,8 @@ impl Simulation<'_> {
     }
 
     pub(super) fn into_result(mut self) -> SimResult {
-        let sched_notes = self.take_sched_notes(); // before the trace: it asks whether the run is traced
         let request_trace = self.take_request_trace();
+        let sched_notes = self.take_sched_notes();
         let jobs = self.job_results();
         // The run's window ends at the runtime, or earlier when every process finished before it (a trace
         // replay or a sized job that ended): core shares are over the time the jobs ran.

@@ -74,11 +74,9 @@ impl Simulation<'_> {
         }
     }
 
-    /// Every device's scheduler notes (kept only in a traced run), in time order.
+    /// Every device's scheduler notes, in time order (none unless the run is traced: only then were they asked
+    /// for).
     pub(super) fn take_sched_notes(&mut self) -> Vec<SchedNoteEvent> {
-        if self.request_trace.is_none() {
-            return Vec::new();
-        }
         let mut notes: Vec<SchedNoteEvent> = self
             .queues
             .iter_mut()
