@@ -307,6 +307,30 @@ pub const KYBER_LIMITS_SYNC_WRITES: Change = Change {
     backports: &[],
 };
 
+/// ext4's direct I/O goes through iomap: an asynchronous direct write's completion is punted to the file system's
+/// workqueue (`iomap_dio_bio_end_io` -> `queue_work(s_dio_done_wq)`: writes may have to update the file's metadata),
+/// a kernel thread woken on the core that took the interrupt. Before, fs/direct-io.c completed an overwrite of
+/// allocated blocks in the interrupt. (xfs has used iomap for direct I/O since 4.10, before every modelled version;
+/// io_uring's way around the workqueue, IOCB_DIO_CALLER_COMP, was disabled before 6.6 shipped, 838b35bb6a89.)
+pub const EXT4_IOMAP_DIO: Change = Change {
+    since: v(5, 5),
+    commit: "378f32bab371",
+    title: "ext4: introduce direct I/O write using iomap infrastructure",
+    behaviour: "an io_uring or libaio direct write on a file on ext4 completes in a workqueue thread woken on the \
+                completing core (two context switches there); before, in the interrupt",
+    backports: &[],
+};
+
+/// f2fs's direct I/O goes through iomap (as [`EXT4_IOMAP_DIO`] for ext4).
+pub const F2FS_IOMAP_DIO: Change = Change {
+    since: v(5, 17),
+    commit: "a1e09b03e6f5",
+    title: "f2fs: use iomap for direct I/O",
+    behaviour: "an io_uring or libaio direct write on a file on f2fs completes in a workqueue thread woken on the \
+                completing core (two context switches there); before, in the interrupt",
+    backports: &[],
+};
+
 /// Every modelled change, oldest first.
 pub const CHANGES: &[&Change] = &[
     &BFQ_LIMIT_DEPTH,
@@ -316,9 +340,11 @@ pub const CHANGES: &[&Change] = &[
     &SBITMAP_GET_FROM_WORD_START,
     &BFQ_INJECT_LIMIT_BY_THINK_TIME,
     &BFQ_ADAPTIVE_INJECTION,
+    &EXT4_IOMAP_DIO,
     &BFQ_SOFTRT_AFTER_INTERACTIVE,
     &BFQ_STABLE_MERGE,
     &MQ_DEADLINE_ASYNC_DEPTH,
+    &F2FS_IOMAP_DIO,
     &BFQ_REQUEST_OVER_LIMIT,
     &SBITMAP_SINGLE_WAKE_COUNT,
     &SBITMAP_WAKE_WHOLE_BATCH,
