@@ -473,14 +473,16 @@ fn mark_may_sleep_on_tags(processes: &mut [Process], queues: &[BlockQueue]) {
     }
 }
 
+/// The file system the job's files are on (its devices all carry the same one: validation), if any.
+fn job_filesystem<'c>(config: &'c SimConfig, job: &JobConfig) -> Option<&'c str> {
+    let first = *job.devices.first()?;
+    config.devices[first as usize].filesystem.as_deref()
+}
+
 /// The CPU time the job's file system adds to each of its I/Os (`HostConfig::filesystems`); a mixed job pays the
 /// read and write paths in its read share (validation has checked its devices agree and the host prices it).
 fn filesystem_ns(config: &SimConfig, job: &JobConfig) -> u64 {
-    let Some(fs) = job
-        .devices
-        .first()
-        .and_then(|&d| config.devices[d as usize].filesystem.as_ref())
-    else {
+    let Some(fs) = job_filesystem(config, job) else {
         return 0;
     };
     let cost = &config.host.filesystems[fs];
@@ -503,11 +505,7 @@ fn filesystem_ns(config: &SimConfig, job: &JobConfig) -> u64 {
 /// completions queued meanwhile), a process asleep for its completion pays both switches too (the thread then runs
 /// on an idle core), and the time counts as the process's CPU, where the kernel gives it to the thread.
 fn filesystem_completion_ns(config: &SimConfig, job: &JobConfig) -> u64 {
-    let Some(fs) = job
-        .devices
-        .first()
-        .and_then(|&d| config.devices[d as usize].filesystem.as_deref())
-    else {
+    let Some(fs) = job_filesystem(config, job) else {
         return 0;
     };
     let Ok(kernel) = config.host.kernel_version() else {
