@@ -486,13 +486,17 @@ fn filesystem_ns(config: &SimConfig, job: &JobConfig) -> u64 {
         return 0;
     };
     let cost = &config.host.filesystems[fs];
+    let read = read_percent(job);
+    (cost.read_ns * read + cost.write_ns * (100 - read)) / 100
+}
+
+/// The share of the job's I/Os that are reads, in percent: 100 or 0 for a job that only reads or writes, else
+/// `rwmixread`.
+fn read_percent(job: &JobConfig) -> u64 {
     match (job.rw.does(false), job.rw.does(true)) {
-        (true, false) => cost.read_ns,
-        (false, true) => cost.write_ns,
-        _ => {
-            (cost.read_ns * job.rwmixread as u64 + cost.write_ns * (100 - job.rwmixread as u64))
-                / 100
-        }
+        (true, false) => 100,
+        (false, true) => 0,
+        _ => job.rwmixread as u64,
     }
 }
 
@@ -517,15 +521,10 @@ fn filesystem_completion_ns(config: &SimConfig, job: &JobConfig) -> u64 {
         "f2fs" => kernel.has(&iosched_policy::kernel::F2FS_IOMAP_DIO),
         _ => false,
     };
-    if !in_workqueue || job.buffered || job.ioengine == IoEngine::Psync || !job.rw.does(true) {
+    if !in_workqueue || job.buffered || job.ioengine == IoEngine::Psync {
         return 0;
     }
-    let write_percent = if job.rw.does(false) {
-        100 - job.rwmixread as u64
-    } else {
-        100
-    };
-    2 * config.host.context_switch_ns * write_percent / 100
+    2 * config.host.context_switch_ns * (100 - read_percent(job)) / 100
 }
 
 /// The 4 KiB pages of an I/O of `bytes` beyond its first (`HostConfig::io_page_ns`).
