@@ -115,8 +115,8 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
 @click.option("--destructive", is_flag=True,
               help="kernel: write to a device that holds data (a filesystem or other signature, partitions).")
 @click.option("--filesystem", type=click.Choice(["ext4", "xfs", "f2fs"]),
-              help="kernel: make this filesystem on each device and run the jobs on a file inside it. sim: every "
-                   "device's `filesystem` (the jobs on a file; the host preset prices the path).")
+              help="kernel and vm: make this filesystem on each device and run the jobs on a file inside it. sim: "
+                   "every device's `filesystem` (the jobs on a file; the host preset prices the path).")
 @click.option("--precondition", is_flag=True,
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
@@ -144,12 +144,12 @@ def run(spec, backend, host, device, devices, scheduler, sets, duration, seed, o
         raise SpecError("--lab" if lab_dir else "--vm", None, "only with --backend vm")
     if backend == "vm":
         for flag, given in (("--jobs", jobs), ("--cluster", cluster), ("--host", host), ("--destructive", destructive),
-                            ("--filesystem", filesystem), ("--precondition", precondition)):
+                            ("--precondition", precondition)):
             if given:
                 raise SpecError(flag, None, "not with --backend vm (the lab boots one guest for the runs)")
         from .cli_vm import run_vm_command
         return run_vm_command(spec, device, devices, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                              no_report, static, request_trace=request_trace)
+                              no_report, static, request_trace=request_trace, filesystem=filesystem)
     if backend == "kernel":
         if request_trace:
             raise SpecError("--trace", None, "not with --backend kernel (it keeps no request trace; the simulator "

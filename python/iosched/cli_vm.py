@@ -234,7 +234,7 @@ def lab_trace(spec_data: dict, trace: str, vm_opts) -> str:
 
 
 def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, out, lab_dir, vm_opts,
-                   no_report, static=False, request_trace=False) -> None:
+                   no_report, static=False, request_trace=False, filesystem=None) -> None:
     """`iosched run SPEC --backend vm ...`.  ``request_trace`` (--trace, or the spec's ``request_trace``): the
     kernel's blk tracer with sched events, as --vm trace=blk+sched, unless --vm trace= says otherwise."""
     from .backends.kernel.state import Interrupted
@@ -244,7 +244,8 @@ def run_vm_command(spec, devices, devices_n, scheduler, sets, duration, seed, ou
 
     if seed is not None and seed < 0:
         raise SpecError("--seed", None, f"expected an integer >= 0, got {seed}")
-    opts = parse_vm_options(vm_opts, Options(devices=list(devices), out=Path(out), lab=lab_dir))
+    opts = parse_vm_options(vm_opts, Options(devices=list(devices), out=Path(out), lab=lab_dir,
+                                             filesystem=filesystem))
     exp = load_experiment(spec, Overrides(devices=devices_n, scheduler=scheduler, sets=list(sets),
                                           duration=duration, seed=seed, request_trace=request_trace))
     opts.trace = lab_trace(exp.data, opts.trace, vm_opts)

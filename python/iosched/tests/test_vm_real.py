@@ -305,6 +305,44 @@ def test_nvme_and_virtio(tmp_path):
     assert not any((lab.lab_dir() / "tmp").glob("*/d*.img"))          # the images went with the boot
 
 
+FS_JOBS = """
+name = "vm-fs"
+duration = "1s"
+ramp = "200ms"
+scheduler = { name = "mq-deadline" }
+[[job]]
+name = "w"
+rw = "randwrite"
+bs = "4k"
+iodepth = 4
+[[job]]
+name = "r"
+rw = "randread"
+bs = "4k"
+iodepth = 4
+"""
+
+
+# One of each kind of device, so each file system is made once (a boot each, ~15 s under TCG); f2fs is one the host
+# kernel lacks.
+@pytest.mark.parametrize("fs,device", [("ext4", "nullb:memory_backed=1,size=512M"), ("xfs", "virtio:size=512M"),
+                                       ("f2fs", "nvme:size=512M")])
+def test_a_file_system_in_the_lab(tmp_path, fs, device):
+    out = tmp_path / "out"
+    cli("run", write(tmp_path, FS_JOBS), "--backend", "vm", "--device", device, "--filesystem", fs, "--out", out,
+        "--no-report")
+    (s,) = _runs(out).values()
+    made = s["devices"][0]["filesystem"]
+    # the jobs address the whole device, so the file takes FILE_SHARE of it: 0.75 x 512 MiB = 384 MiB
+    assert made["filesystem"] == fs and made["file_bytes"] == 384 << 20 and made["free_bytes"] > made["file_bytes"]
+    assert s["devices"][0]["target"] == made["file"] == "/mnt/iosched/d0/iosched.data"
+    assert all(j["config"]["size_bytes"] == 384 << 20 for j in s["jobs"])
+    (run_dir,) = (out / "runs").iterdir()
+    assert "filename=/mnt/iosched/d0/iosched.data" in (run_dir / "jobs.fio").read_text()
+    rows = {r["job"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
+    assert rows["w"]["write_ios"] > 0 and rows["r"]["read_ios"] > 0
+
+
 def _qemu_children(pid: int) -> list[int]:
     # Zombies count: a qemu that started and already died (a second boot) must still be seen.
     return [child for child, name, _ in child_processes(pid, zombies=True) if "qemu" in name]

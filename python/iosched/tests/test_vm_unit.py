@@ -494,3 +494,77 @@ def test_a_failed_boots_console_is_kept_whole_in_out(tmp_path):
     console.write_text("")
     (out / "vm-console.log").unlink()
     assert _kept_console(guest, out) == "" and not (out / "vm-console.log").exists()
+
+
+# ---------------------------------------------------------------- a file system on the lab's devices
+
+ONE_WRITER = """
+name = "vmfs"
+duration = "1s"
+scheduler = { name = "none" }
+[[job]]
+name = "w"
+rw = "randwrite"
+bs = "4k"
+iodepth = 8
+"""
+
+
+def test_a_file_system_in_the_lab_is_made_in_order_and_the_jobs_address_its_test_file(tmp_path):
+    _, lds, runs = runs_of(tmp_path, ONE_WRITER, devs=("nvme:size=1G",))
+    text, _, _ = runner.job_file(runs[0], 1, 100, "f2fs")
+    assert "filename=/mnt/iosched/d0/iosched.data" in text and "/dev/iosched" not in text
+    raw, _, _ = runner.job_file(runs[0], 1, 100)
+    assert "filename=/dev/iosched/d0" in raw
+    br = guest.BatchRun(0, runs[0], text, {})
+    main_sh = guest.main_script(lds, [br], 0.1, filesystem="f2fs", file_bytes={0: 800 << 20})
+    # the checksum module before the file system's, mkfs before mount, the room checked before the file is written
+    order = ["load $m", "/sbin/mkfs.f2fs -f -q -t 0 /dev/$name", "mount -t f2fs /dev/$name /mnt/iosched/d0",
+             "-ge 800 ]", "--size=838860800 --direct=1", "> /work/devices/d0.fs", "send setup"]
+    at = [main_sh.index(s) for s in order]
+    assert at == sorted(at), order
+    assert "for m in crc32_generic f2fs; do" in main_sh
+    _sh_syntax(main_sh, tmp_path)
+    assert "mkfs" not in guest.main_script(lds, [br], 0.1)       # the raw device: nothing made
+    # ext4 without its lazy inode-table zeroing (no ext4lazyinit writes during the runs); xfs and f2fs without
+    # discard, as the kernel backend makes them
+    assert "lazy_itable_init=0" in guest.MKFS["ext4"] and "nodiscard" in guest.MKFS["ext4"]
+    assert "-K" in guest.MKFS["xfs"].split() and "-t 0" in guest.MKFS["f2fs"]
+    assert set(guest.MKFS) == set(guest.FS_MODULES) == set(runner.FILESYSTEMS)
+    # every module the scripts load is in the image
+    assert {m for ms in guest.FS_MODULES.values() for m in ms} <= set(lab.image_modules())
+
+
+def test_the_test_files_size_and_the_devices_a_file_system_refuses(tmp_path):
+    _, lds, runs = runs_of(tmp_path, ONE_WRITER, devs=("nvme:size=1G",))
+    opts = runner.Options(devices=["nvme:size=1G"], out=tmp_path, filesystem="xfs")
+    # jobs that address the whole device get FILE_SHARE of it: 0.75 x 1,024 MiB = 768 MiB
+    assert runner.test_file_bytes(lds, runs, opts) == {0: 768 << 20}
+    _, _, small = runs_of(tmp_path, ONE_WRITER + 'size = "300M"\n', devs=("nvme:size=1G",))
+    assert runner.test_file_bytes(lds, small, opts) == {0: 300 << 20}
+    # null_blk keeps a file system only in memory, and that memory is the guest's
+    ok = devices.parse_devices(["nullb:memory_backed=1,size=512M"])
+    assert runner.test_file_bytes(ok, runs, opts) == {0: 384 << 20}
+    for dev, fragment in (("nullb", "needs memory_backed=1"),
+                          ("nullb:memory_backed=1", "at most half of it \\(1024M\\)"),
+                          ("nullb:memory_backed=1,size=4G", "at most half")):
+        with pytest.raises(SpecError, match=fragment):
+            runner.test_file_bytes(devices.parse_devices([dev]), runs, opts)
+
+
+def test_a_file_system_is_one_per_boot_and_names_its_runs(tmp_path):
+    exp, lds, runs = runs_of(tmp_path, ONE_WRITER, devs=("nvme:size=1G",))
+    assert runner.batch_filesystem([exp], None) is None
+    assert runner.batch_filesystem([exp], "ext4") == "ext4"
+    named = load_experiment(str(write(tmp_path, ONE_WRITER.replace(
+        'name = "vmfs"', 'name = "vmfs"\ndevices = [{ preset = "samsung-980pro-1tb", filesystem = "xfs" }]'),
+        name="named.toml")))
+    assert runner.batch_filesystem([named], None) == "xfs"
+    with pytest.raises(SpecError, match="--filesystem"):
+        runner.batch_filesystem([named], "ext4")
+    with pytest.raises(SpecError, match="one file system on every device"):
+        runner.batch_filesystem([named, exp], None)
+    raw = runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path), "tcg", "r")
+    ids = {runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, filesystem=fs), "tcg", "r")
+           for fs in ("ext4", "xfs", "f2fs")}
+    assert raw not in ids and len(ids) == 3

@@ -135,7 +135,7 @@ def spec_filesystem(exp: Experiment, given: str | None) -> str | None:
         check_filesystem_flag(given, named, exp.file)
         return given
     if len(named) > 1:
-        raise SpecError(exp.file, "devices.filesystem", "the kernel backend makes one file system on every device: "
+        raise SpecError(exp.file, "devices.filesystem", "a real kernel run makes one file system on every device: "
                         f"give the same one (or none) to all, not {', '.join(sorted(map(str, named)))}")
     return named.pop()
 

@@ -22,6 +22,17 @@ MARK = "@@iosched"
 CGROUP_PARENT = "/sys/fs/cgroup/iosched"
 BASE_MODULES = ("configfs", "kyber_iosched", "bfq")
 DEVICE_MODULES = ("null_blk", "nvme", "virtio_blk")
+# The file systems a spec can name, and the checksums they ask the crypto API for at mount (a softdep, which the
+# modules' depends do not list, and the guest has no modprobe to follow).
+FS_MODULES = {"ext4": ("crc32c_generic", "ext4"), "xfs": ("crc32c_generic", "xfs"),
+              "f2fs": ("crc32_generic", "f2fs")}
+# mkfs as the kernel backend runs it (backends/kernel/fs.py: no discard, so the device keeps its state), and for
+# ext4 the inode tables zeroed by mkfs: with lazy_itable_init (mke2fs's default where ext4 is loaded) the kernel's
+# ext4lazyinit thread writes them during the first runs, which under TCG's slow guest overlaps the measurement.
+MKFS = {"ext4": "/sbin/mke2fs -t ext4 -F -q -E nodiscard,lazy_itable_init=0",
+        "xfs": "/sbin/mkfs.xfs -f -q -K", "f2fs": "/sbin/mkfs.f2fs -f -q -t 0"}
+MOUNT_ROOT = "/mnt/iosched"
+TEST_FILE = "iosched.data"
 # The cgroup v2 weight files a run's cgroups get (those that exist: a policy's files appear once it is loaded).
 WEIGHT_FILES = "io.bfq.weight io.kyber_fairness.weight io.weight"
 
@@ -161,8 +172,16 @@ def q(value: object) -> str:
     return shlex.quote(str(value))
 
 
-def device_setup(devices: list[LabDevice]) -> str:
-    """Make each device and link it as /dev/iosched/dK; record what it is and its queue's defaults."""
+def target(k: int, filesystem: str | None) -> str:
+    """What fio opens for the spec's device K: the device, or the test file on the file system made on it."""
+    return f"{MOUNT_ROOT}/d{k}/{TEST_FILE}" if filesystem else f"/dev/iosched/d{k}"
+
+
+def device_setup(devices: list[LabDevice], filesystem: str | None = None,
+                 file_bytes: dict[int, int] | None = None) -> str:
+    """Make each device and link it as /dev/iosched/dK; record what it is and its queue's defaults.  With
+    ``filesystem``: a fresh one on each device, mounted at MOUNT_ROOT/dK, with a test file of ``file_bytes[K]``
+    written once (so reads reach the device), as the kernel backend's --filesystem does."""
     lines = ["mkdir -p /dev/iosched /work/devices"]
     kinds = {d.kind for d in devices}
     if "nullb" in kinds:
@@ -207,7 +226,31 @@ def device_setup(devices: list[LabDevice]) -> str:
                   f"cat $q/logical_block_size > /work/devices/d{k}.lbs",
                   f"ls /sys/block/$name/mq | wc -l > /work/devices/d{k}.hw_queues",
                   f"cat $q/scheduler > /work/devices/d{k}.schedulers"]
+        if filesystem:
+            lines += filesystem_setup(d, filesystem, (file_bytes or {})[k])
     return "\n".join(lines)
+
+
+def filesystem_setup(d: LabDevice, fs: str, size_bytes: int) -> list[str]:
+    """mkfs, mount and the test file on device ``d`` (its name in $name); what was made goes to dK.fs."""
+    k, mnt, mib = d.index, f"{MOUNT_ROOT}/d{d.index}", size_bytes >> 20
+    lines = [f"for m in {' '.join(FS_MODULES[fs])}; do load $m || fail {k} \"cannot load the $m module\"; done",
+             f"mkdir -p {mnt}",
+             f"{MKFS[fs]} /dev/$name > /tmp/mkfs.err 2>&1 || fail {k} \"{MKFS[fs].split()[0].split('/')[-1]} "
+             f"failed: $(tail -2 /tmp/mkfs.err | tr '\\n' ' ')\"",
+             f"mount -t {fs} /dev/$name {mnt} 2> /tmp/mount.err || fail {k} \"mount -t {fs} failed: "
+             f"$(tr '\\n' ' ' < /tmp/mount.err) $(dmesg | tail -2 | tr '\\n' ' ')\"",
+             f"free=$(df -k {mnt} | tail -1 | awk '{{print $4}}')",
+             f"[ $((free / 1024)) -ge {mib} ] || fail {k} \"{fs} on it leaves $((free / 1024)) MiB free and the test "
+             f"file needs {mib} MiB: give the device more room (size=...)\"",
+             f"fio --name=fill --filename={target(k, fs)} --rw=write --bs=1M --size={size_bytes} --direct=1 "
+             f"--ioengine=psync --output=/tmp/fill.out > /dev/null 2>&1 || fail {k} \"cannot write the {mib} MiB "
+             f"test file on {fs}: $(tail -2 /tmp/fill.out | tr '\\n' ' ')\"",
+             "sync",
+             f"{{ echo filesystem={fs}; echo mountpoint={mnt}; echo file={target(k, fs)}; echo file_bytes={size_bytes}; "
+             f"echo free_bytes=$((free * 1024)); echo mount_options=$(awk '$2 == \"{mnt}\" {{print $4}}' /proc/mounts); "
+             f"}} > /work/devices/d{k}.fs"]
+    return lines
 
 
 def _queue_calls(run: ResolvedRun, n_devices: int, key_prefix: str) -> list[str]:
@@ -319,13 +362,15 @@ def unload_modules(devices: list[LabDevice], modules: list[tuple[str, str]]) -> 
 
 
 def main_script(devices: list[LabDevice], runs: list[BatchRun], sample_interval_s: float,
-                modules: list[tuple[str, str]] = ()) -> str:
-    """The batch: our modules (``modules``: (file, module name) of each .ko under /batch/kmod/), devices, the
-    guest's facts, every distinct scheduler setting tried once, then the runs, and the modules unloaded."""
+                modules: list[tuple[str, str]] = (), filesystem: str | None = None,
+                file_bytes: dict[int, int] | None = None) -> str:
+    """The batch: our modules (``modules``: (file, module name) of each .ko under /batch/kmod/), devices (with
+    ``filesystem``, a test file of ``file_bytes[K]`` on each), the guest's facts, every distinct scheduler setting
+    tried once, then the runs, and the modules unloaded."""
     modules = list(modules)
     lines = ["# generated by iosched: one boot's batch", LIB, "say begin", "mkdir -p /work/setup",
              ": > /work/kernel.log", *load_modules(modules),
-             device_setup(devices),
+             device_setup(devices, filesystem, file_bytes),
              "cp /work/devices/* /work/setup/",
              "uname -r > /work/setup/kernel; nproc > /work/setup/cpus",
              "grep MemTotal /proc/meminfo > /work/setup/meminfo; cat /proc/cmdline > /work/setup/cmdline",

@@ -8,7 +8,8 @@ Layout of the cache folder (``--lab DIR``, else ``$IOSCHED_LAB_DIR``, else ``~/.
     build/<key>/vmlinuz      the guest kernel
     build/<key>/config       its build configuration
     build/<key>/initramfs.cpio
-                             busybox, fio and its libraries, the needed modules (decompressed), our /init;
+                             busybox, fio, mke2fs, mkfs.xfs and mkfs.f2fs with their libraries, the needed
+                             modules (decompressed), our /init;
                              uncompressed: the guest unpacks it in ~0.5 s instead of ~3.5 s for gzip under TCG
     accel.json               the accelerator probe's answer (kvm or tcg) for this host, qemu and kernel
     tmp/<pid>-*/             one boot's scratch (batch archive, device images); removed after the boot
@@ -35,13 +36,18 @@ from typing import Callable, Iterator
 
 from . import VmError, elf, packages
 from .cpio import CpioWriter
-from .guest import BASE_MODULES, DEVICE_MODULES, INIT
+from .guest import BASE_MODULES, DEVICE_MODULES, FS_MODULES, INIT
 
 ENV = "IOSCHED_LAB_DIR"
 LAB_JSON = "lab.json"
-BUILD_FORMAT = 2                     # bump when the build below changes what goes into the image
+BUILD_FORMAT = 3                     # bump when the build below changes what goes into the image
 FIO = "usr/bin/fio"
-USERLAND = ("busybox-static", "fio")
+# The programs the guest runs besides busybox, each with the package it comes from: fio, and the mkfs of each
+# file system a spec can name (``filesystem``; the kernel backend's --filesystem makes the same ones).
+PROGRAMS = {FIO: "fio", "sbin/mke2fs": "e2fsprogs", "sbin/mkfs.xfs": "xfsprogs", "sbin/mkfs.f2fs": "f2fs-tools"}
+# Configuration files the programs read, copied as the package has them (mke2fs's defaults: features, inode size).
+CONFIG_FILES = {"etc/mke2fs.conf": "e2fsprogs"}
+USERLAND = ("busybox-static", *dict.fromkeys(PROGRAMS.values()))
 LIB_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "lib", "usr/lib")
 NOT_PREPARED = "the VM lab is not prepared: run `iosched vm prepare`"
 
@@ -53,6 +59,12 @@ def lab_dir(given: str | os.PathLike | None = None) -> Path:
         return Path(os.environ[ENV]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "iosched" / "lab"
+
+
+def image_modules() -> list[str]:
+    """The kernel modules the image carries (their dependencies follow): the schedulers, the devices' drivers,
+    the file systems and their checksums."""
+    return sorted(set(BASE_MODULES) | set(DEVICE_MODULES) | {m for ms in FS_MODULES.values() for m in ms})
 
 
 def norm_module(name: str) -> str:
@@ -235,8 +247,8 @@ def prepare(folder: Path, *, pin: str = packages.KERNEL_PIN, echo: Callable[[str
             "pinned": pin, "source_package": packages.SOURCE_PACKAGE, "source_version": choice.version,
             "source_available": choice.source_available, "note": choice.note},
             "packages": dict(sorted(versions.items())), "debs": {n: p.name for n, p in sorted(got.items())},
-            "fio_libraries": libs}
-        modules = sorted(set(BASE_MODULES) | set(DEVICE_MODULES))
+            "libraries": libs}
+        modules = image_modules()
         info["key"] = build_key(info["packages"], modules)
         lab = Lab(folder, info)
         if force or not _built(lab):
@@ -260,15 +272,26 @@ def _current(folder: Path, info: dict, choice: packages.KernelChoice) -> bool:
         return False
     if any(not (folder / "debs" / f).is_file() for f in info.get("debs", {}).values()):
         return False
-    modules = sorted(set(BASE_MODULES) | set(DEVICE_MODULES))
+    modules = image_modules()
     return info.get("key") == build_key(pk, modules) and _built(Lab(folder, info))
+
+
+def resolve_programs(tree: Tree) -> tuple[dict[str, tuple[str, Path]], set[str]]:
+    """Every file the guest's programs (PROGRAMS) need to run, as resolve_libraries gives it for one."""
+    needed: dict[str, tuple[str, Path]] = {}
+    missing: set[str] = set()
+    for program in PROGRAMS:
+        n, m = resolve_libraries(tree, program)
+        needed.update(n)
+        missing |= m
+    return needed, missing
 
 
 def _fetch_libraries(folder: Path, debs: Path, got: dict[str, Path], versions: dict[str, str], echo,
                      recorded: dict[str, str]) -> list[str]:
-    """fio's shared libraries: unpack fio, find what it needs (DT_NEEDED, recursively), fetch the Depends of the
-    packages that provided something until nothing is missing (Debian's shlibs Depends name exactly the
-    packages of the libraries linked against)."""
+    """The programs' shared libraries: unpack their packages, find what they need (DT_NEEDED, recursively), fetch
+    the Depends of the packages that provided something until nothing is missing (Debian's shlibs Depends name
+    exactly the packages of the libraries linked against)."""
     with tempfile.TemporaryDirectory(dir=folder, prefix=".unpack-") as tmp:
         roots: dict[str, Path] = {}
 
@@ -277,35 +300,37 @@ def _fetch_libraries(folder: Path, debs: Path, got: dict[str, Path], versions: d
                 roots[n] = Path(tmp) / n
                 packages.extract(got[n], roots[n])
 
-        unpack("fio")
+        for n in dict.fromkeys(PROGRAMS.values()):
+            unpack(n)
         # The providers found last time first: an up-to-date cache then resolves without fetching anything.
         before = [n for n in recorded if n not in USERLAND and not n.startswith("linux-image-")]
         for n, p in _fetch(debs, before, versions, echo, recorded).items():
             got[n] = p
             unpack(n)
         for _ in range(12):
-            needed, missing = resolve_libraries(Tree(roots), FIO)
+            needed, missing = resolve_programs(Tree(roots))
+            providers = {pkg for pkg, _ in needed.values()} | set(PROGRAMS.values())
             if not missing:
                 # Only the packages that provide a file are kept in the record.
-                providers = {pkg for pkg, _ in needed.values()} | {"fio"}
                 for n in list(got):
                     if n not in providers and n not in USERLAND and not n.startswith("linux-image-"):
                         got.pop(n)
                         versions.pop(n, None)
                 return sorted(needed)
-            providers = {pkg for pkg, _ in needed.values()} | {"fio"}
             want = []
             for pkg in sorted(providers):
-                for dep in packages.parse_depends(packages.field(got[pkg], "Depends")):
+                # (e2fsprogs names its libraries in Pre-Depends)
+                for dep in packages.parse_depends(packages.field(got[pkg], "Pre-Depends") + ", "
+                                                  + packages.field(got[pkg], "Depends")):
                     if dep not in roots and dep not in want and not dep.startswith("<"):
                         want.append(dep)
             if not want:
-                raise VmError(f"fio needs {', '.join(sorted(missing))}, which none of its packages' dependencies "
-                              "provide")
+                raise VmError(f"the guest's programs need {', '.join(sorted(missing))}, which none of their "
+                              "packages' dependencies provide")
             for n, p in _fetch(debs, want, versions, echo, recorded).items():
                 got[n] = p
                 unpack(n)
-        raise VmError(f"could not resolve fio's libraries ({', '.join(sorted(missing))} missing)")
+        raise VmError(f"could not resolve the guest's programs' libraries ({', '.join(sorted(missing))} missing)")
 
 
 def _built(lab: Lab) -> bool:
@@ -335,10 +360,10 @@ def _build(lab: Lab, modules: list[str], echo) -> None:
         shutil.copyfile(kroot / "boot" / f"config-{release}", tmp_out / "config")
         mods = _modules(kroot / "lib" / "modules" / release, modules)
         tree = Tree({n: r for n, r in roots.items() if not n.startswith("linux-image-")})
-        needed, missing = resolve_libraries(tree, FIO)
+        needed, missing = resolve_programs(tree)
         if missing:
-            raise VmError(f"fio's libraries are incomplete in {debs} ({', '.join(sorted(missing))}): run "
-                          "`iosched vm prepare`")
+            raise VmError(f"the guest's programs' libraries are incomplete in {debs} ({', '.join(sorted(missing))}): "
+                          "run `iosched vm prepare`")
         busybox = tree.find("bin/busybox")
         if busybox is None:
             raise VmError("busybox-static has no bin/busybox")
@@ -358,8 +383,12 @@ def _build(lab: Lab, modules: list[str], echo) -> None:
             for name, (data, deps) in sorted(mods.items()):
                 w.file(f"lib/modules/iosched/{name}.ko", data)
                 w.file(f"lib/modules/iosched/{name}.deps", (" ".join(deps) + "\n").encode())
-            fio = tree.find(FIO)
-            w.file(FIO, fio[1].read_bytes(), 0o755)
+            for path in list(PROGRAMS) + list(CONFIG_FILES):
+                hit = tree.find(path)
+                if hit is None:
+                    raise VmError(f"{PROGRAMS.get(path) or CONFIG_FILES[path]} has no {path}")
+                w.parents(path)
+                w.file(path, hit[1].read_bytes(), 0o755 if path in PROGRAMS else 0o644)
             for path, (_, real) in sorted(needed.items()):
                 w.parents(path)
                 w.file(path, real.read_bytes(), 0o755)
@@ -436,7 +465,7 @@ def load(folder: Path, echo: Callable[[str], None] = _echo_none) -> Lab:
     info = _read_info(folder)
     if info is None:
         raise VmError(f"{NOT_PREPARED} (no {folder / LAB_JSON})")
-    modules = sorted(set(BASE_MODULES) | set(DEVICE_MODULES))
+    modules = image_modules()
     key = build_key(info["packages"], modules)
     lab = Lab(folder, info)
     if info.get("key") == key and _built(lab):
@@ -448,6 +477,9 @@ def load(folder: Path, echo: Callable[[str], None] = _echo_none) -> Lab:
         if _built(lab):
             return lab
         missing = [f for f in info.get("debs", {}).values() if not (folder / "debs" / f).is_file()]
+        if any(n not in info.get("debs", {}) for n in USERLAND):
+            raise VmError(f"{NOT_PREPARED} again: the guest now takes {', '.join(n for n in USERLAND if n not in info.get('debs', {}))} "
+                          "from Debian's archive too")
         if missing or not info.get("debs"):
             raise VmError(f"{NOT_PREPARED} (the lab's packages are missing from {folder / 'debs'})")
         echo("note: the lab's image is out of date (iosched changed its guest side): rebuilding from the cached "

@@ -11,6 +11,7 @@ Nothing is written outside the lab's cache and OUT; qemu never outlives iosched.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,7 +31,8 @@ from ...units import parse_size
 from ..kernel import fiofile
 from ..kernel.blockdev import simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
-from ..kernel.runner import _spec_device_names, host_info, refuse_simulator_only_settings
+from ..kernel.fs import FILESYSTEMS
+from ..kernel.runner import _spec_device_names, host_info, refuse_simulator_only_settings, spec_filesystem
 from ..kernel.state import signals_raise
 from . import VmError, collect, guest, kmod, lab as labmod, qemu
 from .cpio import CpioWriter
@@ -67,6 +69,11 @@ TCG_SLOWDOWN = 3.0            # a TCG run's wall time against its fio time, gene
 # A run still going this long before its deadline sends what the guest waits on (guest.stalled: blocked tasks and
 # their kernel stacks, the queues' dispatch state, the kernel log); the host then waits this long for the report.
 STALL_REPORT_S = 30.0
+# With a file system, the test file takes at most this share of the device, when the jobs address more: mkfs leaves
+# 88.5% (ext4), 89.9% (xfs) and 84.8% (f2fs) of a 1 GiB image free, f2fs 77% of a 512 MiB one (its reserved
+# segments weigh more on a small device; measured in the guest, 2026-12-04). The kernel backend takes 90% of the
+# free space it finds, which the host cannot know before the boot; the guest refuses a file that does not fit.
+FILE_SHARE = 0.75
 
 
 @dataclass
@@ -78,6 +85,7 @@ class Options:
     memory_mib: int = 2048
     accel: str = "auto"
     trace: str = "off"
+    filesystem: str | None = None   # --filesystem; the spec's devices' `filesystem` when not given
 
 
 def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Options:
@@ -125,6 +133,8 @@ def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str
         parts.append(module_sources)
     if opts.trace != "off":
         parts.append(f"trace={opts.trace}")
+    if opts.filesystem:
+        parts.append(f"filesystem={opts.filesystem}")
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -143,6 +153,8 @@ class Outcome:
     # Our modules in the boot: {"loaded": [...], "build": {...}}; after the last run, "unload": {module: rmmod's
     # exit status and words}, "tainted", "kernel_problems" (warnings, bugs, oopses in the boot's kernel log).
     modules: dict[str, Any] | None = None
+    # With a file system: the test file's size on each device (its index → bytes), what the jobs address.
+    file_bytes: dict[int, int] = field(default_factory=dict)
 
 
 def _check_scheduler(name: object, file: str, key: str) -> None:
@@ -173,12 +185,14 @@ def check_runs(exp: Experiment, runs: list[ResolvedRun], cpus: int) -> None:
                                 "takes cgroup names of letters, digits and _ . + - only")
 
 
-def job_file(run: ResolvedRun, n_devices: int, interval_ms: int) -> tuple[str, list[str], dict[str, int]]:
-    """The kernel backend's job file for the guest's devices (/dev/iosched/dK); a job with a cgroup joins it
-    through exec_prerun (guest.cgroup_prerun) instead of fio's cgroup=."""
+def job_file(run: ResolvedRun, n_devices: int, interval_ms: int,
+             filesystem: str | None = None) -> tuple[str, list[str], dict[str, int]]:
+    """The kernel backend's job file for the guest's devices (/dev/iosched/dK, or the test file on each with
+    ``filesystem``); a job with a cgroup joins it through exec_prerun (guest.cgroup_prerun) instead of fio's
+    cgroup=."""
     groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}
-    text, notes = fiofile.job_file(run, [f"/dev/iosched/d{k}" for k in range(n_devices)], {g: g for g in groups},
-                                   log_interval_ms=interval_ms)
+    text, notes = fiofile.job_file(run, [guest.target(k, filesystem) for k in range(n_devices)],
+                                   {g: g for g in groups}, log_interval_ms=interval_ms)
     lines = [f"exec_prerun={guest.cgroup_prerun(ln[len('cgroup='):])}" if ln.startswith("cgroup=") else ln
              for ln in text.splitlines()]
     # fio's default clock reads the TSC, which it cannot calibrate under emulation (it warns "clocksource=cpu may
@@ -198,6 +212,40 @@ def run_deadline_s(run: ResolvedRun, accel: str) -> float:
     return expected_s(run) * (TCG_SLOWDOWN if accel == "tcg" else 1.5) + RUN_SLACK_S
 
 
+def batch_filesystem(exps: list[Experiment], given: str | None) -> str | None:
+    """The file system of the boot's runs (one for every device and experiment, as the kernel backend makes)."""
+    if given is not None and given not in FILESYSTEMS:
+        raise SpecError("--filesystem", None, f"expected one of {', '.join(FILESYSTEMS)}, got {show(given)}")
+    named = {spec_filesystem(e, given) for e in exps}
+    if len(named) > 1:
+        raise SpecError(exps[-1].file, "devices.filesystem", "one boot makes one file system on every device: "
+                        f"the experiments give {', '.join(sorted(str(n) for n in named))}")
+    return named.pop()
+
+
+def test_file_bytes(devices: list[LabDevice], runs: list[ResolvedRun], opts: Options) -> dict[int, int]:
+    """The test file on each device: what the jobs address there (their largest offset + size, rounded up to
+    MiB), at most FILE_SHARE of the device (the guest checks that the file system has that room).  A null_blk
+    device keeps a file system only with memory_backed=1, in the guest's memory."""
+    out = {}
+    for d in devices:
+        if d.kind == "nullb" and d.value("memory_backed") != "1":
+            raise SpecError("--device", d.given, f"a file system ({opts.filesystem}) needs memory_backed=1: without it "
+                            "null_blk keeps no data, so mkfs's writes are lost")
+        if d.kind == "nullb" and d.capacity_bytes > (opts.memory_mib << 20) // 2:
+            raise SpecError("--device", d.given, f"a memory-backed null_blk with a file system keeps its data in the "
+                            f"guest's memory: give it a size of at most half of it ({opts.memory_mib // 2}M), e.g. "
+                            "size=512M")
+        want = max((j.config["offset_bytes"] + (j.config["numjobs"] - 1) * j.config["offset_increment_bytes"]
+                    + j.config["size_bytes"] for r in runs for j in r.jobs if d.index in j.config["devices"]),
+                   default=0)
+        cap = int(d.capacity_bytes * FILE_SHARE) >> 20 << 20
+        out[d.index] = min(cap, -(-want >> 20) << 20) if want else cap
+        if out[d.index] < 1 << 20:
+            raise SpecError("--device", d.given, f"too small for a file system and a test file on it")
+    return out
+
+
 def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[str], None] = print) -> Outcome:
     """Run the experiment(s) in one boot (several experiments: their runs one after another, as one batch; they
     must name as many devices as --device gives)."""
@@ -212,15 +260,23 @@ def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[st
     spec_names: list[str] = []
     runs: list[ResolvedRun] = []
     owner: list[Experiment] = []
+    opts = dataclasses.replace(opts, filesystem=batch_filesystem(exps, opts.filesystem))
+    outcome = Outcome()
+    on_devices = RealSystem(opts.cpus, [(d.capacity_bytes, d.logical_block_bytes) for d in devices])
     for e in exps:
         spec_names = _spec_device_names(e)
         if len(spec_names) != len(devices):
             raise SpecError("--device", None, f"{e.file} has {len(spec_names)} device(s) ({', '.join(spec_names)}), "
                             f"mapped in order to the --device given; expected {len(spec_names)}, got {len(devices)}")
-        rs = expand_runs(e, RealSystem(opts.cpus, [(d.capacity_bytes, d.logical_block_bytes) for d in devices]))
-        check_runs(e, rs, opts.cpus)
+        rs = expand_runs(e, on_devices)
         runs += rs
         owner += [e] * len(rs)
+    if opts.filesystem:     # the jobs address the test file on each device: size them (and check them) by it
+        outcome.file_bytes = test_file_bytes(devices, runs, opts)
+        on_files = RealSystem(opts.cpus, [(outcome.file_bytes[d.index], d.logical_block_bytes) for d in devices])
+        runs = [r for e in exps for r in expand_runs(e, on_files)]
+    for e in exps:
+        check_runs(e, [r for r, o in zip(runs, owner) if o is e], opts.cpus)
     for note in dict.fromkeys(n for r in runs for n in r.notes):
         echo(f"note: {note}")
     if any(r.scheduler not in WEIGHTED and any(j.config["cgroup"] and j.config["cgroup_weight"] != 100
@@ -235,7 +291,6 @@ def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[st
     scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(os.path.realpath(scratch_root)) / f"{os.getpid()}-{time.monotonic_ns() % 10**9}"
     scratch.mkdir()
-    outcome = Outcome()
     store.cleanup_tmp(opts.out)
     try:
         with signals_raise():
@@ -315,7 +370,7 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
         outcome.modules = {"loaded": [m.module for m in mods], "build": built.describe()}
     for i in pending:
         _, r = outcome.runs[i]
-        text, notes, groups = job_file(r, len(devices), max(1, r.sample_interval_ns // 1_000_000))
+        text, notes, groups = job_file(r, len(devices), max(1, r.sample_interval_ns // 1_000_000), opts.filesystem)
         br = guest.BatchRun(i, r, text, groups)
         brs.append(br)
         job_notes[i] = notes
@@ -324,7 +379,8 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
                                                      run_deadline_s(r, accel) - STALL_REPORT_S,
                                                      trace_buffer_kib(opts) if opts.trace != "off" else 0,
                                                      sched_events=opts.trace == "blk+sched")
-    files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods])
+    files["main.sh"] = guest.main_script(devices, brs, interval_ns / 1e9, [(m.ko, m.module) for m in mods],
+                                         opts.filesystem, outcome.file_bytes)
     qargs: list[str] = []
     for d in devices:
         img = None
@@ -564,6 +620,9 @@ def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
                "logical_block_bytes": int(rd(f"d{k}.lbs") or 0), "hw_queues": int(rd(f"d{k}.hw_queues") or 0)}
         if (dest / f"d{k}.configfs").exists():
             dev["null_blk"] = collect.read_kv(rd(f"d{k}.configfs"))
+        if (dest / f"d{k}.fs").exists():
+            made = collect.read_kv(rd(f"d{k}.fs"))
+            dev["filesystem"] = {key: int(v) if key.endswith("_bytes") and v.isdigit() else v for key, v in made.items()}
         info["devices"].append(dev)
         k += 1
     return info
@@ -651,7 +710,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
                             "proc_modules": setup.get("modules")} if outcome.modules else None)},
         "fio": {"version": setup.get("fio_version"), "argv": ["--output-format=json+", "--output=fio.json",
                                                               "--eta=never", "jobs.fio"]},
-        "devices": [dict(d.describe(), spec_name=n, target=f"/dev/iosched/d{d.index}",
+        "devices": [dict(d.describe(), spec_name=n, target=guest.target(d.index, opts.filesystem),
                          **(setup["devices"][d.index] if d.index < len(setup["devices"]) else {}))
                     for d, n in zip(devices, _names_for(devices, run))],
         "scheduler": run.scheduler, "tunables": run.tunables, "nr_requests": run.nr_requests,
