@@ -204,22 +204,30 @@ def devices():
 
 
 @vm.command("host-preset")
-@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="The host preset to write (e.g. presets/hosts/lab-tcg-2vcpu.toml; the name is the file's stem).")
 @click.option("--cores", type=click.IntRange(1, 64), default=2, show_default=True, help="The guest's vCPUs.")
 @click.option("--timers-only", is_flag=True,
               help="Update only the timer lateness of the existing preset --out (lab-host-timers runs in RESULTS).")
-def host_preset(results, out, cores, timers_only):
-    """Write the lab guest's host preset from the runs of experiments/validation/lab-host-*.toml in RESULTS."""
-    from .devcal.labhost import update_timer_lateness, write_lab_host
+@click.option("--filesystems-only", is_flag=True,
+              help="Update only the file systems' costs of the existing preset --out (fs-dio-cost runs in RESULTS).")
+def host_preset(results, out, cores, timers_only, filesystems_only):
+    """Write the lab guest's host preset from the runs of experiments/validation/lab-host-*.toml (and
+    fs-dio-cost.toml, raw and on each file system) in RESULTS (several folders: their runs pooled)."""
+    from .devcal.labhost import update_filesystems, update_timer_lateness, write_lab_host
 
+    if timers_only and filesystems_only:
+        raise SpecError("--filesystems-only", None, "not with --timers-only (run the command once for each)")
+    if (timers_only or filesystems_only) and not Path(out).is_file():
+        flag = "--timers-only" if timers_only else "--filesystems-only"
+        raise SpecError("--out", None, f"{out}: no such preset to update ({flag} keeps its other values)")
     if timers_only:
-        if not Path(out).is_file():
-            raise SpecError("--out", None, f"{out}: no such preset to update (--timers-only keeps its other values)")
-        figures = update_timer_lateness(Path(results), Path(out))
+        figures = update_timer_lateness([Path(p) for p in results], Path(out))
+    elif filesystems_only:
+        figures = update_filesystems([Path(p) for p in results], Path(out))
     else:
-        figures = write_lab_host(Path(results), Path(out), cores)
+        figures = write_lab_host([Path(p) for p in results], Path(out), cores)
     for k, v in figures.items():
         click.echo(f"{k}: {v}")
     click.echo(f"wrote {out}")

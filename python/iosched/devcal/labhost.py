@@ -1,8 +1,9 @@
 """The host preset of the VM lab's guest (`iosched vm host-preset RESULTS --out FILE`): per-I/O CPU costs from fio's
 usr+sys time per I/O measured in the lab on a null_blk with no device time (irqmode=0: the request ends inside
 queue_rq), by the specs experiments/validation/lab-host-engines.toml (each ioengine under none) and
-lab-host-schedulers.toml (libaio under each scheduler).  What the lab cannot separate is taken from a base host
-preset, scaled by the measured libaio cost against the base's (a named assumption each)."""
+lab-host-schedulers.toml (libaio under each scheduler); what each file system's direct-I/O path adds, from
+fs-dio-cost.toml run raw and on each file system.  What the lab cannot separate is taken from a base host preset,
+scaled by the measured libaio cost against the base's (a named assumption each)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .presetfiles import write_preset
 ENGINES_EXPERIMENT = "lab-host-engines"
 SCHEDULERS_EXPERIMENT = "lab-host-schedulers"
 TIMERS_EXPERIMENT = "lab-host-timers"
+FS_EXPERIMENT = "fs-dio-cost"
 # The quantiles of fio's clat (its default percentile list) the timer lateness table keeps.
 LATENESS_PERCENTILES = (1.0, 10.0, 50.0, 90.0, 99.0, 99.9)
 BASE = "xeon-silver-4210r-10c"
@@ -120,7 +122,8 @@ def _sim_qd1_clat_ns(host_params: dict, completion_ns: int) -> float:
     return native.simulate(config)["jobs"][0]["read"]["clat_mean_ns"]
 
 
-def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict) -> tuple[dict, str, dict] | None:
+def timer_lateness(results: Path | list[Path], rows: list[dict[str, Any]],
+                   host_params: dict) -> tuple[dict, str, dict] | None:
     """The guest's timer lateness (HostConfig.timer_lateness), its provenance and figures, from the lab-host-timers
     runs in ``results`` (None without any): per null_blk completion_nsec, each kept quantile of the QD-1 reader's
     clat (the median over that duration's runs) less the simulator's clat of the same reader on ``host_params``
@@ -129,7 +132,7 @@ def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict)
     for r in rows:
         if r["experiment"] != TIMERS_EXPERIMENT:
             continue
-        folder = store.run_dir(results, r["run_id"])
+        folder = _run_folder(results, r)
         try:
             null_blk = json.loads((folder / "spec.json").read_text())["devices"][0]["null_blk"]
             if null_blk["irqmode"] != "2":
@@ -163,14 +166,98 @@ def timer_lateness(results: Path, rows: list[dict[str, Any]], host_params: dict)
     return table, prov, figures
 
 
-def _vm_rows(results: Path) -> list[dict[str, Any]]:
-    parquet = results / "results.parquet"
-    if not parquet.is_file():
-        raise SpecError(str(results), None, "no results.parquet: run the lab-host specs into it first")
-    return [r for r in pq.read_table(parquet).to_pylist() if r["backend"] == "vm"]
+def filesystem_costs(results: Path | list[Path],
+                     rows: list[dict[str, Any]]) -> tuple[dict, dict[str, str], dict] | None:
+    """The host's ``filesystems`` (each file system's added read_ns / write_ns per I/O), their provenance and
+    figures, from the fs-dio-cost runs in ``results`` (None without any): the median of fio's CPU per I/O on a file
+    on a fresh file system less the median on the raw device, reads and writes apart, floored at 0."""
+    per: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["experiment"] != FS_EXPERIMENT:
+            continue
+        folder = _run_folder(results, r)
+        try:
+            made = json.loads((folder / "spec.json").read_text())["devices"][0].get("filesystem")
+        except (OSError, KeyError, IndexError, ValueError) as e:
+            raise SpecError(str(folder), None, f"a {FS_EXPERIMENT} run without its spec.json's devices "
+                            f"({e.__class__.__name__}: {e})") from None
+        fs = made["filesystem"] if made else "raw"
+        for rw in ("read", "write"):
+            ios, cpu = r[f"{rw}_ios"] or 0, (r["usr_cpu"] or 0) + (r["sys_cpu"] or 0)
+            if ios and cpu > 0:
+                per.setdefault((fs, rw), []).append(cpu / 100.0 * r["window_ns"] / ios)
+    if not per:
+        return None
+    for rw in ("read", "write"):
+        if ("raw", rw) not in per:
+            raise SpecError(_named(results), None, f"{FS_EXPERIMENT} runs on file systems but none with {rw}s on the raw "
+                            "device to subtract: run the spec without --filesystem into it too")
+    table: dict[str, dict[str, int]] = {}
+    prov: dict[str, str] = {}
+    figures: dict[str, Any] = {}
+    for fs in sorted({f for f, _ in per} - {"raw"}):
+        parts, words = {}, []
+        for rw in ("read", "write"):
+            runs, raw = per.get((fs, rw)), statistics.median(per[("raw", rw)])
+            if not runs:
+                raise SpecError(_named(results), None, f"{FS_EXPERIMENT} on {fs} has no {rw} runs")
+            extra = statistics.median(runs) - raw
+            parts[f"{rw}_ns"] = max(0, int(round(extra)))
+            words.append(f"{rw}s {[round(v) for v in runs]} vs the raw device's median {round(raw)} ns = "
+                         f"{round(extra)} ns ({extra / raw:+.0%})")
+            figures[f"{fs}_{rw}"] = {"ns_per_io": [round(v) for v in runs], "raw_median_ns": round(raw),
+                                     "extra_ns": round(extra)}
+        table[fs] = parts
+        prov[f"filesystems.{fs}"] = (
+            f"host calibration input, measured: fio usr+sys per 4 KiB I/O (io_uring, QD 32, one vCPU) on a file on a "
+            f"fresh {fs} over memory-backed null_blk irqmode=0 in the lab, less on the raw device ({FS_EXPERIMENT} "
+            f"runs): {'; '.join(words)}")
+    return table, prov, figures
 
 
-def update_timer_lateness(results: Path, preset_path: Path) -> dict:
+def update_filesystems(results: Path | list[Path], preset_path: Path) -> dict:
+    """Measure only the ``filesystems`` of the lab host preset at ``preset_path`` from the fs-dio-cost runs in
+    ``results`` (one folder or several, pooled), keeping its other parameters."""
+    from ..presets import load_preset_file
+
+    preset = load_preset_file(preset_path, "host")
+    found = filesystem_costs(results, _vm_rows(results))
+    if found is None:
+        raise SpecError(_named(results), None, f"no {FS_EXPERIMENT} run: run experiments/validation/{FS_EXPERIMENT}.toml "
+                        "into it, raw and with --filesystem (docs/validation.md)")
+    table, fs_prov, figures = found
+    params = dict(preset.params, filesystems=table)
+    prov = {k: v for k, v in preset.provenance.items() if not k.startswith("filesystems.")}
+    prov.update(fs_prov)
+    write_preset(preset_path, "host", preset.description, preset.key_figures, params, prov)
+    return figures
+
+
+def _folders(results: Path | list[Path]) -> list[Path]:
+    return [Path(p) for p in results] if isinstance(results, (list, tuple)) else [Path(results)]
+
+
+def _named(results: Path | list[Path]) -> str:
+    return ", ".join(str(p) for p in _folders(results))
+
+
+def _run_folder(results: Path | list[Path], row: dict[str, Any]) -> Path:
+    """The folder of a row's run: in the results folder it came from (``_vm_rows`` records it)."""
+    return store.run_dir(Path(row.get("_folder") or _folders(results)[0]), row["run_id"])
+
+
+def _vm_rows(results: Path | list[Path]) -> list[dict[str, Any]]:
+    """The lab's result rows of every folder, each with the folder it came from."""
+    rows = []
+    for folder in _folders(results):
+        parquet = folder / "results.parquet"
+        if not parquet.is_file():
+            raise SpecError(str(folder), None, "no results.parquet: run the lab-host specs into it first")
+        rows += [dict(r, _folder=str(folder)) for r in pq.read_table(parquet).to_pylist() if r["backend"] == "vm"]
+    return rows
+
+
+def update_timer_lateness(results: Path | list[Path], preset_path: Path) -> dict:
     """Re-measure only the timer lateness of the lab host preset at ``preset_path`` from the lab-host-timers runs in
     ``results``, keeping its other parameters (the CPU costs' runs vary more between lab sessions than the timers
     need them to)."""
@@ -180,7 +267,7 @@ def update_timer_lateness(results: Path, preset_path: Path) -> dict:
     params = {k: v for k, v in preset.params.items() if k != "timer_lateness"}
     timers = timer_lateness(results, _vm_rows(results), params)
     if timers is None:
-        raise SpecError(str(results), None, f"no {TIMERS_EXPERIMENT} run: run experiments/validation/"
+        raise SpecError(_named(results), None, f"no {TIMERS_EXPERIMENT} run: run experiments/validation/"
                         f"{TIMERS_EXPERIMENT}.toml into it first (docs/validation.md)")
     params["timer_lateness"], lateness_prov, figures = timers
     prov = dict(preset.provenance, timer_lateness=lateness_prov)
@@ -188,12 +275,17 @@ def update_timer_lateness(results: Path, preset_path: Path) -> dict:
     return figures
 
 
-def write_lab_host(results: Path, out: Path, cores: int = 2) -> dict:
+def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dict:
     rows = _vm_rows(results)
-    params, prov, figures = lab_host_params(rows, cores, str(results))
+    params, prov, figures = lab_host_params(rows, cores, _named(results))
     timers = timer_lateness(results, rows, params)
     if timers is not None:
         params["timer_lateness"], prov["timer_lateness"], more = timers
+        figures.update(more)
+    fs = filesystem_costs(results, rows)
+    if fs is not None:
+        params["filesystems"], fs_prov, more = fs
+        prov.update(fs_prov)
         figures.update(more)
     lib = params["libaio"]
     write_preset(out, "host", "The VM lab's guest: QEMU TCG, 2 vCPUs, Linux 6.12.117 (costs measured in the lab)",

@@ -230,3 +230,68 @@ def test_the_simulator_reproduces_the_lab_hosts_cpu_calibration_input():
     job = native.simulate(config)["jobs"][0]
     ns_per_io = (job["usr_ns"] + job["sys_ns"]) / job["read"]["ios"]
     assert ns_per_io == pytest.approx(host["libaio"]["submit_ns"] + host["libaio"]["complete_ns"], rel=0.001)
+
+
+def _fs_run(results, rid, fs, rw, ns_per_io):
+    """A made-up fs-dio-cost run: its device as the lab records it (a file system or the raw device) and a result row
+    whose fio CPU gives ``ns_per_io``: 1 s window, 100,000 I/Os, usr + sys = ns_per_io / 100 percent."""
+    folder = results / "runs" / rid
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(json.dumps(
+        {"devices": [{"filesystem": {"filesystem": fs}} if fs else {"kind": "nullb"}]}))
+    ios = {"read_ios": 100_000 if rw == "read" else 0, "write_ios": 100_000 if rw == "write" else 0}
+    return {"experiment": labhost.FS_EXPERIMENT, "run_id": rid, "backend": "vm", "window_ns": 1_000_000_000,
+            "usr_cpu": ns_per_io / 100 * 0.4, "sys_cpu": ns_per_io / 100 * 0.6, **ios}
+
+
+def test_a_file_systems_cost_is_its_median_cpu_per_io_less_the_raw_devices(tmp_path):
+    """Raw reads 12,000 / 12,600 / 13,000 ns (median 12,600), raw writes 17,000 / 17,400 (median 17,200); f2fs reads
+    20,000 / 20,400 / 30,000 (median 20,400: +7,800) and writes 29,800 / 30,000 / 31,000 (median 30,000: +12,800);
+    xfs reads 12,000 (below the raw median: floored at 0, the file system adds nothing measurable) and writes 20,200
+    (+3,000). An unrelated experiment's run is not read."""
+    runs = [("r1", None, "read", 12_000), ("r2", None, "read", 12_600), ("r3", None, "read", 13_000),
+            ("w1", None, "write", 17_000), ("w2", None, "write", 17_400),
+            ("fr1", "f2fs", "read", 20_000), ("fr2", "f2fs", "read", 20_400), ("fr3", "f2fs", "read", 30_000),
+            ("fw1", "f2fs", "write", 29_800), ("fw2", "f2fs", "write", 30_000), ("fw3", "f2fs", "write", 31_000),
+            ("xr", "xfs", "read", 12_000), ("xw", "xfs", "write", 20_200)]
+    rows = [_fs_run(tmp_path, *r) for r in runs] + [dict(_fs_run(tmp_path, "other", None, "read", 1), experiment="x")]
+    table, prov, figures = labhost.filesystem_costs(tmp_path, rows)
+    assert table == {"f2fs": {"read_ns": 7_800, "write_ns": 12_800}, "xfs": {"read_ns": 0, "write_ns": 3_000}}
+    assert figures["f2fs_write"] == {"ns_per_io": [29_800, 30_000, 31_000], "raw_median_ns": 17_200,
+                                     "extra_ns": 12_800}
+    assert "f2fs" in prov["filesystems.f2fs"] and "+74%" in prov["filesystems.f2fs"]
+    assert labhost.filesystem_costs(tmp_path, rows[-1:]) is None            # no fs-dio-cost run: nothing to write
+    # Without the raw device's runs there is nothing to subtract: refused, not guessed
+    with pytest.raises(SpecError, match="none with writes on the raw device"):
+        labhost.filesystem_costs(tmp_path, [r for r in rows if r["run_id"] != "w1" and r["run_id"] != "w2"])
+    # a file system measured for reads only is refused too
+    with pytest.raises(SpecError, match="xfs has no write runs"):
+        labhost.filesystem_costs(tmp_path, [r for r in rows if r["run_id"] != "xw"])
+
+
+def test_the_lab_hosts_file_system_costs_are_updated_alone(tmp_path):
+    """--filesystems-only: the preset keeps every other value and provenance; its filesystems are the runs', pooled
+    over the folders given (the raw device's runs in one, ext4's in another)."""
+    from iosched import presets
+    from iosched.devcal.presetfiles import write_preset
+
+    base = presets.load_preset("host", "lab-tcg-2vcpu")
+    out = tmp_path / "lab-tcg-2vcpu.toml"
+    write_preset(out, "host", base.description, base.key_figures,
+                 {k: v for k, v in base.params.items() if k != "filesystems"},
+                 {k: v for k, v in base.provenance.items() if not k.startswith("filesystems.")})
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    raw, ext4 = tmp_path / "raw", tmp_path / "ext4"
+    for folder, rows in ((raw, [_fs_run(raw, "r", None, "read", 12_000), _fs_run(raw, "w", None, "write", 17_000)]),
+                         (ext4, [_fs_run(ext4, "er", "ext4", "read", 20_000),
+                                 _fs_run(ext4, "ew", "ext4", "write", 20_000)])):
+        pq.write_table(pa.Table.from_pylist(rows), folder / "results.parquet")
+    with pytest.raises(SpecError, match="none with reads on the raw device"):
+        labhost.update_filesystems(ext4, out)                   # ext4's folder alone: nothing to subtract
+    labhost.update_filesystems([raw, ext4], out)
+    after = presets.load_preset_file(out, "host")
+    assert after.params["filesystems"] == {"ext4": {"read_ns": 8_000, "write_ns": 3_000}}
+    assert {k: v for k, v in after.params.items() if k != "filesystems"} == \
+        {k: v for k, v in base.params.items() if k != "filesystems"}
+    assert "fs-dio-cost" in after.provenance["filesystems.ext4"]

@@ -539,17 +539,17 @@ def test_the_test_files_size_and_the_devices_a_file_system_refuses(tmp_path):
     _, lds, runs = runs_of(tmp_path, ONE_WRITER, devs=("nvme:size=1G",))
     opts = runner.Options(devices=["nvme:size=1G"], out=tmp_path, filesystem="xfs")
     # jobs that address the whole device get FILE_SHARE of it: 0.75 x 1,024 MiB = 768 MiB
-    assert runner.test_file_bytes(lds, runs, opts) == {0: 768 << 20}
+    assert runner.sizes_of_test_files(lds, runs, opts) == {0: 768 << 20}
     _, _, small = runs_of(tmp_path, ONE_WRITER + 'size = "300M"\n', devs=("nvme:size=1G",))
-    assert runner.test_file_bytes(lds, small, opts) == {0: 300 << 20}
+    assert runner.sizes_of_test_files(lds, small, opts) == {0: 300 << 20}
     # null_blk keeps a file system only in memory, and that memory is the guest's
     ok = devices.parse_devices(["nullb:memory_backed=1,size=512M"])
-    assert runner.test_file_bytes(ok, runs, opts) == {0: 384 << 20}
+    assert runner.sizes_of_test_files(ok, runs, opts) == {0: 384 << 20}
     for dev, fragment in (("nullb", "needs memory_backed=1"),
                           ("nullb:memory_backed=1", "at most half of it \\(1024M\\)"),
                           ("nullb:memory_backed=1,size=4G", "at most half")):
         with pytest.raises(SpecError, match=fragment):
-            runner.test_file_bytes(devices.parse_devices([dev]), runs, opts)
+            runner.sizes_of_test_files(devices.parse_devices([dev]), runs, opts)
 
 
 def test_a_file_system_is_one_per_boot_and_names_its_runs(tmp_path):

@@ -223,7 +223,7 @@ def batch_filesystem(exps: list[Experiment], given: str | None) -> str | None:
     return named.pop()
 
 
-def test_file_bytes(devices: list[LabDevice], runs: list[ResolvedRun], opts: Options) -> dict[int, int]:
+def sizes_of_test_files(devices: list[LabDevice], runs: list[ResolvedRun], opts: Options) -> dict[int, int]:
     """The test file on each device: what the jobs address there (their largest offset + size, rounded up to
     MiB), at most FILE_SHARE of the device (the guest checks that the file system has that room).  A null_blk
     device keeps a file system only with memory_backed=1, in the guest's memory."""
@@ -242,7 +242,7 @@ def test_file_bytes(devices: list[LabDevice], runs: list[ResolvedRun], opts: Opt
         cap = int(d.capacity_bytes * FILE_SHARE) >> 20 << 20
         out[d.index] = min(cap, -(-want >> 20) << 20) if want else cap
         if out[d.index] < 1 << 20:
-            raise SpecError("--device", d.given, f"too small for a file system and a test file on it")
+            raise SpecError("--device", d.given, "too small for a file system and a test file on it")
     return out
 
 
@@ -272,7 +272,7 @@ def run_vm(exp: Experiment | list[Experiment], opts: Options, echo: Callable[[st
         runs += rs
         owner += [e] * len(rs)
     if opts.filesystem:     # the jobs address the test file on each device: size them (and check them) by it
-        outcome.file_bytes = test_file_bytes(devices, runs, opts)
+        outcome.file_bytes = sizes_of_test_files(devices, runs, opts)
         on_files = RealSystem(opts.cpus, [(outcome.file_bytes[d.index], d.logical_block_bytes) for d in devices])
         runs = [r for e in exps for r in expand_runs(e, on_files)]
     for e in exps:
