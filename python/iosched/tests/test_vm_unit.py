@@ -3,6 +3,7 @@ guest's scripts, the result channel and the parsing of what the guest sends back
 control (input that must be refused or must not warn)."""
 
 import io
+import json
 import os
 import shutil
 import struct
@@ -568,3 +569,21 @@ def test_a_file_system_is_one_per_boot_and_names_its_runs(tmp_path):
     ids = {runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, filesystem=fs), "tcg", "r")
            for fs in ("ext4", "xfs", "f2fs")}
     assert raw not in ids and len(ids) == 3
+
+
+def test_a_lab_prepared_before_the_mkfs_programs_asks_for_prepare(tmp_path):
+    """A cache whose lab.json predates the file systems (no e2fsprogs, xfsprogs, f2fs-tools among its packages) is
+    not rebuilt from its own debs/ (they lack the programs): one line saying to prepare again. With them recorded,
+    the same cache gets past that check (and stops at its missing .deb files instead)."""
+    info = {"format": 2, "key": "old", "kernel": {"release": "6.12.117+deb12-amd64"},
+            "packages": {"fio": "3.33-3", "busybox-static": "1"}, "debs": {"fio": "fio_3.33-3_amd64.deb",
+                                                                        "busybox-static": "busybox.deb"}}
+    (tmp_path / lab.LAB_JSON).write_text(json.dumps(info))
+    with pytest.raises(VmError, match="run `iosched vm prepare`.* again: the guest now takes e2fsprogs, xfsprogs, "
+                                      "f2fs-tools"):
+        lab.load(tmp_path)
+    for n in ("e2fsprogs", "xfsprogs", "f2fs-tools"):
+        info["packages"][n], info["debs"][n] = "1", f"{n}.deb"
+    (tmp_path / lab.LAB_JSON).write_text(json.dumps(info))
+    with pytest.raises(VmError, match="packages are missing"):
+        lab.load(tmp_path)

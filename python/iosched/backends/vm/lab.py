@@ -290,8 +290,8 @@ def resolve_programs(tree: Tree) -> tuple[dict[str, tuple[str, Path]], set[str]]
 def _fetch_libraries(folder: Path, debs: Path, got: dict[str, Path], versions: dict[str, str], echo,
                      recorded: dict[str, str]) -> list[str]:
     """The programs' shared libraries: unpack their packages, find what they need (DT_NEEDED, recursively), fetch
-    the Depends of the packages that provided something until nothing is missing (Debian's shlibs Depends name
-    exactly the packages of the libraries linked against)."""
+    the Pre-Depends and Depends of the packages that provided something until nothing is missing (Debian's shlibs
+    dependencies name exactly the packages of the libraries linked against)."""
     with tempfile.TemporaryDirectory(dir=folder, prefix=".unpack-") as tmp:
         roots: dict[str, Path] = {}
 
