@@ -412,3 +412,22 @@ def test_the_seed003_fs_validation_specs_run_one_workload_under_kyber_and_none_o
     reader, writer = jobs["none", None]
     assert (reader["iodepth"], writer["iodepth"]) == (1, 256)
     assert all(j == jobs["none", None] for j in jobs.values())
+
+
+VALIDATION = Path(__file__).resolve().parents[3] / "experiments" / "validation"
+
+
+def test_the_lab_file_system_specs_resolve_for_the_simulator_on_the_labs_host_and_device():
+    """fs-dio-cost (2 directions x 5 repetitions), fs-lab (3 repetitions) and fs-lab-kyber (4 corners x 2): each
+    resolves on the lab's host preset and null_blk with every file system, which that host now prices (a host without
+    an f2fs path is refused: the negative control)."""
+    device = "nullb:memory_backed=1,size=1G,irqmode=2,completion_nsec=500000,hw_queue_depth=128"
+    counts = {"fs-dio-cost": 10, "fs-lab": 3, "fs-lab-kyber": 8}
+    for name, n in counts.items():
+        for fs in (None, "ext4", "xfs", "f2fs"):
+            rs = expand_runs(load_experiment(str(VALIDATION / f"{name}.toml"),
+                                             Overrides(host="lab-tcg-2vcpu", device=device, filesystem=fs)))
+            assert len(rs) == n and all(r.devices[0].get("filesystem") == fs for r in rs), (name, fs)
+    with pytest.raises(SpecError, match="prices no f2fs direct-I/O path"):
+        expand_runs(load_experiment(str(VALIDATION / "fs-lab.toml"),
+                                    Overrides(host="i5-4590-4c", device=device, filesystem="f2fs")))
