@@ -190,8 +190,8 @@ def filesystem_costs(results: Path | list[Path],
         return None
     for rw in ("read", "write"):
         if ("raw", rw) not in per:
-            raise SpecError(_named(results), None, f"{FS_EXPERIMENT} runs on file systems but none with {rw}s on the raw "
-                            "device to subtract: run the spec without --filesystem into it too")
+            raise SpecError(_named(results), None, f"{FS_EXPERIMENT} runs on file systems but none with {rw}s on "
+                            "the raw device to subtract: run the spec without --filesystem into it too")
     table: dict[str, dict[str, int]] = {}
     prov: dict[str, str] = {}
     figures: dict[str, Any] = {}
@@ -223,8 +223,8 @@ def update_filesystems(results: Path | list[Path], preset_path: Path) -> dict:
     preset = load_preset_file(preset_path, "host")
     found = filesystem_costs(results, _vm_rows(results))
     if found is None:
-        raise SpecError(_named(results), None, f"no {FS_EXPERIMENT} run: run experiments/validation/{FS_EXPERIMENT}.toml "
-                        "into it, raw and with --filesystem (docs/validation.md)")
+        raise SpecError(_named(results), None, f"no {FS_EXPERIMENT} run: run experiments/validation/"
+                        f"{FS_EXPERIMENT}.toml into it, raw and with --filesystem (docs/validation.md)")
     table, fs_prov, figures = found
     params = dict(preset.params, filesystems=table)
     prov = {k: v for k, v in preset.provenance.items() if not k.startswith("filesystems.")}

@@ -677,8 +677,9 @@ def _fs_why(v: scoring.Values) -> dict[str, str]:
     # What is known about the misses, by file system and workload (the spans above say where they are).
     known = {
         "f2fs": "f2fs's direct-I/O path is ext4's scaled by f2fs's cost over ext4's as the VM lab measured them "
-                "(x1.16 per read, x4.08 per write; presets/README.md), a carry-over from an emulated CPU (the artifact's "
-                "f2fs writer is the slowest of the three: None, R1-W256, 136 K against ext4's 166 K and xfs's 195 K)",
+                "(x1.16 per read, x4.08 per write; presets/README.md), a carry-over from an emulated CPU (the "
+                "artifact's f2fs writer is the slowest of the three: None, R1-W256, 136 K against ext4's 166 K and "
+                "xfs's 195 K)",
         "R256-W256": "the QD-256 reader, alone on its core and CPU-bound, completes at an even pace in the model "
                      "(its P99 about 256 / its rate), where the artifact's, at the same rate, spreads to ~2 ms at the "
                      "P99 (not explained); at R 100 ms / W 20 µs the artifact's Kyber changed the read depth only 1-6 "

@@ -247,9 +247,9 @@ def filesystem_setup(d: LabDevice, fs: str, size_bytes: int) -> list[str]:
              f"--ioengine=psync --output=/tmp/fill.out > /dev/null 2>&1 || fail {k} \"cannot write the {mib} MiB "
              f"test file on {fs}: $(tail -2 /tmp/fill.out | tr '\\n' ' ')\"",
              "sync",
-             f"{{ echo filesystem={fs}; echo mountpoint={mnt}; echo file={target(k, fs)}; echo file_bytes={size_bytes}; "
-             f"echo free_bytes=$((free * 1024)); echo mount_options=$(awk '$2 == \"{mnt}\" {{print $4}}' /proc/mounts); "
-             f"}} > /work/devices/d{k}.fs"]
+             f"{{ echo filesystem={fs}; echo mountpoint={mnt}; echo file={target(k, fs)}; "
+             f"echo file_bytes={size_bytes}; echo free_bytes=$((free * 1024)); "
+             f"echo mount_options=$(awk '$2 == \"{mnt}\" {{print $4}}' /proc/mounts); }} > /work/devices/d{k}.fs"]
     return lines
 
 

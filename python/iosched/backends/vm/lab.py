@@ -477,9 +477,9 @@ def load(folder: Path, echo: Callable[[str], None] = _echo_none) -> Lab:
         if _built(lab):
             return lab
         missing = [f for f in info.get("debs", {}).values() if not (folder / "debs" / f).is_file()]
-        if any(n not in info.get("debs", {}) for n in USERLAND):
-            raise VmError(f"{NOT_PREPARED} again: the guest now takes {', '.join(n for n in USERLAND if n not in info.get('debs', {}))} "
-                          "from Debian's archive too")
+        new = [n for n in USERLAND if n not in info.get("debs", {})]
+        if new:
+            raise VmError(f"{NOT_PREPARED} again: the guest now takes {', '.join(new)} from Debian's archive too")
         if missing or not info.get("debs"):
             raise VmError(f"{NOT_PREPARED} (the lab's packages are missing from {folder / 'debs'})")
         echo("note: the lab's image is out of date (iosched changed its guest side): rebuilding from the cached "

@@ -622,7 +622,8 @@ def _setup_info(data: bytes, dest: Path) -> dict[str, Any]:
             dev["null_blk"] = collect.read_kv(rd(f"d{k}.configfs"))
         if (dest / f"d{k}.fs").exists():
             made = collect.read_kv(rd(f"d{k}.fs"))
-            dev["filesystem"] = {key: int(v) if key.endswith("_bytes") and v.isdigit() else v for key, v in made.items()}
+            dev["filesystem"] = {key: int(v) if key.endswith("_bytes") and v.isdigit() else v
+                                 for key, v in made.items()}
         info["devices"].append(dev)
         k += 1
     return info
