@@ -603,7 +603,9 @@ def fs_checks_from(v: scoring.Values, ref: scoring.Values) -> list[Check]:
             others = [rw for rw in FS_PAIRS if rw != READS_FIRST]
             oks.append(p99[READS_FIRST] < 0.95 * min(p99[rw] for rw in others)
                        and kiops[READS_FIRST] < 0.95 * min(kiops[rw] for rw in others))
-            parts.append(f"{fs} {p99[READS_FIRST]:.0f} µs / {kiops[READS_FIRST]:.0f} K")
+            # the other pairs' lowest beside it: a near miss reads as one
+            parts.append(f"{fs} {p99[READS_FIRST]:.0f} µs / {kiops[READS_FIRST]:.0f} K (others from "
+                         f"{min(p99[rw] for rw in others):.0f} µs / {min(kiops[rw] for rw in others):.0f} K)")
         return all(oks), "; ".join(parts)
     claim(claim4, "R1-W256: reads first (R 50 µs, W 100 ms) gives the lowest read P99 and the "
           "lowest write KIOPS of the four pairs, on each file system", "L-app + T-app with file system")
