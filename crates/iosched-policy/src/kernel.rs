@@ -310,8 +310,9 @@ pub const KYBER_LIMITS_SYNC_WRITES: Change = Change {
 /// ext4's direct I/O goes through iomap: an asynchronous direct write's completion is punted to the file system's
 /// workqueue (`iomap_dio_bio_end_io` -> `queue_work(s_dio_done_wq)`: writes may have to update the file's metadata),
 /// a kernel thread woken on the core that took the interrupt. Before, fs/direct-io.c completed an overwrite of
-/// allocated blocks in the interrupt (unless the file had pages in the page cache). (xfs has used iomap for direct I/O since 4.10, before every modelled version;
-/// io_uring's way around the workqueue, IOCB_DIO_CALLER_COMP, was disabled before 6.6 shipped, 838b35bb6a89.)
+/// allocated blocks in the interrupt (unless the file had pages in the page cache). (xfs has used iomap for direct
+/// I/O since 4.10, before every modelled version; io_uring's way around the workqueue, IOCB_DIO_CALLER_COMP, was
+/// disabled before 6.6 shipped, 838b35bb6a89.)
 pub const EXT4_IOMAP_DIO: Change = Change {
     since: v(5, 5),
     commit: "378f32bab371",

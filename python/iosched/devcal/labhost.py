@@ -195,10 +195,11 @@ def filesystem_costs(results: Path | list[Path],
     table: dict[str, dict[str, int]] = {}
     prov: dict[str, str] = {}
     figures: dict[str, Any] = {}
+    raw_median = {rw: statistics.median(per[("raw", rw)]) for rw in ("read", "write")}
     for fs in sorted({f for f, _ in per} - {"raw"}):
         parts, words = {}, []
         for rw in ("read", "write"):
-            runs, raw = per.get((fs, rw)), statistics.median(per[("raw", rw)])
+            runs, raw = per.get((fs, rw)), raw_median[rw]
             if not runs:
                 raise SpecError(_named(results), None, f"{FS_EXPERIMENT} on {fs} has no {rw} runs")
             extra = statistics.median(runs) - raw

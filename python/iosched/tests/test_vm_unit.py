@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from iosched.backends.kernel import fs as kernel_fs
 from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, lab, packages, qemu, runner
 from iosched.cli import main
 from iosched.errors import SpecError
@@ -531,7 +532,7 @@ def test_a_file_system_in_the_lab_is_made_in_order_and_the_jobs_address_its_test
     # discard, as the kernel backend makes them
     assert "lazy_itable_init=0" in guest.MKFS["ext4"] and "nodiscard" in guest.MKFS["ext4"]
     assert "-K" in guest.MKFS["xfs"].split() and "-t 0" in guest.MKFS["f2fs"]
-    assert set(guest.MKFS) == set(guest.FS_MODULES) == set(runner.FILESYSTEMS)
+    assert set(guest.MKFS) == set(guest.FS_MODULES) == set(kernel_fs.FILESYSTEMS)
     # every module the scripts load is in the image
     assert {m for ms in guest.FS_MODULES.values() for m in ms} <= set(lab.image_modules())
 

@@ -46,6 +46,13 @@ def unavailable(fs: str) -> str | None:
     return None
 
 
+def addressed_bytes(runs: list, device: int) -> int:
+    """How much of the spec's device ``device`` the runs' jobs address (their largest offset + size, with numjobs'
+    offset increments), 0 when none uses it: what its test file must hold."""
+    return max((j.config["offset_bytes"] + (j.config["numjobs"] - 1) * j.config["offset_increment_bytes"]
+                + j.config["size_bytes"] for r in runs for j in r.jobs if device in j.config["devices"]), default=0)
+
+
 @dataclass
 class Mounted:
     device: BlockDevice

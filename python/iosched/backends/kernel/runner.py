@@ -132,6 +132,8 @@ def spec_filesystem(exp: Experiment, given: str | None) -> str | None:
     them: the backend makes the same one on every device)."""
     named = {d.filesystem for d in validate_spec(exp.file, exp.data).devices}
     if given is not None:
+        if given not in fs.FILESYSTEMS:
+            raise SpecError("--filesystem", None, f"expected one of {', '.join(fs.FILESYSTEMS)}, got {show(given)}")
         check_filesystem_flag(given, named, exp.file)
         return given
     if len(named) > 1:
@@ -169,8 +171,6 @@ def run_kernel(exp: Experiment, opts: Options, echo: Callable[[str], None] = pri
             raise SpecError("--device", given, f"the same device as {seen[d.devno]}")
         seen[d.devno] = given
     opts = dataclasses.replace(opts, filesystem=spec_filesystem(exp, opts.filesystem))
-    if opts.filesystem and opts.filesystem not in fs.FILESYSTEMS:
-        raise SpecError("--filesystem", None, f"expected one of {', '.join(fs.FILESYSTEMS)}, got {show(opts.filesystem)}")
     if opts.filesystem and (why := fs.unavailable(opts.filesystem)):
         raise KernelError(f"--filesystem {opts.filesystem}: {why}")
 
@@ -296,9 +296,7 @@ def _setup(devices: list[BlockDevice], spec_names: list[str], opts: Options, jou
             _precondition(d, opts.out, journal, echo)
         t = Target(name, d, d.path, d.capacity_bytes, d.logical_block_bytes, info=d.describe())
         if opts.filesystem:
-            want = max((j.config["offset_bytes"] + (j.config["numjobs"] - 1) * j.config["offset_increment_bytes"]
-                        + j.config["size_bytes"] for r in runs for j in r.jobs if i in j.config["devices"]), default=0)
-            m = fs.make(d, opts.filesystem, i, journal, echo=echo, want_bytes=want or None)
+            m = fs.make(d, opts.filesystem, i, journal, echo=echo, want_bytes=fs.addressed_bytes(runs, i) or None)
             t.path, t.capacity_bytes, t.mounted = str(m.file), m.capacity_bytes, m
         targets.append(t)
     return targets

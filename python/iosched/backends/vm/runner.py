@@ -31,7 +31,7 @@ from ...units import parse_size
 from ..kernel import fiofile
 from ..kernel.blockdev import simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
-from ..kernel.fs import FILESYSTEMS
+from ..kernel.fs import addressed_bytes
 from ..kernel.runner import _spec_device_names, host_info, refuse_simulator_only_settings, spec_filesystem
 from ..kernel.state import signals_raise
 from . import VmError, collect, guest, kmod, lab as labmod, qemu
@@ -214,8 +214,6 @@ def run_deadline_s(run: ResolvedRun, accel: str) -> float:
 
 def batch_filesystem(exps: list[Experiment], given: str | None) -> str | None:
     """The file system of the boot's runs (one for every device and experiment, as the kernel backend makes)."""
-    if given is not None and given not in FILESYSTEMS:
-        raise SpecError("--filesystem", None, f"expected one of {', '.join(FILESYSTEMS)}, got {show(given)}")
     named = {spec_filesystem(e, given) for e in exps}
     if len(named) > 1:
         raise SpecError(exps[-1].file, "devices.filesystem", "one boot makes one file system on every device: "
@@ -236,9 +234,7 @@ def sizes_of_test_files(devices: list[LabDevice], runs: list[ResolvedRun], opts:
             raise SpecError("--device", d.given, f"a memory-backed null_blk with a file system keeps its data in the "
                             f"guest's memory: give it a size of at most half of it ({opts.memory_mib // 2}M), e.g. "
                             "size=512M")
-        want = max((j.config["offset_bytes"] + (j.config["numjobs"] - 1) * j.config["offset_increment_bytes"]
-                    + j.config["size_bytes"] for r in runs for j in r.jobs if d.index in j.config["devices"]),
-                   default=0)
+        want = addressed_bytes(runs, d.index)
         cap = int(d.capacity_bytes * FILE_SHARE) >> 20 << 20
         out[d.index] = min(cap, -(-want >> 20) << 20) if want else cap
         if out[d.index] < 1 << 20:
