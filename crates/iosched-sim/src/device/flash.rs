@@ -792,8 +792,8 @@ mod tests {
     fn garbage_collection_copies_and_erases_on_a_preconditioned_drive() {
         let config = small_device(Condition::Preconditioned);
         let valid = victim_valid_fraction(&config);
-        // spare factor 1/16 -> valid fraction (1 - 1/16)/(1 + 1/16) = 0.882
-        assert!((valid - 0.882).abs() < 0.001, "{valid}");
+        // spare factor 1/16, rho = 16/17 = 0.941 -> valid fraction u = exp(-(1 - u) / rho) = 0.885
+        assert!((valid - 0.885).abs() < 0.001, "{valid}");
         let mut device = Device::new(config, 0, 1, 1);
         let mut events = EventQueue::new();
         submit_writes(&mut device, &mut events, 2048);
@@ -1038,20 +1038,24 @@ mod tests {
         assert!(device.stats.erases > 50, "in the reclaiming steady state");
         let steady = &program_ends[program_ends.len() / 2..];
         let mean_gap = (steady[steady.len() - 1] - steady[0]) / (steady.len() as u64 - 1);
-        let max_gap = steady.windows(2).map(|w| w[1] - w[0]).max().unwrap();
-        // 16 units in step would leave gaps of a whole copy/program cycle (~16 mean gaps) between bursts.
+        let mut gaps: Vec<u64> = steady.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let p99_gap = gaps[gaps.len() * 99 / 100];
+        // 16 units in step would leave gaps of a whole copy/program cycle between bursts, one gap in 16: with every
+        // unit starting its cycle at the same place (the negative control, tried by hand) the 99th percentile gap
+        // is 13.1 mean gaps; with random places 4.4 (its single largest gap, 8.6, is too noisy to test).
         assert!(
-            max_gap < 8 * mean_gap,
-            "max gap {max_gap} ns, mean {mean_gap} ns"
+            p99_gap < 8 * mean_gap,
+            "99th percentile gap {p99_gap} ns, mean {mean_gap} ns"
         );
     }
 
     /// Host program completion times of `writes` 4 KiB writes on the small device with 4 x 4 units and victims
-    /// half valid: spare factor r = 1/3 (1 GiB + 64 MiB raw, 13/64 of the 1 GiB trimmed: 816 MiB live, 272 MiB
-    /// spare), so (1 - r) / (1 + r) = 1/2: 8 copies per 16-unit victim, one host program earned per copy.
+    /// half valid: u = exp(-(1 - u) / rho) = 1/2 at rho = 1 / (2 ln 2) = 0.7213 (1 GiB + 64 MiB raw, 784.8 MiB of
+    /// the 1 GiB live): 8 copies per 16-unit victim, one host program earned per copy.
     fn host_program_ends(gc_step_copies: Option<u32>, writes: u32) -> (Vec<u64>, Device) {
         let mut config = small_device(Condition::Preconditioned);
-        config.trimmed_fraction = 13.0 / 64.0;
+        config.trimmed_fraction = 1.0 - 1088.0 / 1024.0 / (2.0 * std::f64::consts::LN_2);
         config.channels = 4;
         config.units_per_channel = 4;
         config.gc_step_copies = gc_step_copies;
