@@ -1379,14 +1379,14 @@ def kyber_why(v: Values) -> dict[str, str]:
                     "now and then and Kyber climbs back to 128 for tens of seconds; with reads on their 2 ms target "
                     f"at the start (ID 0) the depth stays at {wt0:.0f} (the artifact's {pwt0:.0f}): the model's "
                     "writer stalls in every 100 ms window, the artifact's now and then not"),
-        "table-3": (f"with W 0-100 µs (writes not throttled) the L-app's P99 is {min(p3):.1f}-{max(p3):.1f}x the "
+        "table-3": (f"with W 0-100 µs (writes not throttled) the L-app's P99 is {min(p3):.2f}-{max(p3):.2f}x the "
                     "artifact's: with cache programming its reads wait for up to two programs (3.3-3.4 ms), the "
                     "artifact's tail reaches 2.8-3.4 ms; with W 10 ms and R <= 500 µs the model's Kyber holds the "
                     "writes to one token from the rested drive's start on, the artifact's to 10-50 on average (one "
                     "token, and 128 for tens of seconds after stalls); with writes at one token the model's L-app's "
                     f"P99 is {min(throttled):.2f}-{max(throttled):.2f} ms, the artifact's 1.4-1.7: one write at a "
                     "time never fills the buffer, so the units program page by page and a read waits for at most "
-                    "one program (1.64 ms) before its own service; the artifact's R 0 row (1.40-1.43 ms) waits "
+                    "one program (1.59 ms) before its own service; the artifact's R 0 row (1.40-1.43 ms) waits "
                     "less"),
         "table-4": (f"where Kyber does not throttle writes the model's writer runs at {max(w4):.0f} K (the tables' "
                     "drive state, fitted to one unplotted cell of the R 1 s row: 126 K), the artifact's at 103-135 "
