@@ -268,22 +268,28 @@ def test_a_spec_overrides_single_preset_parameters(tmp_path):
         _device(tmp_path, "[host]\nset = { cores = 0 }")
 
 
+GREEDY_GC = REPO / "scripts" / "greedy-gc"
+
+
+def _greedy_gc(*args: str) -> list[str]:
+    """scripts/greedy-gc's result lines (its header dropped), on 400 blocks to keep it to a second or so."""
+    return subprocess.run([sys.executable, str(GREEDY_GC), *args, "--blocks", "400"], check=True,
+                          capture_output=True, text=True).stdout.splitlines()[1:]
+
+
 def test_the_drives_gc_formula_follows_greedy_gc_simulated_page_by_page():
     """scripts/greedy-gc simulates greedy garbage collection page by page. The device model's victims' valid
     fraction (greedy's large-block limit, u = exp(-(1 - u) / rho)) follows it where the live data fills most of the
     flash (rho = 0.91, the 980 PRO with nothing freed: 0.826 against ~0.82) and where half of it is spare (rho =
     0.455, the 970 EVO half trimmed: 0.157 against ~0.15); the first-order formula the model used before (the
     negative control) follows it only in the first case and gives 0 in the second, as docs/simulator.md says."""
-    script = REPO / "scripts" / "greedy-gc"
-    out = subprocess.run([sys.executable, str(script), "0.91", "0.455", "--blocks", "400"], check=True,
-                         capture_output=True, text=True).stdout.splitlines()[1:]
-    rows = [[float(x) for x in line.replace("/", " ").split()] for line in out]
+    rows = [[float(x) for x in line.replace("/", " ").split()] for line in _greedy_gc("0.91", "0.455")]
     (rho_full, greedy_full, model_full, old_full, _), (rho_half, greedy_half, model_half, old_half, _) = rows
     assert (rho_full, rho_half) == (0.91, 0.455)
     assert model_full == pytest.approx(0.826, abs=1e-3) and model_half == pytest.approx(0.157, abs=1e-3)
     assert abs(greedy_full - model_full) < 0.02 and abs(greedy_half - model_half) < 0.02
     assert abs(greedy_full - old_full) < 0.02 and old_half == 0.0 and greedy_half > 0.12
-    bad = subprocess.run([sys.executable, str(script), "1.5"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, str(GREEDY_GC), "1.5"], capture_output=True, text=True)
     assert bad.returncode == 2 and "rho 1.5: must be in (0, 1)" in bad.stderr
 
 
@@ -292,11 +298,7 @@ def test_lockstep_writers_cost_greedy_gc_less_only_with_the_collectors_blocks_ap
     pages in the host's open block greedy GC copies more per host write than for one writer (docs/simulator.md: ~9.7
     against ~5.4), with them in blocks of their own far less (~1.7), the growth docs/papers.md compares with the
     ICPE'24 artifact's writers."""
-    script = REPO / "scripts" / "greedy-gc"
-
     def wa(*flags: str) -> float:
-        out = subprocess.run([sys.executable, str(script), "0.91", "--blocks", "400", *flags], check=True,
-                             capture_output=True, text=True).stdout.splitlines()[1]
-        return float(out.split()[-1])
+        return float(_greedy_gc("0.91", *flags)[0].split()[-1])
     one, mixed, apart = wa(), wa("--writers", "8"), wa("--writers", "8", "--gc-blocks-apart")
     assert 5.0 < one < 6.0 and mixed > 1.5 * one and apart < 2.0
