@@ -263,7 +263,7 @@ def test_job_file_carries_the_resolved_jobs(tmp_path):
                     "iodepth_batch_submit": "1", "numjobs": "1", "direct": "1", "offset": "0",
                     "size": str(1 << 30), "time_based": "1", "runtime": "1500ms", "ramp_time": "250ms",
                     "prioclass": "1", "prio": "2", "cpus_allowed": "0", "new_group": "1", "norandommap": "1",
-                    "randseed": "7", "registerfiles": "1", "fixedbufs": "1",
+                    "randrepeat": "0", "randseed": "7", "registerfiles": "1", "fixedbufs": "1",
                     "write_iops_log": "logs/j0", "log_avg_msec": "100"}
     # Several devices: fio's filesize gives each file the region (size would be split among them).
     assert bg["filename"] == "/dev/loop5:/dev/loop6" and bg["filesize"] == str(256 << 20) and "size" not in bg
@@ -298,6 +298,27 @@ def test_fio_accepts_the_job_file(tmp_path):
     (tmp_path / "pre.fio").write_text(fiofile.precondition_file("/dev/loop5", 64 << 20, 512))
     r = subprocess.run(["fio", "--parse-only", str(tmp_path / "pre.fio")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (apt-get install fio)")
+def test_the_seed_sets_fios_offsets(tmp_path):
+    """Real fio, no I/O (the null engine), its offsets in its own iolog: with the seed options the job file uses, one
+    seed replays its offsets and another draws others. Negative control: randseed alone (fio's default randrepeat=1)
+    leaves fio 3.33's offsets unchanged by the seed, so repetitions would all draw the same ones."""
+    def offsets(options: list[tuple[str, object]], tag: str) -> list[str]:
+        log = tmp_path / f"{tag}.iolog"
+        lines = ["[j]", "ioengine=null", "size=1g", "rw=randwrite", "bs=4k", "norandommap=1", "number_ios=16",
+                 f"filename={tmp_path / 'none'}", f"write_iolog={log}", *(f"{k}={v}" for k, v in options)]
+        (tmp_path / f"{tag}.fio").write_text("\n".join(lines) + "\n")
+        r = subprocess.run(["fio", str(tmp_path / f"{tag}.fio")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [ln.split()[3] for ln in log.read_text().splitlines() if len(ln.split()) == 5]
+
+    one, again, two = (offsets(fiofile.seed_options(s), t) for s, t in ((1, "a"), (1, "b"), (2, "c")))
+    assert len(one) == 16 and one == again and one != two
+    version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    if version == "fio-3.33":
+        assert offsets([("randseed", 1)], "d") == offsets([("randseed", 2)], "e")
 
 
 def test_job_file_refusals(tmp_path):

@@ -28,6 +28,13 @@ def check_job_names(run: ResolvedRun) -> None:
                             "fio replays its own iolog format and binary blktrace, not these text traces")
 
 
+def seed_options(seed: int) -> list[tuple[str, int]]:
+    """fio options that make ``seed`` set a job's random offsets. With fio's default randrepeat=1, fio 3.33 (Debian
+    bookworm's) seeds the offsets by the job's thread number alone and ignores randseed for them; with randrepeat=0
+    and randseed given, every fio version seeds all its generators from randseed (and the thread number)."""
+    return [("randrepeat", 0), ("randseed", seed)]
+
+
 def writes(run: ResolvedRun) -> bool:
     return any(j.config["rw"] not in ("read", "randread") for j in run.jobs)
 
@@ -107,7 +114,7 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             o.append(("loops", c["loops"]))
         if c.get("random_distribution"):
             o.append(("random_distribution", random_distribution_option(c["random_distribution"])))
-        o.append(("randseed", c.get("randseed", run.seed)))
+        o += seed_options(c.get("randseed", run.seed))
         if j.percentiles:
             o.append(("percentile_list", ":".join(f"{p:g}" for p in j.percentiles)))
         if not j.clat_percentiles:
