@@ -38,6 +38,9 @@ OPTIONS = {
     "registerfiles": "bool", "fixedbufs": "bool", "randseed": "seed", "random_distribution": "distribution",
     "loops": "pos", "bssplit": "bssplit", "write_bw_log": "log", "write_iops_log": "log", "write_lat_log": "log", "log_avg_msec": "pos",
 }
+# iosched's own job option (TOML specs only): each clone runs as a fio process of its own, so all draw the offsets of
+# thread 1 (fio seeds a job by its thread number within its process); the simulator's JobConfig.separate_processes.
+SEPARATE_PROCESSES = "separate_processes"
 # fio's log options: the log kind each writes (its files: PREFIX_bw.N.log; lat writes PREFIX_lat and PREFIX_clat).
 LOG_OPTIONS = {"write_bw_log": "bw", "write_iops_log": "iops", "write_lat_log": "lat"}
 LOG_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -324,6 +327,11 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
         if canon in IGNORED:
             display_opts[key] = _strval(v)
             continue
+        if canon == SEPARATE_PROCESSES:
+            if raw.origin == "fio":
+                raise _err(raw, key, "iosched's own option, not fio's: set it in a TOML spec's [[job]]")
+            opts[canon] = (key, v)
+            continue  # not in fio.json's job options, which are fio's
         if canon not in OPTIONS:
             if canon in REFUSED:
                 raise _err(raw, key, f"fio option not supported by iosched: {REFUSED[canon]}")
@@ -618,6 +626,8 @@ def resolve_job(raw: RawJob, ctx: JobContext) -> ResolvedJob:
     }
     if end_fsync:
         config["end_fsync"] = True
+    if SEPARATE_PROCESSES in opts and _bool(raw, *opts[SEPARATE_PROCESSES]):
+        config["separate_processes"] = True
     if "random_distribution" in opts:
         distribution = _random_distribution(raw, *opts["random_distribution"])
         if distribution is not None:

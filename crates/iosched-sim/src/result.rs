@@ -137,6 +137,12 @@ pub struct DeviceResult {
     /// Drive-wide garbage-collection steps (`gc_step_copies`), during which no host data was programmed.
     #[serde(default)]
     pub gc_steps: u64,
+    /// 4 KiB logical pages the host wrote where garbage collection runs, and the rewrites among them whose previous
+    /// copy was still young (`device/young_rewrites.rs`): writers in lockstep make them, and collection cheaper.
+    #[serde(default)]
+    pub logical_pages_written: u64,
+    #[serde(default)]
+    pub young_rewrites: u64,
 }
 
 /// One time-series sample: a named metric at the end of an interval.

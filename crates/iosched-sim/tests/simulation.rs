@@ -52,6 +52,34 @@ fn a_jobs_randseed_sets_its_offsets() {
 }
 
 #[test]
+fn clones_run_as_separate_processes_write_in_lockstep() {
+    // Four 64 KiB writers on a preconditioned drive. As fio processes of their own each is thread 1 and draws the
+    // same offsets in the same order, so three of every four copies of a page are rewritten while young (the
+    // drive's open blocks hold 192 MiB, the writers stay far closer than that) and collection copies less: by the
+    // module's first regime at rho 0.91, 0.25 / (1 - 0.8256) = 1.43 copies per host page where one writer's cost
+    // is 4.73. Negative control: as clones of one process they draw four streams and rewrite nothing young.
+    let writers = |separate: bool| {
+        let mut w = common::job("w", Rw::Randwrite, 65536, 32, 4, &[0, 1, 2, 3], &[0]);
+        w.separate_processes = separate;
+        w.runtime_ns = 200_000_000;
+        let result = run(&common::seed000(1, vec![w]));
+        let device = &result.devices[0];
+        (
+            device.young_rewrites as f64 / device.logical_pages_written as f64,
+            device.gc_program_units as f64 / device.host_program_units as f64,
+        )
+    };
+    let (young, copies) = writers(true);
+    assert!((young - 0.75).abs() < 0.01, "young share {young}");
+    let (young_apart, copies_apart) = writers(false);
+    assert!(young_apart < 0.001, "young share {young_apart}");
+    assert!(
+        copies < 0.5 * copies_apart,
+        "copies per host program {copies} vs {copies_apart}"
+    );
+}
+
+#[test]
 fn every_preset_loads_into_the_simulator_config() {
     for kind in ["devices", "hosts"] {
         for entry in std::fs::read_dir(common::presets_dir().join(kind)).unwrap() {

@@ -266,6 +266,18 @@ def test_loops_repeat_a_sized_job_and_leave_a_time_based_one_alone():
         resolve_job(RawJob("j", {"loops": "0"}, "f", "[j]", "fio"), ctx())
 
 
+def test_separate_processes_is_a_toml_jobs_own_option():
+    """iosched's own option reaches the simulator's job, stays out of fio.json's job options (fio's), and a fio job
+    file, which real fio must read too, refuses it with one line naming it."""
+    job = resolve_job(RawJob("j", {"separate_processes": True}, "f", "[j]", "toml"), ctx())
+    assert job.config["separate_processes"] is True and "separate_processes" not in job.options
+    off = resolve_job(RawJob("j", {"separate_processes": False}, "f", "[j]", "toml"), ctx())
+    assert "separate_processes" not in off.config
+    assert "separate_processes" not in resolve_job(RawJob("j", {}, "f", "[j]", "toml"), ctx()).config
+    with pytest.raises(SpecError, match=r"^f: \[j\] separate_processes: iosched's own option, not fio's"):
+        resolve_job(RawJob("j", {"separate_processes": "1"}, "f", "[j]", "fio"), ctx())
+
+
 def test_randseed_seeds_the_jobs_offsets():
     """randseed goes to the simulator as the job's own seed (fio takes 64 bits); without it the job has none and
     draws from the run's seed. Out of range or not a number: one line naming the option."""

@@ -328,6 +328,9 @@ def test_job_file_refusals(tmp_path):
     (run,) = _runs(tmp_path)
     with pytest.raises(Exception, match="paths of letters"):
         fiofile.job_file(run, ["/dev/loop5", "/tmp/a;b"], {"bg": "x/bg"})
+    (run,) = _runs(tmp_path, SPEC.replace('randseed = 42', 'randseed = 42\nseparate_processes = true'))
+    with pytest.raises(SpecError, match=r'job "bg": separate_processes: runs in the simulator only'):
+        fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})
 
 
 def test_times_for_fio():

@@ -630,6 +630,12 @@ pub struct JobConfig {
     /// still draws its own stream, as fio's default randrepeat gives each its own seed). None: the run's seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub randseed: Option<u64>,
+    /// iosched's own: each clone runs as a fio process of its own, as when one job file is started numjobs times.
+    /// fio numbers each process's jobs from 1 and seeds a job's random generators from its number (and randseed),
+    /// so every such clone draws the offsets of the first job of a process with that seed, in the same order: what
+    /// seed 000's apps, separate fio processes, did (Figs. 11 and 12). False: all jobs share one fio process.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub separate_processes: bool,
     /// Replay this block trace instead of generating I/O (fio's `read_iolog`). `rw`, `rwmixread` and `bs` are then
     /// not used: each record gives its direction, offset and size. `time_based` replays the trace again from the
     /// start until the runtime ends; without it the job ends at the trace's end (or its runtime).
@@ -673,6 +679,7 @@ impl JobConfig {
             stonewall: false,
             end_fsync: false,
             randseed: None,
+            separate_processes: false,
             stats_window_ns: None,
             bssplit: None,
             lat_percentiles: false,

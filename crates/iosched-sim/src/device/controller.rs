@@ -62,6 +62,12 @@ impl Device {
         if let Some(null_blk) = self.config.null_blk.clone() {
             return self.null_blk_submit(&null_blk, command, events); // no front end: device/null_blk.rs
         }
+        if command.write {
+            if let Some(rewrites) = &mut self.young_rewrites {
+                rewrites.record(command.offset_bytes, command.bytes);
+                (self.stats.logical_pages_written, self.stats.young_rewrites) = rewrites.counts();
+            }
+        }
         self.submission_queues[queue as usize].push_back(command);
         self.submission_queues_with_work.set(queue as usize);
         self.feed_front_end(events);

@@ -287,7 +287,9 @@ impl Device {
                 (op, now + config.read_suspend_ns + remaining_ns)
             }
             NextOp::StartReclaim => {
-                // Start reclaiming a victim block on this unit.
+                // Start reclaiming a victim block on this unit, at the cost the rewrites so far give.
+                self.refresh_gc_cost();
+                let config = &self.config;
                 let exact = self.victim_valid_fraction * config.block_program_units as f64
                     + self.victim_copy_carry;
                 let copies = exact.floor() as u32;

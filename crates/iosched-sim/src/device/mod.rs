@@ -56,11 +56,13 @@ mod controller;
 mod flash;
 mod null_blk;
 mod write_buffer;
+mod young_rewrites;
 
 pub use null_blk::NullBlkConfig;
 
 use controller::FrontEndCore;
 use flash::{ReadOut, ReadTracking, Unit};
+use young_rewrites::YoungRewrites;
 
 /// What the block layer hands the device.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +116,14 @@ pub struct Device {
     buffer_pending_bytes: u64,
     /// Garbage collection starts on a unit below this many free program units.
     gc_low_units: i64,
+    /// The victims' valid fraction now: a single writer's (`victim_valid_fraction`) unless rewrites arrive young,
+    /// then what their share gives (`young_rewrites.rs`), refreshed as each victim is taken.
     victim_valid_fraction: f64,
+    /// Live data / raw flash (rho) and a single writer's victims' valid fraction at it.
+    live_share_of_raw: f64,
+    single_writer_valid_fraction: f64,
+    /// Host writes' rewrites of young data, measured where garbage collection runs (a preconditioned drive).
+    young_rewrites: Option<YoungRewrites>,
     victim_copy_carry: f64,
     host_programs_per_copy: f64,
     /// Garbage collection in drive-wide steps (`gc_step_copies`): units whose step still has copies to do (host
@@ -172,21 +181,26 @@ fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
 /// only for small spare areas (0.820 at 0.91) and gave no copies at all from r = 1 (0 at 0.455). It ignores hot/cold
 /// separation in the FTL.
 pub fn victim_valid_fraction(config: &DeviceConfig) -> f64 {
+    match live_share_of_raw(config) {
+        Some(rho) => fifo_victim_valid_fraction(rho),
+        None => 0.0,
+    }
+}
+
+/// Live data / raw flash (rho) of a preconditioned drive; None where nothing is collected (fresh, or no live data).
+fn live_share_of_raw(config: &DeviceConfig) -> Option<f64> {
     if config.condition == Condition::Fresh {
-        return 0.0;
+        return None;
     }
     let raw = (config.capacity_bytes + config.overprovision_bytes) as f64;
     let live = config.capacity_bytes as f64 * (1.0 - config.trimmed_fraction.clamp(0.0, 1.0));
-    if live <= 0.0 || raw <= 0.0 {
-        return 0.0;
-    }
-    fifo_victim_valid_fraction(live / raw)
+    (live > 0.0 && raw > 0.0).then_some(live / raw)
 }
 
 /// The smaller root of u = exp(-(1 - u) / rho) for 0 < rho (1 from rho = 1: no spare area, nothing is ever freed).
 /// Newton's method from u = 0: f(u) = u - exp(-(1 - u) / rho) is concave and increasing up to that root, so the
 /// iterates rise to it without overshooting.
-fn fifo_victim_valid_fraction(rho: f64) -> f64 {
+pub(crate) fn fifo_victim_valid_fraction(rho: f64) -> f64 {
     if rho >= 1.0 {
         return 1.0;
     }
@@ -264,6 +278,17 @@ impl Device {
         let mean_read_ns = config.read_ns_by_page_type.iter().sum::<u64>()
             / config.read_ns_by_page_type.len().max(1) as u64;
         let victim_valid_fraction = victim_valid_fraction(&config);
+        let live_share_of_raw = live_share_of_raw(&config).unwrap_or(0.0);
+        // The blocks being filled, one per flash unit: a rewrite within their data finds its old copy young.
+        let young_rewrites =
+            (victim_valid_fraction > 0.0 && victim_valid_fraction < 1.0).then(|| {
+                YoungRewrites::new(
+                    nr_units as u64
+                        * config.block_program_units as u64
+                        * config.program_unit_bytes as u64
+                        / young_rewrites::LOGICAL_PAGE_BYTES,
+                )
+            });
         let host_programs_per_copy = if victim_valid_fraction > 0.0 {
             (1.0 - victim_valid_fraction) / victim_valid_fraction
         } else {
@@ -315,6 +340,9 @@ impl Device {
             buffer_pending_bytes: 0,
             gc_low_units,
             victim_valid_fraction,
+            live_share_of_raw,
+            single_writer_valid_fraction: victim_valid_fraction,
+            young_rewrites,
             victim_copy_carry: 0.0,
             host_programs_per_copy,
             gc_step_units_copying: 0,
@@ -329,6 +357,23 @@ impl Device {
     /// The host's timers fire this late: null_blk's timer completions (irqmode 2) end that much later.
     pub fn set_timer_lateness(&mut self, lateness: Option<crate::config::TimerLateness>) {
         self.timer_lateness = lateness;
+    }
+
+    /// Garbage collection's cost as the rewrites so far give it (`young_rewrites.rs`): the victims' valid fraction
+    /// u = c / (1 + c) for c copies per host page, so a victim's copies pay for (1 - u) / u host programs each.
+    pub(super) fn refresh_gc_cost(&mut self) {
+        let Some(rewrites) = &self.young_rewrites else {
+            return;
+        };
+        let copies = young_rewrites::copies_per_host_page(
+            self.live_share_of_raw,
+            self.single_writer_valid_fraction,
+            rewrites.long_lived_fraction(),
+        );
+        if copies.is_finite() && copies > 0.0 {
+            self.victim_valid_fraction = copies / (1.0 + copies);
+            self.host_programs_per_copy = 1.0 / copies;
+        }
     }
 
     pub fn buffer_used_bytes(&self) -> u64 {

@@ -347,7 +347,18 @@ impl<'j> JobLayout<'j> {
             }
             _ => None,
         };
-        let rng = process_rng(job.randseed.unwrap_or(config.seed), self.index, clone);
+        // fio's seeds follow the job's thread number within its process: a clone run as a process of its own is
+        // thread 1 there, which draws what the first job (clone 0) of a process draws.
+        let (thread_job, thread_clone) = if job.separate_processes {
+            (0, 0)
+        } else {
+            (self.index, clone)
+        };
+        let rng = process_rng(
+            job.randseed.unwrap_or(config.seed),
+            thread_job,
+            thread_clone,
+        );
         let generator = Generator::new(job, rng, self.region_bytes).at_offset(offset);
         let params = self.params(config, clone, allowed_cores, trace.is_some());
         let source = IoSource {

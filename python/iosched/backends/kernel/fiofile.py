@@ -23,6 +23,9 @@ def check_job_names(run: ResolvedRun) -> None:
         if not NAME_RE.fullmatch(name) or name == "global":
             raise SpecError(run.spec_file, f'job "{name}"', "the kernel backend needs job names of letters, digits "
                             "and _ . + - (fio section names), other than global")
+        if j.config.get("separate_processes"):
+            raise SpecError(run.spec_file, f'job "{name}": separate_processes', "runs in the simulator only for now: "
+                            "the kernel backend starts one fio process, whose jobs fio seeds by their thread numbers")
         if "trace" in j.config:
             raise SpecError(run.spec_file, f'job "{name}": read_iolog', "trace replay runs in the simulator only: "
                             "fio replays its own iolog format and binary blktrace, not these text traces")
