@@ -54,14 +54,16 @@ fn a_jobs_randseed_sets_its_offsets() {
 #[test]
 fn clones_run_as_separate_processes_write_in_lockstep() {
     // Four 64 KiB writers on a preconditioned drive. As fio processes of their own each is thread 1 and draws the
-    // same offsets in the same order, so three of every four copies of a page are rewritten while young (the
-    // drive's open blocks hold 192 MiB, the writers stay far closer than that) and collection copies less: by the
+    // same offsets in the same order (launched 5 ms apart), so three of every four copies of a page are rewritten
+    // while young (within 1.07 GB of the drive's writes; the writers stay far closer) and collection copies less: by the
     // module's first regime at rho 0.91, 0.25 / (1 - 0.8256) = 1.43 copies per host page where one writer's cost
-    // is 4.73. Negative control: as clones of one process they draw four streams and rewrite nothing young.
+    // is 4.73. The share is a little under 3/4: the pages the first writers write before the last has started, or
+    // that the last has not yet reached when the run ends (15 ms of launch gaps in a 1 s run), are rewritten fewer
+    // times. Negative control: as clones of one process they draw four streams and rewrite nothing young.
     let writers = |separate: bool| {
         let mut w = common::job("w", Rw::Randwrite, 65536, 32, 4, &[0, 1, 2, 3], &[0]);
         w.separate_processes = separate;
-        w.runtime_ns = 200_000_000;
+        w.runtime_ns = 1_000_000_000;
         let result = run(&common::seed000(1, vec![w]));
         let device = &result.devices[0];
         (
@@ -70,7 +72,7 @@ fn clones_run_as_separate_processes_write_in_lockstep() {
         )
     };
     let (young, copies) = writers(true);
-    assert!((young - 0.75).abs() < 0.01, "young share {young}");
+    assert!(young < 0.75 && young > 0.72, "young share {young}");
     let (young_apart, copies_apart) = writers(false);
     assert!(young_apart < 0.001, "young share {young_apart}");
     assert!(

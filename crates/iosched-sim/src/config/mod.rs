@@ -633,7 +633,8 @@ pub struct JobConfig {
     /// iosched's own: each clone runs as a fio process of its own, as when one job file is started numjobs times.
     /// fio numbers each process's jobs from 1 and seeds a job's random generators from its number (and randseed),
     /// so every such clone draws the offsets of the first job of a process with that seed, in the same order: what
-    /// seed 000's apps, separate fio processes, did (Figs. 11 and 12). False: all jobs share one fio process.
+    /// seed 000's apps, separate fio processes, did (Figs. 11 and 12). Clone k starts k x 5 ms late, as separately
+    /// launched processes begin their I/O one after another (`sim/build.rs`). False: all jobs share one fio process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub separate_processes: bool,
     /// Replay this block trace instead of generating I/O (fio's `read_iolog`). `rw`, `rwmixread` and `bs` are then

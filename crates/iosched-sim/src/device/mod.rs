@@ -279,13 +279,13 @@ impl Device {
             / config.read_ns_by_page_type.len().max(1) as u64;
         let victim_valid_fraction = victim_valid_fraction(&config);
         let live_share_of_raw = live_share_of_raw(&config).unwrap_or(0.0);
-        // The blocks being filled, one per flash unit: a rewrite within their data finds its old copy young.
+        // A rewrite within the last 1/1024 of the raw flash's worth of host writes finds its old copy young
+        // (`young_rewrites.rs`).
         let young_rewrites =
             (victim_valid_fraction > 0.0 && victim_valid_fraction < 1.0).then(|| {
                 YoungRewrites::new(
-                    nr_units as u64
-                        * config.block_program_units as u64
-                        * config.program_unit_bytes as u64
+                    (config.capacity_bytes + config.overprovision_bytes)
+                        / young_rewrites::YOUNG_WINDOW_SHARE_OF_RAW
                         / young_rewrites::LOGICAL_PAGE_BYTES,
                 )
             });
