@@ -77,13 +77,6 @@ TARGETS: tuple[Target, ...] = (
            "write_p99_us", "w", 15794.0, runtime_s=6.0, ramp_s=2.0),
     # Seed 002 Table I (measured column), Samsung 970 EVO 250 GB half trimmed. Sequential figures are stated in KIOPS
     # of 128 KiB (the datasheet's transfer size): 3,070 MB/s = 23.42 KIOPS, 320 MB/s = 2.441 KIOPS.
-    # Seed 000's drive state (seed000.DRIVE_STATE), fitted to its one measured write input: the ICPE'24 artifact's
-    # 64 KiB random writers, 32 x QD 128 over 8 SSDs under none (Fig. 11d's background, results.csv): 10.2317 GB/s =
-    # 10.2317e9 / 65,536 = 156.1 KIOPS in all. The buffer fills in the ramp.
-    Target("64K randwrite, seed 000 state", "ICPE'24 artifact", *_980,
-           (Job("w", "randwrite", 128, [], bs_bytes=65536, numjobs=32),), "write_kiops", "w", 156.1,
-           runtime_s=1.0, ramp_s=2.0, ssds=8,
-           device_options=_SEED000_STATE),
     # The 980 PRO's normal page read (page_read_extra_ns), fitted to its one added read input: the ICPE'24
     # artifact's 8 KiB random reads at QD 1 on one core (Fig. 1a bs=8k, pinned to CPU 2), mean total latency.
     Target("8K QD1 randread mean", "ICPE'24 artifact", *_980, (Job("r", "randread", 1, [2], bs_bytes=8192),),

@@ -26,11 +26,12 @@ def test_preset_meets_its_calibration_input(target):
 def test_each_drive_state_is_the_one_its_calibration_targets_measure():
     from iosched.papers import seed000, seed003
 
-    # Seed 000's: the 64 KiB writers (the state's own input), the 8 KiB QD 1 read (the drive's), the 64 KiB reader's
-    # CPU and the CPU of 256 QD-1 processes on one core (the host's), each measured in that state. Seed 003's raw
-    # grids' and seed 000's Tables 2-4's: the one writer each state is fitted to.
+    # Seed 000's (its documented state, fitted to nothing): the 8 KiB QD 1 read (the drive's), the 64 KiB reader's CPU
+    # and the CPU of 256 QD-1 processes on one core (the host's), each measured in that state. Seed 003's raw grids'
+    # and seed 000's Tables 2-4's: the one writer each state is fitted to.
     states = [dict(t.device_options) for t in calibration.TARGETS if t.device_options]
-    assert states == [seed000.DRIVE_STATE] * 4 + [seed003.GRID_DRIVE_STATE, seed000.TABLES_DRIVE_STATE]
+    assert states == [seed000.DRIVE_STATE] * 3 + [seed003.GRID_DRIVE_STATE, seed000.TABLES_DRIVE_STATE]
+    assert seed000.DRIVE_STATE == {"condition": "preconditioned", "trimmed_fraction": 0.0}
     for state, value in ((seed003.GRID_DRIVE_STATE, seed003.GRID_STATE_INPUT_KIOPS),
                          (seed000.TABLES_DRIVE_STATE, seed000.TABLES_STATE_INPUT_KIOPS)):
         target = next(t for t in calibration.TARGETS if t.device_options and dict(t.device_options) == state)

@@ -225,7 +225,7 @@ def test_the_why_notes_follow_the_measured_values():
 
 def test_write_depth_prints_the_artifacts_writers_beside_the_model():
     # One row per run; the artifact's column is its own data: Fig. 11d none with 32 writers is 10.23 GB/s over 8
-    # drives (1.28 GB/s per drive, the calibration input of seed 000's drive state), with 1 writer 2.22 GB/s
+    # drives (1.28 GB/s per drive; seed 000's drive state was fitted to it until 2026-12-05), with 1 writer 2.22 GB/s
     # (0.28 per drive), and Table 4's writer 129.4 KIOPS.
     from .conftest import native_or_skip
     native_or_skip()
