@@ -26,7 +26,7 @@
 //! - Garbage collection: each unit counts its own free space in program units. Below the low-water mark it reclaims
 //!   a victim block by copying its valid program units and erasing it; host programs are allowed in the ratio the
 //!   victim frees space. The victims' valid fraction follows from the spare area of a preconditioned drive (see
-//!   `victim_valid_fraction`). Paced (the default), each unit interleaves its host programs with its own copies from
+//!   `victim_valid_fraction`) and the share of host writes that rewrite young data (`young_rewrites.rs`). Paced (the default), each unit interleaves its host programs with its own copies from
 //!   a random place in its cycle, so units do not program host data in step. In drive-wide steps
 //!   (`gc_step_copies`), every reclaiming unit copies that many program units while no unit programs host data,
 //!   whenever the steps so far have paid for no more host programs; each drive starts at a random place in that
