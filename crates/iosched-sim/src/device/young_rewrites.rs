@@ -59,14 +59,15 @@ impl Hasher for PageHasher {
     }
 }
 
-/// Host pages written, the rewrites among them that found their previous copy young, and the last `window_pages`
-/// writes (page, sequence number) to tell.
+/// Host pages written, the rewrites among them that found their previous copy young, and the pages of the last
+/// `window_pages` writes to tell (oldest first: the i-th has sequence number written_pages - recent.len() + i).
 pub(super) struct YoungRewrites {
     window_pages: u64,
     written_pages: u64,
     young_rewrites: u64,
+    /// Each page of `recent` with the sequence number of its last write.
     last_written: HashMap<u64, u64, BuildHasherDefault<PageHasher>>,
-    recent: VecDeque<(u64, u64)>,
+    recent: VecDeque<u64>,
 }
 
 impl YoungRewrites {
@@ -92,12 +93,10 @@ impl YoungRewrites {
                     self.young_rewrites += 1;
                 }
             }
-            self.recent.push_back((page, seq));
-            while let Some(&(old_page, old_seq)) = self.recent.front() {
-                if seq - old_seq < self.window_pages {
-                    break;
-                }
-                self.recent.pop_front();
+            self.recent.push_back(page);
+            while self.recent.len() as u64 > self.window_pages {
+                let old_seq = self.written_pages - self.recent.len() as u64;
+                let old_page = self.recent.pop_front().expect("more pages than the window");
                 if self.last_written.get(&old_page) == Some(&old_seq) {
                     self.last_written.remove(&old_page);
                 }

@@ -12,6 +12,8 @@ use crate::config::{IoEngine, JobConfig, Rw, SimConfig};
 use crate::device::Device;
 use crate::engine::EventQueue;
 use crate::host::{CpuAccount, ForkPlacement, Host};
+use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
+use crate::workload::{process_rng, Generator, TraceReplay};
 
 /// How long after one another separate fio processes launched together begin their I/O (a job's
 /// `separate_processes`): named assumption, of the order measured on the development machine (4-8 fio processes
@@ -23,8 +25,6 @@ use crate::host::{CpuAccount, ForkPlacement, Host};
 /// 212 K for independent readers; the artifact's reach the same rate at every N). Writers stay within the drive's
 /// young window (`device/young_rewrites.rs`) either way.
 const SEPARATE_PROCESS_GAP_NS: u64 = 5_000_000;
-use crate::pagecache::{PageCache, PageCacheLimits, Readahead, PAGE_BYTES};
-use crate::workload::{process_rng, Generator, TraceReplay};
 
 impl<'c> Simulation<'c> {
     /// Build a run from `config`: an error (never a panic) if the config is invalid (`SimConfig::validate`), a
@@ -359,11 +359,12 @@ impl<'j> JobLayout<'j> {
             _ => None,
         };
         // fio's seeds follow the job's thread number within its process: a clone run as a process of its own is
-        // thread 1 there, which draws what the first job (clone 0) of a process draws.
-        let (thread_job, thread_clone) = if job.separate_processes {
-            (0, 0)
+        // thread 1 there, which draws what the first job (clone 0) of a process draws. Such processes, launched
+        // together, begin their I/O one after another (`SEPARATE_PROCESS_GAP_NS`).
+        let (thread_job, thread_clone, launch_ns) = if job.separate_processes {
+            (0, 0, clone as u64 * SEPARATE_PROCESS_GAP_NS)
         } else {
-            (self.index, clone)
+            (self.index, clone, 0)
         };
         let rng = process_rng(
             job.randseed.unwrap_or(config.seed),
@@ -376,12 +377,6 @@ impl<'j> JobLayout<'j> {
             generator: Some(generator),
             trace,
             buffered,
-        };
-        // Separate fio processes launched together begin their I/O one after another (`SEPARATE_PROCESS_GAP_NS`).
-        let launch_ns = if job.separate_processes {
-            clone as u64 * SEPARATE_PROCESS_GAP_NS
-        } else {
-            0
         };
         let start_ns = job.start_ns + launch_ns;
         let stats_start_ns = start_ns + job.ramp_ns;
