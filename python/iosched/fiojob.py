@@ -41,6 +41,9 @@ OPTIONS = {
 # iosched's own job option (TOML specs only): each clone runs as a fio process of its own, so all draw the offsets of
 # thread 1 (fio seeds a job by its thread number within its process); the simulator's JobConfig.separate_processes.
 SEPARATE_PROCESSES = "separate_processes"
+# How long after one another such processes begin their I/O: the simulator's SEPARATE_PROCESS_GAP_NS
+# (crates/iosched-sim/src/sim/build.rs, where the reasoning is), which the kernel and VM backends give as startdelay.
+SEPARATE_PROCESS_GAP_NS = 5_000_000
 # fio's log options: the log kind each writes (its files: PREFIX_bw.N.log; lat writes PREFIX_lat and PREFIX_clat).
 LOG_OPTIONS = {"write_bw_log": "bw", "write_iops_log": "iops", "write_lat_log": "lat"}
 LOG_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

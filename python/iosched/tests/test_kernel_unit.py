@@ -328,9 +328,99 @@ def test_job_file_refusals(tmp_path):
     (run,) = _runs(tmp_path)
     with pytest.raises(Exception, match="paths of letters"):
         fiofile.job_file(run, ["/dev/loop5", "/tmp/a;b"], {"bg": "x/bg"})
+
+
+def _sections(text: str) -> list[tuple[str, dict[str, str]]]:
+    """A job file's sections in order (section names repeat when a job's clones run as sections of their own)."""
+    out: list[tuple[str, dict[str, str]]] = []
+    for line in text.splitlines():
+        if line.startswith("["):
+            out.append((line[1:-1], {}))
+        elif "=" in line and out:
+            k, v = line.split("=", 1)
+            out[-1][1][k] = v
+    return out
+
+
+def test_thread_one_seed_worked_examples():
+    # fio seeds job k from randseed x k (mod 2^64); the shared seed is the run's seed << 16.
+    # Seed 7, job 1: 7 x 65536 = 458752 itself.
+    assert fiofile.thread_one_seed(7, 1) == 458_752
+    # Job 3 (odd): 458752 x 3^-1, and 3^-1 mod 2^64 is 0xAAAAAAAAAAAAAAAB (3 x 0xAA..AB = 2^65 + 1).
+    three = fiofile.thread_one_seed(7, 3)
+    assert three == 458_752 * 0xAAAAAAAAAAAAAAAB % 2**64 and three * 3 % 2**64 == 458_752
+    # Job 6 = 2 x 3: (458752 >> 1) x 3^-1 = 229376 x 0xAA..AB; times 6 gives 458752 again.
+    six = fiofile.thread_one_seed(7, 6)
+    assert six == 229_376 * 0xAAAAAAAAAAAAAAAB % 2**64 and six * 6 % 2**64 == 458_752
+    # Negative control: the plain seed times the thread number is not the shared seed.
+    assert 7 * 6 % 2**64 != 458_752
+    with pytest.raises(ValueError):
+        fiofile.thread_one_seed(7, 0)
+
+
+def test_fio_reads_seeds_of_2_to_the_63_and_more_as_their_twos_complement():
+    assert fiofile.seed_options(2**64 - 1) == [("randrepeat", 0), ("randseed", -1)]
+    assert fiofile.seed_options(2**63) == [("randrepeat", 0), ("randseed", -2**63)]
+    assert fiofile.seed_options(2**63 - 1) == [("randrepeat", 0), ("randseed", 2**63 - 1)]
+
+
+def test_separate_processes_run_as_sections_of_their_own(tmp_path):
+    """Each clone of a separate-processes job is a section of its own: one clone each, started 5 ms after the one
+    before, seeded to draw fio's job 1 stream from the shared seed; only the first starts a reporting group."""
     (run,) = _runs(tmp_path, SPEC.replace('randseed = 42', 'randseed = 42\nseparate_processes = true'))
-    with pytest.raises(SpecError, match=r'job "bg": separate_processes: runs in the simulator only'):
-        fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})
+    text, _ = fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})
+    sections = _sections(text)
+    assert [name for name, _ in sections] == ["lapp", "bg", "bg", "after", "sync"]
+    (_, first), (_, second) = sections[1], sections[2]
+    # lapp is fio's job 1, bg's clones jobs 2 and 3
+    assert (first["randseed"], second["randseed"]) == (str(fiofile.thread_one_seed(42, 2)),
+                                                       str(fiofile.thread_one_seed(42, 3)))
+    assert first["numjobs"] == second["numjobs"] == "1" and first["randrepeat"] == second["randrepeat"] == "0"
+    assert "startdelay" not in first and second["startdelay"] == "5ms"
+    assert first["new_group"] == "1" and "new_group" not in second
+    assert first["group_reporting"] == second["group_reporting"] == "1"
+    assert {k: v for k, v in first.items() if k not in ("randseed", "new_group")} == \
+        {k: v for k, v in second.items() if k not in ("randseed", "startdelay")}
+    # The jobs after it keep their own seeds and start their own groups.
+    assert sections[3][1]["randseed"] == "7" and sections[3][1]["new_group"] == "1"
+    assert fiofile.SEPARATE_PROCESS_GAP_NS == 5_000_000
+
+
+def test_separate_processes_gap_is_the_simulators():
+    build = Path(__file__).resolve().parents[3] / "crates/iosched-sim/src/sim/build.rs"
+    if not build.exists():
+        pytest.skip("no Rust sources beside this installation")
+    line = next(ln for ln in build.read_text().splitlines() if ln.startswith("const SEPARATE_PROCESS_GAP_NS"))
+    assert int(line.split("=")[1].strip(" ;").replace("_", "")) == fiofile.SEPARATE_PROCESS_GAP_NS
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_separate_process_sections_draw_one_sequence_in_real_fio(tmp_path):
+    """Real fio (null engine, its iolog): a job file's separate-process sections (here fio's jobs 2-5, two of them
+    even) all draw the offsets fio's job 1 draws from the shared seed, one past 2^63 (written negative). Negative
+    control: the same sections with the plain seed draw four different sequences."""
+    seed = (1 << 47) + 7            # shared seed (seed << 16) = 2^63 + 7 x 2^16
+    shared = fiofile.seed_options(seed << 16)
+    assert shared[1][1] < 0
+
+    def offsets(per_section: list[list[tuple[str, object]]], tag: str) -> list[list[str]]:
+        lines = []
+        for k, options in enumerate(per_section):
+            lines += [f"[s{k}]", "ioengine=null", "size=1g", "rw=randwrite", "bs=4k", "norandommap=1",
+                      "number_ios=16", f"filename={tmp_path / 'none'}", f"write_iolog={tmp_path / f'{tag}{k}.iolog'}",
+                      *(f"{key}={v}" for key, v in options), ""]
+        (tmp_path / f"{tag}.fio").write_text("\n".join(lines))
+        r = subprocess.run(["fio", str(tmp_path / f"{tag}.fio")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [[ln.split()[3] for ln in (tmp_path / f"{tag}{k}.iolog").read_text().splitlines()
+                 if len(ln.split()) == 5] for k in range(len(per_section))]
+
+    (reference,) = offsets([shared], "ref")
+    lapp = fiofile.seed_options(seed)
+    sections = offsets([lapp] + [fiofile.seed_options(fiofile.thread_one_seed(seed, k)) for k in range(2, 6)], "sep")
+    assert len(reference) == 16 and all(s == reference for s in sections[1:]) and sections[0] != reference
+    plain = offsets([lapp] + [fiofile.seed_options(seed)] * 4, "plain")
+    assert len({tuple(s) for s in plain[1:]}) == 4
 
 
 def test_times_for_fio():
