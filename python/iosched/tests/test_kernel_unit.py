@@ -386,6 +386,18 @@ def test_separate_processes_run_as_sections_of_their_own(tmp_path):
     assert fiofile.SEPARATE_PROCESS_GAP_NS == 5_000_000
 
 
+def test_separate_processes_beyond_the_seedable_thread_numbers_are_one_line(tmp_path, monkeypatch):
+    # 16 jobs of 4,096 clones are fio's jobs 1-65536; a separate-processes job after them cannot be seeded.
+    monkeypatch.setenv("IOSCHED_MAX_PROCESSES", "70000")
+    many = "".join(f'[[job]]\nname = "b{i}"\nrw = "randread"\nnumjobs = 4096\n' for i in range(16))
+    text = ('name = "many"\nduration = "1s"\n' + many +
+            '[[job]]\nname = "last"\nrw = "randwrite"\nseparate_processes = true\n')
+    (run,) = _runs(tmp_path, text, devices=((1 << 30, 512),))
+    with pytest.raises(SpecError, match=r'job "last": separate_processes: the run.s fio jobs up to this one.s clones '
+                                        r'number 65537; seeding separate processes takes at most 65535'):
+        fiofile.job_file(run, ["/dev/loop5"])
+
+
 def test_separate_processes_gap_is_the_simulators():
     build = Path(__file__).resolve().parents[3] / "crates/iosched-sim/src/sim/build.rs"
     if not build.exists():

@@ -171,6 +171,10 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
         for kind in ("bw", "lat"):
             if kind in j.logs:
                 o.append((f"write_{kind}_log", f"logs/{j.logs[kind]}"))
+        if c.get("separate_processes") and thread + c["numjobs"] > 1 << _SHARED_SEED_SHIFT:
+            raise SpecError(run.spec_file, f'job "{c["name"]}": separate_processes', f"the run's fio jobs up to this "
+                            f"one's clones number {thread + c['numjobs'] - 1}; seeding separate processes takes at "
+                            f"most {(1 << _SHARED_SEED_SHIFT) - 1}")
         for section in _sections(c, o, seed, thread):
             lines.append(f"[{c['name']}]")
             lines += [f"{k}={v}" for k, v in section]
