@@ -381,6 +381,13 @@ def test_separate_processes_run_as_sections_of_their_own(tmp_path):
     assert first["group_reporting"] == second["group_reporting"] == "1"
     assert {k: v for k, v in first.items() if k not in ("randseed", "new_group")} == \
         {k: v for k, v in second.items() if k not in ("randseed", "startdelay")}
+    # offset_increment: fio adds it per clone of a section, so each section carries its clone's offset.
+    (run,) = _runs(tmp_path, SPEC.replace('randseed = 42', 'randseed = 42\nseparate_processes = true\n'
+                                                          'offset_increment = "64M"'))
+    spaced = [o for name, o in _sections(fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})[0])
+              if name == "bg"]
+    assert [o["offset"] for o in spaced] == [str(1 << 20), str((1 << 20) + (64 << 20))]
+    assert not any("offset_increment" in o for o in spaced)
     # The jobs after it keep their own seeds and start their own groups.
     assert sections[3][1]["randseed"] == "7" and sections[3][1]["new_group"] == "1"
     assert fiofile.SEPARATE_PROCESS_GAP_NS == 5_000_000

@@ -66,8 +66,13 @@ def _sections(c: dict, options: list[tuple[str, object]], seed: int,
     sections = []
     for k in range(c["numjobs"]):
         start_ns = c["start_ns"] + k * SEPARATE_PROCESS_GAP_NS
-        dropped = {"startdelay", "randrepeat", "randseed", *(("new_group", "stonewall") if k else ())}
-        section = [(key, 1 if key == "numjobs" else v) for key, v in options if key not in dropped]
+        dropped = {"startdelay", "randrepeat", "randseed", "offset_increment",
+                   *(("new_group", "stonewall") if k else ())}
+        # fio adds offset_increment per clone of a section (its subjob number), 0 in a section of one clone: each
+        # section gets its clone's offset itself, as the simulator places the clones.
+        offset = c["offset_bytes"] + k * c["offset_increment_bytes"]
+        section = [(key, 1 if key == "numjobs" else offset if key == "offset" else v)
+                   for key, v in options if key not in dropped]
         if start_ns:
             section.append(("startdelay", fio_time(start_ns)))
         section += seed_options(thread_one_seed(seed, first_thread + k))
