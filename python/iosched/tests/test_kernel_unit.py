@@ -393,6 +393,65 @@ def test_separate_processes_run_as_sections_of_their_own(tmp_path):
     assert fiofile.SEPARATE_PROCESS_GAP_NS == 5_000_000
 
 
+SPLIT_SPEC = """\
+name = "split"
+duration = "1s"
+seed = 3
+[[job]]
+name = "a"
+rw = "randread"
+cpus_allowed = "0-1"
+cpus_allowed_policy = "split"
+[[job]]
+name = "b"
+rw = "randread"
+cpus_allowed = "0-1"
+cpus_allowed_policy = "split"
+[[job]]
+name = "c"
+rw = "randread"
+cpus_allowed = "0-1"
+cpus_allowed_policy = "split"
+numjobs = 2
+"""
+
+
+@pytest.mark.skipif(shutil.which("fio") is None or (os.cpu_count() or 1) < 2, reason="needs fio and 2 CPUs")
+def test_split_clones_run_on_the_cpus_the_simulator_gives_them(tmp_path):
+    """cpus_allowed_policy=split: the simulator pins clone i of a job to the i-th listed CPU; fio counts from the
+    job's first thread number in the file, so job b (fio's job 2) would run on CPU 1. The job file gives each clone
+    its CPU; real fio (its exec_prerun reads each job's affinity) runs them there. Negative control: fio's own split
+    on the same jobs puts b on CPU 1."""
+    from .conftest import native_or_skip
+    native_or_skip()
+    from iosched import native
+    from iosched.simconfig import run_config
+    (run,) = _runs(tmp_path, SPLIT_SPEC, devices=((1 << 30, 512),))
+    simulated = native.simulate(run_config(run))
+    sim_cpus = [p["core_affinity"] for j in simulated["jobs"] for p in j["processes"]]
+    assert sim_cpus == [[0], [0], [0], [1]]
+    text, _ = fiofile.job_file(run, ["/dev/loop5"])
+    sections = _sections(text)
+    assert [(name, o["cpus_allowed"]) for name, o in sections] == [("a", "0"), ("b", "0"), ("c", "0"), ("c", "1")]
+    assert not any("cpus_allowed_policy" in o for _, o in sections)
+
+    def affinities(per_section: list[dict[str, str]], tag: str) -> list[str]:
+        lines = []
+        for k, options in enumerate(per_section):
+            lines += [f"[{tag}{k}]", "ioengine=null", "rw=randread", "size=1g", "number_ios=1",
+                      f"filename={tmp_path / 'none'}", "exec_prerun=grep Cpus_allowed_list /proc/self/status",
+                      *(f"{key}={v}" for key, v in options.items()), ""]
+        (tmp_path / f"{tag}.fio").write_text("\n".join(lines))
+        r = subprocess.run(["fio", f"{tag}.fio"], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [(tmp_path / f"{tag}{k}.prerun.txt").read_text().split()[-1] for k in range(len(per_section))]
+
+    ours = [{"cpus_allowed": o["cpus_allowed"]} for _, o in sections]
+    assert affinities(ours, "ours") == ["0", "0", "0", "1"]
+    fios = [{"cpus_allowed": "0-1", "cpus_allowed_policy": "split"}] * 4
+    assert affinities(fios, "fio") == ["0", "1", "0", "1"]
+
+
 def test_separate_processes_beyond_the_seedable_thread_numbers_are_one_line(tmp_path, monkeypatch):
     # 16 jobs of 4,096 clones are fio's jobs 1-65536; a separate-processes job after them cannot be seeded.
     monkeypatch.setenv("IOSCHED_MAX_PROCESSES", "70000")

@@ -57,25 +57,34 @@ def thread_one_seed(seed: int, thread_number: int) -> int:
 
 def _sections(c: dict, options: list[tuple[str, object]], seed: int,
               first_thread: int) -> list[list[tuple[str, object]]]:
-    """A job's fio sections: one, or for ``separate_processes`` one per clone, as separate fio processes would run it:
-    each draws job 1's offsets from the shared seed (`thread_one_seed`) and starts SEPARATE_PROCESS_GAP_NS after the
-    one before (as the simulator starts them); all in the first one's reporting group (no new_group after it), and
-    only the first waits at a stonewall (the others would wait for their siblings)."""
-    if not c.get("separate_processes"):
+    """A job's fio sections: one, or one per clone where fio would not run the clones as the simulator does.
+    - ``separate_processes``: each clone draws job 1's offsets from the shared seed (`thread_one_seed`) and starts
+      SEPARATE_PROCESS_GAP_NS after the one before, as the simulator starts them.
+    - ``cpus_allowed_policy=split`` over several CPUs: the simulator pins clone i to the i-th CPU of the list
+      (wrapping); fio counts from the job's first thread number in the whole file (backend.c, fio_cpus_split with
+      thread_number - 1), so a job after others may start elsewhere in the list. Each section gets its clone's CPU.
+    The sections are fio's jobs first_thread, first_thread + 1, ... as numjobs clones would be, so a clone that is
+    not a separate process keeps the seed and random stream it has as a clone. All are in the first one's reporting
+    group (no new_group after it), only the first waits at a stonewall (the others would wait for their siblings),
+    and each starts at its clone's offset (fio adds offset_increment per clone within a section, 0 in a section of
+    one)."""
+    separate = bool(c.get("separate_processes"))
+    split = bool(c["cpus_split"]) and len(c["cpus_allowed"]) > 1
+    if not separate and not split:
         return [options]
     sections = []
     for k in range(c["numjobs"]):
-        start_ns = c["start_ns"] + k * SEPARATE_PROCESS_GAP_NS
-        dropped = {"startdelay", "randrepeat", "randseed", "offset_increment",
+        start_ns = c["start_ns"] + (k * SEPARATE_PROCESS_GAP_NS if separate else 0)
+        dropped = {"startdelay", "randrepeat", "randseed", "offset_increment", "cpus_allowed_policy",
                    *(("new_group", "stonewall") if k else ())}
-        # fio adds offset_increment per clone of a section (its subjob number), 0 in a section of one clone: each
-        # section gets its clone's offset itself, as the simulator places the clones.
         offset = c["offset_bytes"] + k * c["offset_increment_bytes"]
-        section = [(key, 1 if key == "numjobs" else offset if key == "offset" else v)
-                   for key, v in options if key not in dropped]
+        replaced = {"numjobs": 1, "offset": offset}
+        if split:
+            replaced["cpus_allowed"] = c["cpus_allowed"][k % len(c["cpus_allowed"])]
+        section = [(key, replaced.get(key, v)) for key, v in options if key not in dropped]
         if start_ns:
             section.append(("startdelay", fio_time(start_ns)))
-        section += seed_options(thread_one_seed(seed, first_thread + k))
+        section += seed_options(thread_one_seed(seed, first_thread + k) if separate else seed)
         sections.append(section)
     return sections
 
