@@ -371,6 +371,7 @@ def test_separate_processes_run_as_sections_of_their_own(tmp_path):
     text, _ = fiofile.job_file(run, ["/dev/loop5", "/dev/loop6"], {"bg": "x/bg"})
     sections = _sections(text)
     assert [name for name, _ in sections] == ["lapp", "bg", "bg", "after", "sync"]
+    assert "; bg: its 2 clone(s) as sections of their own (separate processes" in text
     (_, first), (_, second) = sections[1], sections[2]
     # lapp is fio's job 1, bg's clones jobs 2 and 3
     assert (first["randseed"], second["randseed"]) == (str(fiofile.thread_one_seed(42, 2)),
@@ -434,6 +435,7 @@ def test_split_clones_run_on_the_cpus_the_simulator_gives_them(tmp_path):
     sections = _sections(text)
     assert [(name, o["cpus_allowed"]) for name, o in sections] == [("a", "0"), ("b", "0"), ("c", "0"), ("c", "1")]
     assert not any("cpus_allowed_policy" in o for _, o in sections)
+    assert "; c: its 2 clone(s) as sections of their own (each on the CPU the simulator gives it)" in text
 
     def affinities(per_section: list[dict[str, str]], tag: str) -> list[str]:
         lines = []

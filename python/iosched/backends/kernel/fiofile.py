@@ -189,7 +189,12 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             raise SpecError(run.spec_file, f'job "{c["name"]}": separate_processes', f"the run's fio jobs up to this "
                             f"one's clones number {thread + c['numjobs'] - 1}; seeding separate processes takes at "
                             f"most {(1 << _SHARED_SEED_SHIFT) - 1}")
-        for section in _sections(c, o, seed, thread):
+        sections = _sections(c, o, seed, thread)
+        if len(sections) > 1 or sections[0] is not o:
+            why = "separate processes, each drawing fio's first job's offsets" if c.get("separate_processes") \
+                else "each on the CPU the simulator gives it"
+            lines.append(f"; {c['name']}: its {c['numjobs']} clone(s) as sections of their own ({why})")
+        for section in sections:
             lines.append(f"[{c['name']}]")
             lines += [f"{k}={v}" for k, v in section]
             lines.append("")
