@@ -348,6 +348,15 @@ def _qemu_children(pid: int) -> list[int]:
     return [child for child, name, _ in child_processes(pid, zombies=True) if "qemu" in name]
 
 
+def _runs_qemu(pid: int) -> bool:
+    """Whether process `pid` is a qemu still there: one that exits between the look and the read is gone (reading
+    /proc/PID/comm of a process that has just been reaped raises, which is the very outcome the callers wait for)."""
+    try:
+        return "qemu" in Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return False
+
+
 def _vm_run_with_qemu(tmp_path, stderr) -> tuple[subprocess.Popen, list[int]]:
     """`iosched run` of WEIGHTED on the VM backend, started and waited for until its qemu has run for a second:
     (the process, qemu's pids)."""
@@ -374,11 +383,9 @@ def test_killed_run_leaves_no_qemu(tmp_path):
         proc.send_signal(signal.SIGKILL)          # no clean-up code runs: the kernel's PDEATHSIG must do it
         proc.wait()
         deadline = time.monotonic() + 10
-        while any(Path(f"/proc/{k}").exists() and "qemu" in Path(f"/proc/{k}/comm").read_text() for k in kids) \
-                and time.monotonic() < deadline:
+        while any(_runs_qemu(k) for k in kids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(Path(f"/proc/{k}/comm").exists() and "qemu" in Path(f"/proc/{k}/comm").read_text()
-                       for k in kids)
+        assert not any(_runs_qemu(k) for k in kids)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -518,8 +525,7 @@ def test_a_signal_stops_a_vm_run_within_a_second(tmp_path, sig):
         assert exit_s < 1.0, f"exited {exit_s:.2f} s after the signal"
         assert len([ln for ln in err.splitlines() if ln.startswith("interrupted")]) == 1, err
         assert "Traceback" not in err
-        assert not any(Path(f"/proc/{k}/comm").exists() and "qemu" in Path(f"/proc/{k}/comm").read_text()
-                       for k in kids), "qemu left running"
+        assert not any(_runs_qemu(k) for k in kids), "qemu left running"
         if (out / "runs").is_dir():
             assert not [p for p in (out / "runs").iterdir() if p.name.startswith(".")], "temporary folders left"
     finally:
