@@ -55,6 +55,18 @@ def thread_one_seed(seed: int, thread_number: int) -> int:
     return ((shared >> a) * pow(thread_number >> a, -1, 1 << 64)) % (1 << 64)
 
 
+def _split(c: dict) -> bool:
+    """cpus_allowed_policy=split over several CPUs, where fio's choice of a clone's CPU differs from the simulator's."""
+    return bool(c["cpus_split"]) and len(c["cpus_allowed"]) > 1
+
+
+def _per_clone(c: dict) -> str | None:
+    """Why a job's clones need sections of their own (`_sections`), or None when one section with numjobs will do."""
+    if c.get("separate_processes"):
+        return "separate processes, each drawing fio's first job's offsets"
+    return "each on the CPU the simulator gives it" if _split(c) else None
+
+
 def _sections(c: dict, options: list[tuple[str, object]], seed: int,
               first_thread: int) -> list[list[tuple[str, object]]]:
     """A job's fio sections: one, or one per clone where fio would not run the clones as the simulator does.
@@ -68,10 +80,9 @@ def _sections(c: dict, options: list[tuple[str, object]], seed: int,
     group (no new_group after it), only the first waits at a stonewall (the others would wait for their siblings),
     and each starts at its clone's offset (fio adds offset_increment per clone within a section, 0 in a section of
     one)."""
-    separate = bool(c.get("separate_processes"))
-    split = bool(c["cpus_split"]) and len(c["cpus_allowed"]) > 1
-    if not separate and not split:
+    if _per_clone(c) is None:
         return [options]
+    separate, split = bool(c.get("separate_processes")), _split(c)
     sections = []
     for k in range(c["numjobs"]):
         start_ns = c["start_ns"] + (k * SEPARATE_PROCESS_GAP_NS if separate else 0)
@@ -189,12 +200,10 @@ def job_file(run: ResolvedRun, targets: list[str], cgroup_names: dict[str, str] 
             raise SpecError(run.spec_file, f'job "{c["name"]}": separate_processes', f"the run's fio jobs up to this "
                             f"one's clones number {thread + c['numjobs'] - 1}; seeding separate processes takes at "
                             f"most {(1 << _SHARED_SEED_SHIFT) - 1}")
-        sections = _sections(c, o, seed, thread)
-        if len(sections) > 1 or sections[0] is not o:
-            why = "separate processes, each drawing fio's first job's offsets" if c.get("separate_processes") \
-                else "each on the CPU the simulator gives it"
+        why = _per_clone(c)
+        if why:
             lines.append(f"; {c['name']}: its {c['numjobs']} clone(s) as sections of their own ({why})")
-        for section in sections:
+        for section in _sections(c, o, seed, thread):
             lines.append(f"[{c['name']}]")
             lines += [f"{k}={v}" for k, v in section]
             lines.append("")
