@@ -167,6 +167,27 @@ pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
     backports: &[],
 };
 
+/// mq-deadline queues requests per I/O priority class and serves the highest class with requests queued.
+pub const MQ_DEADLINE_PRIO_LEVELS: Change = Change {
+    since: v(5, 14),
+    commit: "c807ab520fc3",
+    title: "block/mq-deadline: Add I/O priority support",
+    behaviour: "requests queue per I/O priority class (real-time, best-effort, idle) and dispatch serves the highest \
+                class with requests queued; before, mq-deadline ignores I/O priorities (one FIFO per direction)",
+    backports: &[],
+};
+
+/// mq-deadline holds a lower priority class while a higher one has requests in flight, and ages it.
+pub const MQ_DEADLINE_PRIO_AGING: Change = Change {
+    since: v(5, 15),
+    commit: "322cff70d46c",
+    title: "block/mq-deadline: Prioritize high-priority requests",
+    behaviour: "no lower class is dispatched while a higher one has requests inserted and not completed (in flight \
+                included), except requests older than prio_aging_expire (10 s, a new tunable); before, a lower \
+                class is served whenever no higher one has requests queued",
+    backports: &[],
+};
+
 /// BFQ's soft real-time detection remembers past bandwidth: a queue starts with `soft_rt_next_start` = its creation
 /// time, and each new value is at least the old one. Before, a new queue's is "never" (bfq_greatest_from_now) until
 /// first computed, and each computation forgets the old value. (Read: greatest_from_now in a 4.12-era source, the
@@ -345,6 +366,8 @@ pub const CHANGES: &[&Change] = &[
     &BFQ_SOFTRT_AFTER_INTERACTIVE,
     &BFQ_STABLE_MERGE,
     &MQ_DEADLINE_ASYNC_DEPTH,
+    &MQ_DEADLINE_PRIO_LEVELS,
+    &MQ_DEADLINE_PRIO_AGING,
     &F2FS_IOMAP_DIO,
     &BFQ_REQUEST_OVER_LIMIT,
     &SBITMAP_SINGLE_WAKE_COUNT,

@@ -22,6 +22,11 @@
 //! 2. Otherwise levels 0, 1, 2 in turn; stop at the first level that yields a request or that still has queued
 //!    requests (including in-flight ones), so a lower level waits until a higher one has drained *and completed*.
 //!
+//! By kernel version: the levels came in 5.14 ([`kernel::MQ_DEADLINE_PRIO_LEVELS`]; before, every request is at
+//! level 1, whatever its class), the hold on in-flight requests and step 1's aging in 5.15
+//! ([`kernel::MQ_DEADLINE_PRIO_AGING`]; on 5.14 dispatch takes the first level that yields a request, and there is
+//! no `prio_aging_expire` tunable).
+//!
 //! Selection within a level:
 //! - Continue the batch: if the level has a request in `last_dir` at or past its last dispatched position and
 //!   `batching < fifo_batch`, take it.
@@ -85,9 +90,9 @@
 //! - **Restarts:** `dd_finish_request` kicks no queue, so on completion the policy asks only for blk-mq's restart
 //!   ([`AfterCompletion::Restart`]: a re-run if a run stopped for want of a driver tag). Any hardware queue can
 //!   dispatch any request, and the only time `dispatch` returns nothing while `has_work` is true is when a higher
-//!   level still has requests in flight: then the completion of one of those re-runs the queue
-//!   ([`AfterCompletion::RunQueue`]) where the kernel re-runs all queues 3 ms after the empty dispatch (a
-//!   simplification: sooner).
+//!   level still has requests in flight (or another CPU's call took the request): the lower level's requests then
+//!   wait for the next queue run, a new insert's or blk-mq's delayed re-run 3 ms after the empty dispatch (the
+//!   simulator's block layer books it, `BLK_MQ_BUDGET_DELAY`).
 //! - Counters are 64-bit, the kernel's 32-bit (wrapping) ones never wrap in a simulation.
 
 use crate::id_map::{DenseMap, IdMap};
@@ -451,7 +456,12 @@ impl Elevator for MqDeadline {
     }
 
     fn insert(&mut self, rq: Request, now_ns: u64) {
-        let (level, dir, id) = (level_of(rq.ioprio_class), dir_of(rq.op), rq.id);
+        let level = if self.kernel.has(&kernel::MQ_DEADLINE_PRIO_LEVELS) {
+            level_of(rq.ioprio_class)
+        } else {
+            level_of(IoprioClass::BestEffort) // before 5.14: priorities ignored, one level
+        };
+        let (dir, id) = (dir_of(rq.op), rq.id);
         debug_assert!(
             !self.held.contains_key(&id) && !self.in_flight.contains_key(&id),
             "request {id} inserted twice"
@@ -482,8 +492,9 @@ impl Elevator for MqDeadline {
     }
 
     fn dispatch(&mut self, _hctx: u32, now_ns: u64) -> Option<Request> {
+        let aging = self.kernel.has(&kernel::MQ_DEADLINE_PRIO_AGING);
         let busy_levels = self.levels.iter().filter(|l| l.queued() > 0).count();
-        if busy_levels >= 2 {
+        if aging && busy_levels >= 2 {
             let latest_start =
                 now_ns as i128 - (self.prio_aging_expire_ms as u64 * NS_PER_MS) as i128;
             for level in 1..LEVELS {
@@ -494,7 +505,9 @@ impl Elevator for MqDeadline {
         }
         for level in 0..LEVELS {
             let rq = self.dispatch_level(level, now_ns as i128, now_ns);
-            if rq.is_some() || self.levels[level].queued() > 0 {
+            // 5.15+: a level with requests in flight holds the lower ones (`dd_queued`); on 5.14 a level that
+            // gave nothing lets the next one go.
+            if rq.is_some() || (aging && self.levels[level].queued() > 0) {
                 return rq;
             }
         }
@@ -544,17 +557,9 @@ impl Elevator for MqDeadline {
             .remove(&rq.id)
             .unwrap_or_else(|| panic!("request {} completed but was not dispatched", rq.id));
         self.levels[level].completed += 1;
-        // dd_finish_request kicks nothing (6.3): blk-mq's restart re-runs a queue if a run wanted a driver tag. A
-        // lower level's requests held back while this level had some in flight wait for the kernel's 3 ms delayed
-        // re-run after the empty dispatch; the model re-runs at this completion instead.
-        let held_below = self.levels[level + 1..]
-            .iter()
-            .any(|l| l.dirs.iter().any(|d| !d.fifo.is_empty()));
-        if held_below {
-            AfterCompletion::RunQueue
-        } else {
-            AfterCompletion::Restart
-        }
+        // dd_finish_request kicks nothing (6.3, 6.12): blk-mq's restart re-runs a queue if a run wanted a driver
+        // tag. A lower level's requests held back while this level had some in flight wait for the next run.
+        AfterCompletion::Restart
     }
 
     fn tunables(&self) -> Vec<(&'static str, i64)> {
@@ -570,6 +575,9 @@ impl Elevator for MqDeadline {
         if !self.kernel.has(&kernel::MQ_DEADLINE_ASYNC_DEPTH) {
             all.retain(|&(name, _)| name != "async_depth");
         }
+        if !self.kernel.has(&kernel::MQ_DEADLINE_PRIO_AGING) {
+            all.retain(|&(name, _)| name != "prio_aging_expire");
+        }
         all
     }
 
@@ -579,7 +587,7 @@ impl Elevator for MqDeadline {
                 .map(|v| self.read_expire_ms = v),
             "write_expire" => tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
                 .map(|v| self.write_expire_ms = v),
-            "prio_aging_expire" => {
+            "prio_aging_expire" if self.kernel.has(&kernel::MQ_DEADLINE_PRIO_AGING) => {
                 tunable_in_range(name, value, 0, i32::MAX as i64, " milliseconds")
                     .map(|v| self.prio_aging_expire_ms = v)
             }
@@ -786,8 +794,9 @@ mod tests {
             "BE waits while the RT request is in flight"
         );
         assert_eq!(stat(&dd, "rt_in_flight"), 1.0);
-        // The BE request was held back: this completion re-runs a queue (the kernel: 3 ms later).
-        assert_eq!(dd.completed(&rt, 0, 2 * MS), AfterCompletion::RunQueue);
+        // The BE request was held back, but dd_finish_request kicks no queue: the next run dispatches it (blk-mq's
+        // delayed re-run, 3 ms after the empty dispatch above).
+        assert_eq!(dd.completed(&rt, 0, 2 * MS), AfterCompletion::Restart);
         let be = dd.dispatch(1, 2 * MS).unwrap();
         assert_eq!(be.id, 1);
         assert_eq!(
@@ -795,11 +804,44 @@ mod tests {
             None,
             "IDLE waits for BE to complete"
         );
-        assert_eq!(dd.completed(&be, 0, 3 * MS), AfterCompletion::RunQueue);
+        assert_eq!(dd.completed(&be, 0, 3 * MS), AfterCompletion::Restart);
         let idle = dd.dispatch(1, 3 * MS).unwrap();
         assert_eq!(idle.id, 2);
-        // Nothing held back: only blk-mq's restart, if a run wanted a driver tag.
         assert_eq!(dd.completed(&idle, 0, 4 * MS), AfterCompletion::Restart);
+    }
+
+    /// The same three reads on three kernels: a best-effort one at sector 0, a real-time one at sector 100 (both at
+    /// time 0), then, with the real-time one in flight, a second real-time one at sector 200.
+    /// - 6.3 (5.15+): RT 3 first; with it in flight the BE request is held (`dd_queued`): nothing; then RT 4.
+    /// - 5.14: levels but no hold: RT 3, then BE 1 (no RT request queued, one in flight does not count).
+    /// - 4.15: no levels: one sector-sorted read queue, so BE 1 (sector 0) then RT 3 (sector 100): priorities
+    ///   ignored. No `prio_aging_expire` tunable before 5.15.
+    #[test]
+    fn priority_levels_arrive_in_5_14_and_the_hold_on_in_flight_requests_in_5_15() {
+        let on = |version| {
+            let mut dd = MqDeadline::new();
+            dd.set_kernel_version(KernelVersion::parse(version).unwrap());
+            dd.insert(rq(1, Op::Read, 0, IoprioClass::BestEffort), 0);
+            dd.insert(rq(3, Op::Read, 100, IoprioClass::RealTime), 0);
+            dd
+        };
+        let mut dd = on("6.3");
+        assert_eq!(dd.dispatch(0, 0).map(|r| r.id), Some(3));
+        assert_eq!(
+            dd.dispatch(0, MS).map(|r| r.id),
+            None,
+            "BE held while RT 3 is in flight"
+        );
+        dd.insert(rq(4, Op::Read, 200, IoprioClass::RealTime), MS);
+        assert_eq!(dd.dispatch(0, MS).map(|r| r.id), Some(4));
+
+        let mut dd = on("5.14");
+        assert_eq!(take(&mut dd, 2, 0), vec![3, 1]);
+
+        let mut dd = on("4.15");
+        assert_eq!(take(&mut dd, 2, 0), vec![1, 3]);
+        assert!(dd.set_tunable("prio_aging_expire", 5_000).is_err());
+        assert!(on("5.15").set_tunable("prio_aging_expire", 5_000).is_ok());
     }
 
     #[test]

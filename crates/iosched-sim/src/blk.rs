@@ -243,6 +243,9 @@ pub struct BlockQueue {
     /// Per hardware queue: a run stopped with work left for want of a driver tag (`BLK_MQ_S_SCHED_RESTART`), so
     /// the next request freed there re-runs it (`blk_mq_sched_restart`).
     pub restart_marked: Vec<bool>,
+    /// Per hardware queue: when blk-mq's delayed re-run of it is due (`hctx->run_work` armed with a delay by
+    /// `blk_mq_delay_run_hw_queues`), or 0 if none is pending.
+    pub delayed_run_at_ns: Vec<u64>,
     /// Legacy layer: bios waiting for a request, in two classes that block apart (async and sync, index
     /// `sync as usize`: the request list counts them apart), each served first come, first served as
     /// `get_request`'s exclusive waits on `rl->wait[sync]` are.
@@ -305,6 +308,7 @@ impl BlockQueue {
             request_list: None,
             driver_tags_free: vec![queue_depth; nr_hw_queues as usize],
             restart_marked: vec![false; nr_hw_queues as usize],
+            delayed_run_at_ns: vec![0; nr_hw_queues as usize],
             tag_waiters: (0..nr_hw_queues).map(|_| Default::default()).collect(),
             tag_waiter_arrivals: 0,
             tag_waits: (0..nr_hw_queues)

@@ -46,6 +46,8 @@ pub enum Event {
     DeviceComplete { device: u32, request: u32 },
     /// A scheduler timer fired.
     SchedulerTimer { device: u32 },
+    /// blk-mq's delayed re-run of a hardware queue is due (`Simulation::delayed_run`).
+    DelayedRun { device: u32, hctx: u32 },
     /// Take a time-series sample.
     Sample,
     /// A buffered read() or write() finished its CPU work (buffered jobs).

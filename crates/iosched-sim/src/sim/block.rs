@@ -9,13 +9,14 @@
 //! worker (`"kblockd"`, stock for an insert outside a plug); every other run is asynchronous and so a kblockd
 //! worker's on the hardware queue's CPU: blk-mq's restart after a completion (`blk_mq_sched_restart`, only for a
 //! queue a run marked because it found no driver tag), a scheduler's wake-up (Kyber's `kyber_domain_wake`, BFQ's
-//! `bfq_schedule_dispatch`) and its timers. A run starts if the elevator has work, read without its lock as the
-//! kernel reads it (`has_work`); a worker's costs a switch to the kworker on that core. Each dispatch call asks
-//! the elevator only when it holds the scheduler's lock, at the call's booked end (`dispatch_call`): runs of
-//! several CPUs that saw the same request race for it and the loser's call finds nothing, having taken the lock
+//! `bfq_schedule_dispatch`), its timers, and blk-mq's delayed re-run 3 ms after a run whose dispatch found nothing
+//! although the elevator said it had work (`delayed_run`). A run starts if the elevator has work, read without its
+//! lock as the kernel reads it (`has_work`); a worker's costs a switch to the kworker on that core. Each dispatch
+//! call asks the elevator only when it holds the scheduler's lock, at the call's booked end (`dispatch_call`): runs
+//! of several CPUs that saw the same request race for it and the loser's call finds nothing, having taken the lock
 //! for nothing. With scheduler costs of zero a run decides at once and books nothing.
 
-use iosched_policy::{AfterCompletion, BlockLayer, Op, Request, SECTOR_BYTES};
+use iosched_policy::{AfterCompletion, BlockLayer, Locking, Op, Request, SECTOR_BYTES};
 
 use super::tags::TagWait;
 use super::{BioKind, Simulation, KWORKER, NO_IO};
@@ -49,6 +50,11 @@ pub(super) enum QueueRunner {
 
 /// kblockd runs of a hardware queue before its work moves to the next CPU mapped to it (BLK_MQ_CPU_WORK_BATCH).
 const KBLOCKD_CPU_BATCH: u32 = 8;
+
+/// The delay of blk-mq's re-run after a dispatch that found nothing although the elevator had work
+/// (`BLK_MQ_BUDGET_DELAY`, 3 ms). Simplification: exact; the kernel's is a timer in jiffies, due at the current
+/// jiffy plus `msecs_to_jiffies(3)`: at HZ = 250 (Debian's) the next tick, 0-4 ms later, at HZ = 1000 2-3 ms later.
+const BUDGET_DELAY_NS: u64 = 3_000_000;
 
 impl Simulation<'_> {
     /// The request the elevator sees for bio `io` (with any bios plug-merged behind it), arriving at `now`.
@@ -382,9 +388,9 @@ impl Simulation<'_> {
 
     /// A dispatch call of `process`'s queue run holds the lock: it takes what the elevator gives now. With a
     /// request, the loop goes on while `has_work` says there is more, each call booked under the lock from its
-    /// predecessor's end; it ends at a call that finds nothing or when no work is left. Simplification: each
-    /// request goes to the driver when its call ends, where the kernel sends the loop's requests as one list after
-    /// it, and the 3 ms delayed re-run a fruitless loop arms (`BLK_MQ_BUDGET_DELAY`) is not booked.
+    /// predecessor's end; it ends at a call that finds nothing (which arms blk-mq's delayed re-run:
+    /// `arm_delayed_run`) or when no work is left. Simplification: each request goes to the driver when its call
+    /// ends, where the kernel sends the loop's requests as one list after it.
     pub(super) fn dispatch_call(
         &mut self,
         device: u32,
@@ -394,7 +400,8 @@ impl Simulation<'_> {
         now: u64,
     ) {
         let queue = &mut self.queues[device as usize];
-        let rq = if queue.can_dispatch(hctx) {
+        let tagged = queue.can_dispatch(hctx);
+        let rq = if tagged {
             queue.elevator.dispatch(hctx, now)
         } else {
             queue.restart_marked[hctx as usize] = true;
@@ -405,6 +412,9 @@ impl Simulation<'_> {
             at = self.book_inner_locks(device, core, process, now, at);
         }
         let Some(rq) = rq else {
+            if tagged {
+                self.arm_delayed_run(device, core, now);
+            }
             return self.dispatch_loop_ended(process, now);
         };
         let io = self.take_driver_tag_for(device, hctx, rq);
@@ -432,6 +442,8 @@ impl Simulation<'_> {
             // work too.
             return now;
         }
+        // Queueing the run now takes over a delayed one pending (`kblockd_mod_delayed_work_on` with no delay).
+        self.queues[device as usize].delayed_run_at_ns[hctx as usize] = 0;
         let core = self.kblockd_cpu(device, hctx);
         let (_, switched) = self.host.run(core, KWORKER, now, 0, &mut self.kworker_cpu);
         self.kblockd_pending_until_ns[device as usize][hctx as usize] = switched;
@@ -497,6 +509,10 @@ impl Simulation<'_> {
             } => (core, process, booked_until_ns, true),
             QueueRunner::Kblockd => (0, KWORKER, 0, false), // without costs: nothing booked
         };
+        if !started && self.queues[device as usize].elevator.has_work(hctx) {
+            // As `wake_kworker`: this run takes over a delayed one pending.
+            self.queues[device as usize].delayed_run_at_ns[hctx as usize] = 0;
+        }
         let mut at = now;
         loop {
             let queue = &mut self.queues[device as usize];
@@ -534,7 +550,14 @@ impl Simulation<'_> {
                 };
             }
             let Some(rq) = rq else {
-                return at; // the call found nothing to dispatch (it still took the lock)
+                // The call found nothing to dispatch (it still took the lock).
+                let cpu = if started {
+                    core
+                } else {
+                    hctx % self.config.host.cores
+                };
+                self.arm_delayed_run(device, cpu, now);
+                return at;
             };
             let io = self.take_driver_tag_for(device, hctx, rq);
             if at > now {
@@ -594,6 +617,46 @@ impl Simulation<'_> {
         for hctx in 0..self.nr_hw_queues(device) {
             self.run_hw_queue(device, hctx, now, QueueRunner::Kblockd);
         }
+    }
+
+    /// A dispatch call on `cpu` found nothing although the elevator said it had work (another level in flight,
+    /// no token, BFQ idling, or another CPU's call took the request): blk-mq re-runs hardware queues 3 ms later
+    /// (6.3 and 6.12 `__blk_mq_do_dispatch_sched` → `blk_mq_delay_run_hw_queues(q, BLK_MQ_BUDGET_DELAY)`), every
+    /// one for a multi-queue elevator (Kyber) and only `cpu`'s for one that dispatches device-wide (mq-deadline,
+    /// BFQ: `QUEUE_FLAG_SQ_SCHED`, `blk_mq_get_sq_hctx`), in either case leaving alone a queue whose run is pending
+    /// already (a delayed one, or a kblockd worker's not yet switched in: `delayed_work_pending`).
+    fn arm_delayed_run(&mut self, device: u32, cpu: u32, now: u64) {
+        let nr_hw_queues = self.nr_hw_queues(device);
+        let queue = &self.queues[device as usize];
+        if queue.layer != BlockLayer::Mq {
+            return;
+        }
+        let hctxs = if queue.elevator.locking() == Locking::Device {
+            let own = cpu % nr_hw_queues;
+            own..own + 1
+        } else {
+            0..nr_hw_queues
+        };
+        let at = now + BUDGET_DELAY_NS;
+        for hctx in hctxs {
+            let pending = self.queues[device as usize].delayed_run_at_ns[hctx as usize] != 0
+                || self.kblockd_pending_until_ns[device as usize][hctx as usize] > now;
+            if !pending {
+                self.queues[device as usize].delayed_run_at_ns[hctx as usize] = at;
+                self.events.schedule(at, Event::DelayedRun { device, hctx });
+            }
+        }
+    }
+
+    /// blk-mq's delayed re-run of `hctx` is due (`arm_delayed_run`): a kblockd worker runs the queue, unless a run
+    /// queued since took it over.
+    pub(super) fn delayed_run(&mut self, device: u32, hctx: u32, now: u64) {
+        let due = &mut self.queues[device as usize].delayed_run_at_ns[hctx as usize];
+        if *due != now {
+            return;
+        }
+        *due = 0;
+        self.run_hw_queue(device, hctx, now, QueueRunner::Kblockd);
     }
 
     pub(super) fn arm_timer(&mut self, device: u32, now: u64) {
@@ -1057,5 +1120,74 @@ mod tests {
         // Reaping the four freed the depth: the next batch is on its way.
         let state = &sim.processes[0].state;
         assert_eq!((state.issued, state.inflight), (8, 4));
+    }
+
+    /// A real-time reader (one I/O, then 10 ms of think time, core 0) and a best-effort one (core 1) under
+    /// mq-deadline without scheduler costs. Both bios reach the block layer at s = 2,000 ns (the test host's
+    /// io_uring submission); the real-time one is dispatched, and the best-effort one's run finds `has_work` true
+    /// but `dd_dispatch_request` holds the lower level while a higher one has a request in flight: nothing, so blk-mq
+    /// arms its delayed re-run for s + 3,000,000. The real-time request completes some tens of microseconds later;
+    /// `dd_finish_request` kicks no queue, so the best-effort request waits until that re-run: dispatched at
+    /// s + 3,000,000 exactly, ~3 ms after the completion. Before the delayed re-run was modelled, mq-deadline's
+    /// completion re-ran the queue when a lower level was held, and the request went at the completion: this test
+    /// then fails (dispatched ~3 ms early).
+    #[test]
+    fn a_best_effort_request_held_behind_real_time_goes_out_at_the_delayed_rerun() {
+        let mut rt = job("rt", Rw::Randread, 1, 1);
+        (rt.prioclass, rt.cpus_allowed, rt.thinktime_ns) = (1, vec![0], 10_000_000);
+        let mut be = job("be", Rw::Randread, 1, 1);
+        (be.prioclass, be.cpus_allowed) = (2, vec![1]);
+        let c = config("mq-deadline", vec![rt, be]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.schedule_start();
+        let mut rt_completed_ns = None;
+        let be_dispatched_ns = loop {
+            let (now, event) = sim.events.pop().unwrap();
+            if let Event::DeviceComplete { request, .. } = event {
+                if sim.slots[request as usize].process == 0 {
+                    rt_completed_ns.get_or_insert(now);
+                }
+            }
+            sim.handle(now, event);
+            let be_slot = sim
+                .slots
+                .iter()
+                .find(|s| s.process == 1 && s.request.is_some());
+            if let Some(slot) = be_slot {
+                break slot.dispatch_ns;
+            }
+        };
+        let s = 2_000;
+        assert_eq!(be_dispatched_ns, s + BUDGET_DELAY_NS);
+        let rt_completed_ns = rt_completed_ns.expect("the real-time request completed first");
+        assert!(rt_completed_ns < s + 100_000, "{rt_completed_ns}");
+    }
+
+    /// Which hardware queues a dispatch that found nothing on CPU 1 of the two-core test host (one hardware queue
+    /// per CPU) re-runs 3 ms later: both under Kyber (each hardware queue has its own domain queues), only CPU 1's
+    /// under mq-deadline (it dispatches device-wide: `blk_mq_get_sq_hctx`). A queue with a delayed run pending keeps
+    /// its time (`delayed_work_pending`): armed again at 1 ms, nothing moves; a kblockd worker queued for a queue
+    /// takes over its delayed run (`kblockd_mod_delayed_work_on` with no delay): the pending time is cleared, and
+    /// the event, when it comes, runs nothing.
+    #[test]
+    fn a_fruitless_dispatch_rearms_every_queue_for_kyber_and_its_own_for_mq_deadline() {
+        const MS: u64 = 1_000_000;
+        for (scheduler, armed) in [("kyber", [3 * MS, 3 * MS]), ("mq-deadline", [0, 3 * MS])] {
+            let c = config(scheduler, vec![job("a", Rw::Randread, 1, 1)]);
+            let mut sim = Simulation::new(&c).unwrap();
+            sim.arm_delayed_run(0, 1, 0);
+            assert_eq!(sim.queues[0].delayed_run_at_ns, armed, "{scheduler}");
+            sim.arm_delayed_run(0, 1, MS);
+            assert_eq!(
+                sim.queues[0].delayed_run_at_ns, armed,
+                "{scheduler}: pending ones keep their time"
+            );
+        }
+        let c = config("kyber", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        sim.arm_delayed_run(0, 0, 0);
+        sim.queues[0].delayed_run_at_ns[1] = 0; // as a run queued for hardware queue 1 leaves it
+        sim.delayed_run(0, 1, 3 * MS);
+        assert_eq!(sim.queues[0].delayed_run_at_ns, [3 * MS, 0]);
     }
 }

@@ -390,6 +390,7 @@ impl Simulation<'_> {
                 self.complete_request(device, request, now)
             }
             Event::SchedulerTimer { device } => self.scheduler_timer(device, now),
+            Event::DelayedRun { device, hctx } => self.delayed_run(device, hctx, now),
             Event::Sample => self.sample(now),
             Event::CallDone { process } => self.call_done(process, now),
             Event::FlusherStep => self.flusher_step(now),
