@@ -901,8 +901,10 @@ def throughput_why(v: Values) -> dict[str, str]:
                   "processes than the artifact's); Kyber's with 10-15 "
                   f"{locks('fig-8a', 'kyber', (10, 15))}: the artifact's spins there (6% of its cycles in the slow "
                   "path), the model's hardly (its token wait queues' locks are held for no time and hand over two "
-                  "cache lines, and the 3 ms re-run of every hardware queue that a dispatch loop finding no token "
-                  "arms, blk_mq_delay_run_hw_queues, 2.5% of the artifact's cycles, is not modelled)",
+                  "cache lines; the 3 ms re-run of every hardware queue that a dispatch loop finding no token "
+                  "arms is modelled, but a worker woken by a freed token takes each over before it is due, and "
+                  "the CPU of blk_mq_delay_run_hw_queues's walk and the take-over, 2.5% + 4.2% + 1.7% of the "
+                  "artifact's cycles, is not booked)",
         "fig-8b": "the artifact's shares without contention are higher on 8 SSDs than on one (one process: none 3.04% "
                   "against 2.74, MQ-Deadline 5.98 against 5.05, Kyber 5.64 against 4.82) where the model's are the "
                   "same: a lock and the scheduler data it guards, touched by a core once every eight I/Os, are colder "
