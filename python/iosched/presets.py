@@ -36,10 +36,10 @@ ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
                "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
                "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "filesystems", "page_cache",
-               "kernel", "scheduler_dispatch", "timer_lateness")
+               "kernel", "scheduler_dispatch", "timer_lateness", "hz")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
                  "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
-                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness")
+                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness", "hz")
 # HostConfig.timer_lateness (config.rs TimerLateness): how late the host's timers fire, by quantile and duration.
 TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
@@ -222,6 +222,9 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                 need_int(k, v)
         if params.get("cores", 0) < 1:
             raise SpecError(file, "params.cores", f"expected an integer >= 1, got {params.get('cores')!r}")
+        if "hz" in params and not 1 <= params["hz"] <= 10_000:
+            raise SpecError(file, "params.hz", f"expected the kernel's tick rate, 1 to 10000 per second "
+                                               f"(CONFIG_HZ: 100, 250, 300 or 1000), got {params['hz']!r}")
 
 
 def _check_timer_lateness(file: str, v: Any) -> None:

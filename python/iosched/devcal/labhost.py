@@ -276,6 +276,17 @@ def update_timer_lateness(results: Path | list[Path], preset_path: Path) -> dict
     return figures
 
 
+def lab_kernel_hz() -> int | None:
+    """CONFIG_HZ of the prepared lab's guest kernel (the one its runs booted), or None without a prepared lab."""
+    from ..backends.vm import VmError
+    from ..backends.vm.lab import lab_dir, load
+
+    try:
+        return load(lab_dir()).config_hz()
+    except VmError:
+        return None
+
+
 def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dict:
     rows = _vm_rows(results)
     params, prov, figures = lab_host_params(rows, cores, _named(results))
@@ -288,6 +299,11 @@ def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dic
         params["filesystems"], fs_prov, more = fs
         prov.update(fs_prov)
         figures.update(more)
+    hz = lab_kernel_hz()
+    if hz is not None:
+        params["hz"], prov["hz"] = hz, ("the lab guest kernel's CONFIG_HZ (its build configuration in the lab's "
+                                        "cache, build/<key>/config: Debian's linux-image)")
+    figures["hz"] = hz if hz is not None else "not found (no prepared lab): the simulator's default 1000"
     lib = params["libaio"]
     write_preset(out, "host", "The VM lab's guest: QEMU TCG, 2 vCPUs, Linux 6.12.117 (costs measured in the lab)",
                  {"libaio per I/O": f"{(lib['submit_ns'] + lib['complete_ns']) / 1e3:.1f} us (TCG: about "

@@ -166,6 +166,23 @@ def test_scheduler_dispatch_is_inline_or_kblockd(tmp_path):
     assert str(e.value) == f'{f}: params.scheduler_dispatch: expected "inline" or "kblockd", got \'sync\''
 
 
+def test_hz_is_the_kernels_tick_rate(tmp_path):
+    """host.hz: optional (the simulator's default is 1000); the lab's preset has its guest kernel's CONFIG_HZ, 250.
+    A rate no kernel has (0, or 20000 ticks per second) is one clear line."""
+    assert presets.load_preset("host", "lab-tcg-2vcpu").params["hz"] == 250
+    assert "hz" not in presets.load_preset("host", "xeon-silver-4210r-10c").params
+    f = _copy(tmp_path)
+    text = f.read_text().replace("cores = 10\n", "cores = 10\nhz = 300\n", 1) + 'hz = "fixture"\n'
+    f.write_text(text)
+    assert presets.load_preset_file(f, "host").params["hz"] == 300
+    for bad in (0, 20000):
+        f.write_text(text.replace("hz = 300", f"hz = {bad}"))
+        with pytest.raises(SpecError) as e:
+            presets.load_preset_file(f, "host")
+        assert str(e.value) == (f"{f}: params.hz: expected the kernel's tick rate, 1 to 10000 per second "
+                                f"(CONFIG_HZ: 100, 250, 300 or 1000), got {bad}")
+
+
 def test_timer_lateness_is_a_table_of_quantiles_by_duration(tmp_path):
     """host.timer_lateness: optional; ascending quantiles in (0, 1), ascending durations, one non-decreasing row per
     duration. The lab's own preset has one; made-up tables of the wrong shape are one clear line each."""

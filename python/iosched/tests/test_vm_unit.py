@@ -241,6 +241,17 @@ def test_library_resolution_against_ldd(tmp_path):
     assert "libc.so.6" in missing and "/lib64/ld-linux-x86-64.so.2" in missing
 
 
+def test_the_guest_kernels_tick_rate_comes_from_its_build_configuration(tmp_path):
+    """CONFIG_HZ of the built guest kernel (the lab host preset's `hz`); None before a build or without the line."""
+    built = lab.Lab(tmp_path, {"key": "k"})
+    assert built.config_hz() is None
+    (tmp_path / "build" / "k").mkdir(parents=True)
+    (built.build / "config").write_text("CONFIG_HZ_250=y\n# CONFIG_HZ_1000 is not set\nCONFIG_HZ=250\n")
+    assert built.config_hz() == 250
+    (built.build / "config").write_text("CONFIG_HZ_250=y\n")
+    assert built.config_hz() is None
+
+
 def test_load_unprepared_lab(tmp_path):
     with pytest.raises(VmError, match="run `iosched vm prepare`"):
         lab.load(tmp_path / "nothing")

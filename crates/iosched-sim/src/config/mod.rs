@@ -155,6 +155,16 @@ pub struct HostConfig {
     /// How late the host handles a timer's expiry (see [`TimerLateness`]); None: on time.
     #[serde(default)]
     pub timer_lateness: Option<TimerLateness>,
+    /// The kernel's timer tick rate (CONFIG_HZ): timers set in jiffies fire on a tick. Applied to blk-mq's delayed
+    /// re-run (`BLK_MQ_BUDGET_DELAY`, 3 ms as `msecs_to_jiffies`), the one jiffy timer of the model whose rounding a
+    /// lab run shows; the schedulers keep their own nanosecond times (each policy's module doc says where the kernel
+    /// uses jiffies). Default 1000, the rate the policies take elsewhere.
+    #[serde(default = "default_hz")]
+    pub hz: u32,
+}
+
+fn default_hz() -> u32 {
+    1000
 }
 
 /// How late a host's timers fire, measured: the time from a timer's expiry to its handler's work, by the timer's
@@ -294,7 +304,17 @@ pub struct FileSystemCost {
 }
 
 impl HostConfig {
-    /// `kernel` as a version; an unparsable one is an error naming the field.
+    /// When a timer set at `now_ns` to expire `msecs` milliseconds later fires: the kernel rounds the delay up to
+    /// whole jiffies (`msecs_to_jiffies`) and counts from the current jiffy, so the timer fires on the tick that
+    /// makes `jiffies` reach its expiry. Ticks fall at k / hz seconds of simulated time (a named simplification: the
+    /// tick's phase against the run's start is unknown).
+    pub fn jiffy_timer_due_ns(&self, now_ns: u64, msecs: u64) -> u64 {
+        let hz = u128::from(self.hz);
+        let jiffies = u128::from(now_ns) * hz / 1_000_000_000;
+        let delay = (u128::from(msecs) * hz).div_ceil(1000);
+        ((jiffies + delay) * 1_000_000_000).div_ceil(hz) as u64
+    }
+
     pub fn kernel_version(&self) -> Result<iosched_policy::KernelVersion, String> {
         iosched_policy::KernelVersion::parse(&self.kernel).map_err(|e| format!("host.kernel: {e}"))
     }
@@ -791,6 +811,26 @@ mod tests {
                 vec![300_000, 600_000, 3_000_000],
             ],
         }
+    }
+
+    /// blk-mq's 3 ms delayed re-run armed at 10.4 ms. HZ = 1000: jiffies = 10, msecs_to_jiffies(3) = 3, expiry 13:
+    /// it fires at 13 ms, 2.6 ms later (not the exact 13.4 ms). HZ = 250: jiffies = 2 (10.4 / 4), msecs_to_jiffies(3)
+    /// = ceil(3 / 4) = 1, expiry 3: the next tick at 12 ms, 1.6 ms later. HZ = 300: jiffies = 3 (10.4 / 3.333),
+    /// one jiffy (ceil(0.9)), expiry 4: 13.333 ms, rounded up to the next nanosecond.
+    #[test]
+    fn a_jiffy_timer_fires_on_the_tick_its_rounded_delay_reaches() {
+        let mut host = crate::testkit::host(1);
+        let armed_ns = 10_400_000;
+        for (hz, due_ns) in [(1000, 13_000_000), (250, 12_000_000), (300, 13_333_334)] {
+            host.hz = hz;
+            assert_eq!(host.jiffy_timer_due_ns(armed_ns, 3), due_ns, "HZ = {hz}");
+        }
+        host.hz = 1000;
+        assert_eq!(
+            host.jiffy_timer_due_ns(13_000_000, 3),
+            16_000_000,
+            "on a tick: three whole jiffies"
+        );
     }
 
     #[test]

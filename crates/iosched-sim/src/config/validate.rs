@@ -38,6 +38,13 @@ impl SimConfig {
             "sample_interval_ns: expected > 0".into()
         })?;
         self.host.kernel_version()?;
+        check((1..=10_000).contains(&self.host.hz), || {
+            format!(
+                "host.hz: expected the kernel's tick rate, 1 to 10000 per second (CONFIG_HZ: 100, 250, 300 or \
+                 1000), got {}",
+                self.host.hz
+            )
+        })?;
         if let Some(t) = &self.host.timer_lateness {
             t.validate()?;
         }

@@ -17,6 +17,7 @@
 //! for nothing. With scheduler costs of zero a run decides at once and books nothing.
 
 use iosched_policy::{AfterCompletion, BlockLayer, Locking, Op, Request, SECTOR_BYTES};
+use rand::RngExt;
 
 use super::tags::TagWait;
 use super::{BioKind, Simulation, KWORKER, NO_IO};
@@ -52,9 +53,10 @@ pub(super) enum QueueRunner {
 const KBLOCKD_CPU_BATCH: u32 = 8;
 
 /// The delay of blk-mq's re-run after a dispatch that found nothing although the elevator had work
-/// (`BLK_MQ_BUDGET_DELAY`, 3 ms). Simplification: exact; the kernel's is a timer in jiffies, due at the current
-/// jiffy plus `msecs_to_jiffies(3)`: at HZ = 250 (Debian's) the next tick, 0-4 ms later, at HZ = 1000 2-3 ms later.
-const BUDGET_DELAY_NS: u64 = 3_000_000;
+/// (`BLK_MQ_BUDGET_DELAY`, 3 ms), a timer in jiffies: due at the current jiffy plus `msecs_to_jiffies(3)`, so at the
+/// host's HZ = 250 (Debian's) on the next tick, 0-4 ms later, at HZ = 1000 2-3 ms later
+/// (`HostConfig::jiffy_timer_due_ns`).
+const BUDGET_DELAY_MS: u64 = 3;
 
 impl Simulation<'_> {
     /// The request the elevator sees for bio `io` (with any bios plug-merged behind it), arriving at `now`.
@@ -637,7 +639,11 @@ impl Simulation<'_> {
         } else {
             0..nr_hw_queues
         };
-        let at = now + BUDGET_DELAY_NS;
+        let mut at = self.config.host.jiffy_timer_due_ns(now, BUDGET_DELAY_MS);
+        if let Some(lateness) = &self.config.host.timer_lateness {
+            // The tick that expires it is a timer of the host too, as late as its other timers (the VM lab's TCG).
+            at += lateness.late_ns(at - now, self.timer_rng.random_range(0.0..1.0));
+        }
         for hctx in hctxs {
             let pending = self.queues[device as usize].delayed_run_at_ns[hctx as usize] != 0
                 || self.kblockd_pending_until_ns[device as usize][hctx as usize] > now;
@@ -1126,18 +1132,26 @@ mod tests {
     /// mq-deadline without scheduler costs. Both bios reach the block layer at s = 2,000 ns (the test host's
     /// io_uring submission); the real-time one is dispatched, and the best-effort one's run finds `has_work` true
     /// but `dd_dispatch_request` holds the lower level while a higher one has a request in flight: nothing, so blk-mq
-    /// arms its delayed re-run for s + 3,000,000. The real-time request completes some tens of microseconds later;
-    /// `dd_finish_request` kicks no queue, so the best-effort request waits until that re-run: dispatched at
-    /// s + 3,000,000 exactly, ~3 ms after the completion. Before the delayed re-run was modelled, mq-deadline's
-    /// completion re-ran the queue when a lower level was held, and the request went at the completion: this test
-    /// then fails (dispatched ~3 ms early).
+    /// arms its delayed re-run, `msecs_to_jiffies(3)` after the current jiffy (0: s is in the first one). At HZ =
+    /// 1000 that is 3 jiffies, due at 3,000,000 ns; at HZ = 250 one jiffy of 4 ms, due at 4,000,000. The real-time
+    /// request completes some tens of microseconds later; `dd_finish_request` kicks no queue, so the best-effort
+    /// request waits until that re-run and is dispatched exactly then. Before the delayed re-run was modelled,
+    /// mq-deadline's completion re-ran the queue when a lower level was held, and the request went at the
+    /// completion (~3 ms early); with an exact 3 ms delay it went at s + 3,000,000 = 3,002,000: both fail here.
     #[test]
     fn a_best_effort_request_held_behind_real_time_goes_out_at_the_delayed_rerun() {
+        for (hz, due_ns) in [(1000, 3_000_000), (250, 4_000_000)] {
+            assert_eq!(best_effort_dispatched_ns(hz), due_ns, "HZ = {hz}");
+        }
+    }
+
+    fn best_effort_dispatched_ns(hz: u32) -> u64 {
         let mut rt = job("rt", Rw::Randread, 1, 1);
         (rt.prioclass, rt.cpus_allowed, rt.thinktime_ns) = (1, vec![0], 10_000_000);
         let mut be = job("be", Rw::Randread, 1, 1);
         (be.prioclass, be.cpus_allowed) = (2, vec![1]);
-        let c = config("mq-deadline", vec![rt, be]);
+        let mut c = config("mq-deadline", vec![rt, be]);
+        c.host.hz = hz;
         let mut sim = Simulation::new(&c).unwrap();
         sim.schedule_start();
         let mut rt_completed_ns = None;
@@ -1157,10 +1171,9 @@ mod tests {
                 break slot.dispatch_ns;
             }
         };
-        let s = 2_000;
-        assert_eq!(be_dispatched_ns, s + BUDGET_DELAY_NS);
         let rt_completed_ns = rt_completed_ns.expect("the real-time request completed first");
-        assert!(rt_completed_ns < s + 100_000, "{rt_completed_ns}");
+        assert!(rt_completed_ns < 100_000, "{rt_completed_ns}");
+        be_dispatched_ns
     }
 
     /// Which hardware queues a dispatch that found nothing on CPU 1 of the two-core test host (one hardware queue

@@ -2,6 +2,7 @@
 //! clones, their stonewall groups, where Linux places them at fork), and the writeback flusher.
 
 use iosched_policy::{BlockLayer, IoprioClass};
+use rand::SeedableRng;
 
 use super::buffered::Buffered;
 use super::process::{IoSource, PathLocks, ProcessParams};
@@ -130,6 +131,8 @@ impl<'c> Simulation<'c> {
             slice_start_ns: vec![0; cores as usize],
             shared_core,
             fair_scheduler: FairScheduler::for_host(cores, config.host.kernel_version()?),
+            // A stream of its own: drawn from only on a host with timer lateness, so no other run changes.
+            timer_rng: rand_pcg::Pcg64::seed_from_u64(crate::mix(config.seed ^ 0x71AE_0000_0000)),
         })
     }
 }

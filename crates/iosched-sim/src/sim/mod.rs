@@ -169,6 +169,8 @@ pub struct Simulation<'c> {
     /// Per device and hardware queue: until when the last woken kblockd worker's run is still queued (it starts
     /// at its switch-in); a queue run asked for before then is that same work item (`wake_kworker`).
     kblockd_pending_until_ns: Vec<Vec<u64>>,
+    /// Draws how late the host's jiffy timers fire (`HostConfig::timer_lateness`), for blk-mq's delayed re-run.
+    timer_rng: rand_pcg::Pcg64,
     /// Scratch: the elevator's inner-lock acquisitions to book.
     inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,

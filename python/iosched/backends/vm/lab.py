@@ -110,6 +110,16 @@ class Lab:
     def release(self) -> str:
         return self.info["kernel"]["release"]
 
+    def config_hz(self) -> int | None:
+        """The guest kernel's timer tick rate (CONFIG_HZ in its build configuration); None if it is not there."""
+        path = self.build / "config"
+        if not path.is_file():
+            return None
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("CONFIG_HZ="):
+                return int(line.split("=", 1)[1])
+        return None
+
     def describe(self) -> dict:
         k = self.info["kernel"]
         return {"lab_dir": str(self.dir), "build_key": self.info["key"], "kernel_release": k["release"],
