@@ -277,14 +277,16 @@ def update_timer_lateness(results: Path | list[Path], preset_path: Path) -> dict
 
 
 def lab_kernel_hz() -> int | None:
-    """CONFIG_HZ of the prepared lab's guest kernel (the one its runs booted), or None without a prepared lab."""
-    from ..backends.vm import VmError
-    from ..backends.vm.lab import lab_dir, load
+    """CONFIG_HZ of the prepared lab's guest kernel (the one its runs booted), or None without a prepared lab. Read
+    from the recorded build, never rebuilding the image (the kernel package is the same either way)."""
+    from ..backends.vm.lab import LAB_JSON, Lab, lab_dir
 
+    folder = lab_dir()
     try:
-        return load(lab_dir()).config_hz()
-    except VmError:
+        info = json.loads((folder / LAB_JSON).read_text())
+    except (OSError, ValueError):
         return None
+    return Lab(folder, info).config_hz() if isinstance(info, dict) and "key" in info else None
 
 
 def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dict:

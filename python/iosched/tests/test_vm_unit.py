@@ -252,6 +252,21 @@ def test_the_guest_kernels_tick_rate_comes_from_its_build_configuration(tmp_path
     assert built.config_hz() is None
 
 
+def test_the_lab_host_preset_reads_the_tick_rate_of_the_recorded_build(monkeypatch, tmp_path):
+    """`iosched vm host-preset` takes `hz` from the build lab.json records, without loading (rebuilding) the lab;
+    no lab, or an unreadable lab.json, gives None (the preset then leaves `hz` out)."""
+    from iosched.devcal.labhost import lab_kernel_hz
+
+    monkeypatch.setenv(lab.ENV, str(tmp_path))
+    assert lab_kernel_hz() is None
+    (tmp_path / lab.LAB_JSON).write_text("{not json")
+    assert lab_kernel_hz() is None
+    (tmp_path / lab.LAB_JSON).write_text(json.dumps({"key": "k"}))
+    (tmp_path / "build" / "k").mkdir(parents=True)
+    (tmp_path / "build" / "k" / "config").write_text("CONFIG_HZ=300\n")
+    assert lab_kernel_hz() == 300
+
+
 def test_load_unprepared_lab(tmp_path):
     with pytest.raises(VmError, match="run `iosched vm prepare`"):
         lab.load(tmp_path / "nothing")
