@@ -315,6 +315,7 @@ impl HostConfig {
         ((jiffies + delay) * 1_000_000_000).div_ceil(hz) as u64
     }
 
+    /// `kernel` as a version; an unparsable one is an error naming the field.
     pub fn kernel_version(&self) -> Result<iosched_policy::KernelVersion, String> {
         iosched_policy::KernelVersion::parse(&self.kernel).map_err(|e| format!("host.kernel: {e}"))
     }
