@@ -1,7 +1,8 @@
 """Request traces in the kernel's blk tracer's text, from a lab run (``--vm trace=blk`` or ``blk+sched``) or a
 simulated one (``request_trace``: the simulator writes the same lines): ``runs/<id>/blktrace.txt.gz``, summed
 up per submitting thread (``iosched trace-summary``): how long its requests waited for a tag (Q -> G), in the
-scheduler (G -> D) and in the driver (D -> C); with the CPU scheduler's events, how its sleeps for a tag ended
+scheduler (G -> D) and in the driver (D -> C), and how many requests its device had allocated (G, not yet C)
+when it asked for one (Q); with the CPU scheduler's events, how its sleeps for a tag ended
 (woken and given a tag, or woken and asleep again).  The questions validation.md and kmod.md asked of traces by
 hand, asked the same way of both sides.  BFQ's own messages (`` m `` lines: the kernel's ``bfq_log``, the
 simulator's scheduler notes in the same forms) are counted per queue (``bfq_counts``): how often each went busy
@@ -34,6 +35,8 @@ class Thread:
     tag_wait_us: list[float] = field(default_factory=list)
     sched_us: list[float] = field(default_factory=list)
     driver_us: list[float] = field(default_factory=list)
+    # at each of its bios (Q): the requests allocated on its device then (G seen, C not yet), its own included
+    allocated_at_ask: list[int] = field(default_factory=list)
     writes: int = 0
     woken_got_tag: int = 0          # switched in during a tag wait, and the tag came before it slept again
     # switched in during a tag wait, and asleep again without one: from switch-in to that sleep
@@ -59,6 +62,7 @@ def read(path: Path) -> Summary:
     threads: dict[int, Thread] = {}
     pending: dict[tuple[str, str], list[float | int]] = {}   # (dev, sector) -> [pid, Q, G, D]
     in_tag_wait: dict[int, int] = {}     # pid -> requests between their Q and G
+    allocated: dict[str, int] = {}       # device -> requests allocated and not completed
     running_since: dict[int, float] = {}  # pid -> its switch-in while it waited for a tag
     waking_at: dict[int, float] = {}
     sched = False
@@ -80,6 +84,7 @@ def read(path: Path) -> Summary:
                     th = threads.setdefault(pid, Thread(pid, m["comm"].strip()))
                     th.cpus.add(int(m["cpu"]))
                     th.writes += "W" in m["rwbs"]
+                    th.allocated_at_ask.append(allocated.get(m["dev"], 0))
                     pending[key] = [pid, t, -1.0, -1.0]
                     in_tag_wait[pid] = in_tag_wait.get(pid, 0) + 1
                 elif key in pending:
@@ -91,6 +96,7 @@ def read(path: Path) -> Summary:
                         in_tag_wait[pid] -= 1
                     elif act == "G" and p[2] < 0:
                         p[2] = t
+                        allocated[m["dev"]] = allocated.get(m["dev"], 0) + 1
                         th.tag_wait_us.append(t - p[1])
                         in_tag_wait[pid] -= 1
                         if pid in running_since:
@@ -101,6 +107,7 @@ def read(path: Path) -> Summary:
                         th.sched_us.append(t - p[2])
                     elif act == "C" and p[3] >= 0:
                         th.driver_us.append(t - p[3])
+                        allocated[m["dev"]] -= 1
                         del pending[key]
                 continue
             m = _SCHED.match(line)
@@ -228,10 +235,23 @@ def _ms(values: list[float], quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), to
     return text + f" ({v[-1] / 1e3:.2f})" if top else text
 
 
+def _allocated(counts: list[int]) -> str:
+    """Requests allocated when a thread asked: P10 / P50 (the most), and how often it found that many."""
+    if not counts:
+        return "-"
+    v = sorted(counts)
+    top = v[-1]
+    at_top = 100 * v.count(top) / len(v)
+    share = "<1" if at_top < 0.5 else f"{at_top:.0f}"
+    return f"{v[len(v) // 10]} / {v[len(v) // 2]} ({top}: {share}%)"
+
+
 def table(s: Summary) -> list[str]:
     """Markdown rows, one per submitting thread (pid order, which is fio's job order): its name and pid, R or W
-    (what most of its requests were), the CPUs it submitted from."""
-    head = ["thread", "CPUs", "requests", "tag wait ms P50 / P90 / P99 (max)", "scheduler ms", "driver ms"]
+    (what most of its requests were), the CPUs it submitted from.  "allocated when it asked": on a device whose
+    tags the trace fills, the most is its tag count, and the share at it how often the thread found none free."""
+    head = ["thread", "CPUs", "requests", "tag wait ms P50 / P90 / P99 (max)", "scheduler ms", "driver ms",
+            "allocated when it asked P10 / P50 (most: share)"]
     if s.sched_events:
         head += ["woken in a tag wait: got it / asleep again", "asleep again after ms P50 / P90",
                  "waking to running ms P50 / P90"]
@@ -240,7 +260,7 @@ def table(s: Summary) -> list[str]:
         th = s.threads[pid]
         kind = "W" if th.writes * 2 > len(th.tag_wait_us) else "R"
         cells = [f"{th.comm} {pid} ({kind})", ",".join(map(str, sorted(th.cpus))), str(len(th.tag_wait_us)),
-                 _ms(th.tag_wait_us), _ms(th.sched_us), _ms(th.driver_us)]
+                 _ms(th.tag_wait_us), _ms(th.sched_us), _ms(th.driver_us), _allocated(th.allocated_at_ask)]
         if s.sched_events:
             cells += [f"{th.woken_got_tag} / {th.woken_slept_again}",
                       _ms(th.woken_slept_again_us, (0.5, 0.9), top=False),

@@ -60,8 +60,15 @@ def test_trace_summary_of_a_tag_sleep(tmp_path):
     bg = s.threads[200]
     assert bg.tag_wait_us == pytest.approx([5, 10]) and (bg.woken_got_tag, bg.woken_slept_again) == (0, 0)
     assert bg.driver_us == pytest.approx([16_000, 15_788])
+    # allocated when each asked (Q): fio-200's first request held its tag from 0.999005 to its completion at
+    # 1.015008, so fio-100 asked beside 1; fio-200 asked at 0.999000 (before its own G) and at 1.016200 (after
+    # that C, before anyone's G) beside none
+    assert rt.allocated_at_ask == [1] and bg.allocated_at_ask == [0, 0]
     rows = blktrace.table(s)
     assert rows[2].startswith("| fio 100 (R) | 0 | 1 | 32.06 / 32.06 / 32.06 (32.06) |")
+    assert "| 1 / 1 (1: 100%) |" in rows[2] and "| 0 / 0 (0: 100%) |" in rows[3]
+    # one ask in 300 at the most (16 allocated: a full 16-tag device) is under 1%; no ask, no figure
+    assert blktrace._allocated([16] + [8] * 299) == "8 / 8 (16: <1%)" and blktrace._allocated([]) == "-"
     assert "| 1 / 1 | 3.00 / 3.00 |" in rows[2]
     out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "out")])
     assert out.exit_code == 0 and "| fio 100 (R) |" in out.output
