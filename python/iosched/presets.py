@@ -36,11 +36,13 @@ ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
                "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
                "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "filesystems", "page_cache",
-               "kernel", "scheduler_dispatch", "timer_lateness", "hz")
+               "kernel", "scheduler_dispatch", "timer_lateness", "wake_lateness", "hz")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
                  "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
-                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness", "hz")
-# HostConfig.timer_lateness (config.rs TimerLateness): how late the host's timers fire, by quantile and duration.
+                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness", "wake_lateness",
+                 "hz")
+# HostConfig.timer_lateness and wake_lateness (config.rs TimerLateness): how late the host's timers fire, and how
+# late a thread woken on an idle core starts, by quantile and duration.
 TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")
 # HostConfig.scheduler_dispatch: who runs the hardware queue after an insert into the elevator (default "inline").
 SCHEDULER_DISPATCH = ("inline", "kblockd")
@@ -185,8 +187,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                         raise SpecError(file, f"params.{k}.{ck}", f"expected a percentage 0..100, got {v[ck]!r}")
             elif k == "kernel":
                 kernel_version.check(v, file=file, key="params.kernel")
-            elif k == "timer_lateness":
-                _check_timer_lateness(file, v)
+            elif k in ("timer_lateness", "wake_lateness"):
+                _check_timer_lateness(file, v, f"params.{k}")
             elif k == "scheduler_dispatch":
                 if v not in SCHEDULER_DISPATCH:
                     raise SpecError(file, f"params.{k}", f'expected "inline" or "kblockd", got {v!r}')
@@ -227,9 +229,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                                                f"(CONFIG_HZ: 100, 250, 300 or 1000), got {params['hz']!r}")
 
 
-def _check_timer_lateness(file: str, v: Any) -> None:
+def _check_timer_lateness(file: str, v: Any, key: str) -> None:
     """The table's shape: ascending quantiles in (0, 1), ascending durations, a non-decreasing row per duration."""
-    key = "params.timer_lateness"
     if not isinstance(v, dict):
         raise SpecError(file, key, "expected a table with quantiles, durations_ns and late_ns")
     _check_fields(file, f"{key}.", v, TIMER_LATENESS_FIELDS, ())

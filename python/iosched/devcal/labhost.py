@@ -7,6 +7,7 @@ scaled by the measured libaio cost against the base's (a named assumption each).
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import statistics
@@ -122,13 +123,64 @@ def _sim_qd1_clat_ns(host_params: dict, completion_ns: int) -> float:
     return native.simulate(config)["jobs"][0]["read"]["clat_mean_ns"]
 
 
+def _traced_parts_ns(trace: Path, duration_ns: int) -> tuple[list[float], list[float]]:
+    """From a lab-host-timers run's trace (``--vm trace=blk+sched``), per request: how late its timer ended it (D to
+    C less completion_nsec), and how long after that C the reader, asleep for it, was switched in (the interrupt's
+    rest, the halted vCPU's wake-up and the switch). The reader is the thread that queues the bios (Q)."""
+    from .. import blktrace
+
+    late: list[float] = []
+    wake: list[float] = []
+    issued: dict[tuple[str, str], float] = {}
+    reader, done_at, woken = None, None, False
+    with gzip.open(trace, "rt") as lines:
+        for line in lines:
+            m = blktrace._BLK.match(line)
+            if m:
+                t, key, act = float(m["t"]) * 1e9, (m["dev"], m["sector"]), m["act"]
+                if act == "D":
+                    issued[key] = t
+                elif act == "C" and key in issued:
+                    late.append(t - issued.pop(key) - duration_ns)
+                    done_at, woken = t, False
+                elif act == "Q":
+                    reader = reader if reader is not None else int(m["pid"])
+                    done_at = None         # it queued again without a traced sleep: no wake-up to time
+                continue
+            m = blktrace._SCHED.match(line)
+            if not m or done_at is None or reader is None:
+                continue
+            if m["event"] == "sched_waking":
+                pm = blktrace._PID.search(m["rest"])
+                woken = woken or (pm is not None and int(pm.group(1)) == reader)
+            else:
+                sm = blktrace._SWITCH.search(m["rest"])
+                if woken and sm and int(sm.group(3)) == reader:
+                    wake.append(float(m["t"]) * 1e9 - done_at)
+                    done_at = None
+    return late, wake
+
+
+def _quantiles_ns(values: list[float], sleep_wake_ns: int = 0) -> list[int]:
+    """LATENESS_PERCENTILES of ``values`` (nearest rank) less ``sleep_wake_ns``, floored at 0, non-decreasing."""
+    v = sorted(values)
+    row = [max(0, int(round(v[min(len(v) - 1, int(p / 100 * len(v)))] - sleep_wake_ns))) for p in LATENESS_PERCENTILES]
+    return list(itertools.accumulate(row, max))
+
+
 def timer_lateness(results: Path | list[Path], rows: list[dict[str, Any]],
                    host_params: dict) -> tuple[dict, str, dict] | None:
     """The guest's timer lateness (HostConfig.timer_lateness), its provenance and figures, from the lab-host-timers
-    runs in ``results`` (None without any): per null_blk completion_nsec, each kept quantile of the QD-1 reader's
-    clat (the median over that duration's runs) less the simulator's clat of the same reader on ``host_params``
-    without lateness, floored at 0."""
+    runs in ``results`` (None without any), per null_blk completion_nsec. Traced runs (``--vm trace=blk+sched``)
+    give it directly, each request's D to C less the timer, and with it the wake-up's lateness
+    (HostConfig.wake_lateness, in the figures as ``wake_lateness`` with its provenance as ``wake_provenance``): how
+    long after the C the reader was switched in, less the wake-up's modelled CPU work (libaio's sleep_wake_ns).
+    Untraced runs give the two together: each kept quantile of the QD-1 reader's clat (the median over that
+    duration's runs) less the simulator's clat of the same reader on ``host_params`` without lateness, floored at 0.
+    All the runs traced or none."""
     by_duration: dict[int, list[list[float]]] = {}
+    traced: dict[int, list[tuple[list[float], list[float]]]] = {}
+    untraced = 0
     for r in rows:
         if r["experiment"] != TIMERS_EXPERIMENT:
             continue
@@ -139,13 +191,24 @@ def timer_lateness(results: Path | list[Path], rows: list[dict[str, Any]],
                 continue
             fio = json.loads((folder / "fio.json").read_text())
             pct = fio["jobs"][0]["read"]["clat_ns"]["percentile"]
-            by_duration.setdefault(int(null_blk["completion_nsec"]), []).append(
-                [float(pct[f"{p:.6f}"]) for p in LATENESS_PERCENTILES])
+            duration = int(null_blk["completion_nsec"])
+            by_duration.setdefault(duration, []).append([float(pct[f"{p:.6f}"]) for p in LATENESS_PERCENTILES])
         except (OSError, KeyError, IndexError, ValueError) as e:
             raise SpecError(str(folder), None, f"a {TIMERS_EXPERIMENT} run without its null_blk timer or fio's "
                             f"clat percentiles ({e.__class__.__name__}: {e})") from None
+        trace = folder / "blktrace.txt.gz"
+        parts = _traced_parts_ns(trace, duration) if trace.is_file() else ([], [])
+        if parts[0] and parts[1]:
+            traced.setdefault(duration, []).append(parts)
+        else:
+            untraced += 1
     if not by_duration:
         return None
+    if traced and untraced:
+        raise SpecError(_named(results), None, f"{untraced} {TIMERS_EXPERIMENT} run(s) without a trace with sched "
+                        "events beside traced ones: run them all with --vm trace=blk+sched, or none")
+    if traced:
+        return _traced_lateness(traced, by_duration, host_params)
     durations = sorted(by_duration)
     late, figures = [], {}
     for duration in durations:
@@ -164,6 +227,55 @@ def timer_lateness(results: Path | list[Path], rows: list[dict[str, Any]],
             f"fio's clat at P{', P'.join(f'{p:g}' for p in LATENESS_PERCENTILES)} less the simulator's clat of the "
             "same reader on this preset without lateness (the timer and the CPU path)")
     return table, prov, figures
+
+
+def _traced_lateness(traced: dict[int, list[tuple[list[float], list[float]]]],
+                     clat: dict[int, list[list[float]]], host_params: dict) -> tuple[dict, str, dict]:
+    """timer_lateness's result from traced runs: the timer's and the wake-up's lateness apart (the wake-up's table,
+    keyed by the timer's duration, about how long the reader's vCPU was halted, rides in the figures), and, as a
+    check that can fail, the simulator's QD-1 clat with both beside the lab's."""
+    durations = sorted(traced)
+    sleep_wake_ns = host_params["libaio"]["sleep_wake_ns"]
+    quantiles = [round(p / 100, 6) for p in LATENESS_PERCENTILES]
+    late, wake, figures = [], [], {}
+    for d in durations:
+        late.append(_quantiles_ns([x for run in traced[d] for x in run[0]]))
+        wake.append(_quantiles_ns([x for run in traced[d] for x in run[1]], sleep_wake_ns))
+    timer = {"quantiles": quantiles, "durations_ns": durations, "late_ns": late}
+    woken = {"quantiles": quantiles, "durations_ns": durations, "late_ns": wake}
+    with_both = dict(host_params, timer_lateness=timer, wake_lateness=woken)
+    for d, t, w in zip(durations, late, wake):
+        lab = [statistics.median(run[q] for run in clat[d]) for q in range(len(LATENESS_PERCENTILES))]
+        figures[f"timer_{d}ns"] = {"timer_late_ns": t, "wake_late_ns": w,
+                                   "requests": sum(len(run[0]) for run in traced[d]), "runs": len(traced[d]),
+                                   "lab_clat_ns": [round(v) for v in lab],
+                                   "sim_clat_ns": _sim_qd1_clat_pct_ns(with_both, d)}
+    runs = "-".join(sorted({str(len(v)) for v in traced.values()}))
+    where = (f"{', '.join(f'{d / 1e6:g} ms' for d in durations)}; {TIMERS_EXPERIMENT} runs with --vm "
+             f"trace=blk+sched, {runs} per duration, every request pooled")
+    prov = (f"measured: how late the guest's null_blk timer ends a QD-1 libaio read, by completion_nsec ({where}): "
+            f"the blk trace's D to C less completion_nsec at P{', P'.join(f'{p:g}' for p in LATENESS_PERCENTILES)}")
+    figures["wake_lateness"] = woken
+    figures["wake_provenance"] = (
+        f"measured: how long after its request's completion (C) the QD-1 reader asleep for it was switched in, less "
+        f"libaio.sleep_wake_ns ({sleep_wake_ns} ns, the wake-up's modelled CPU work), at the same quantiles, by "
+        f"completion_nsec, about how long its vCPU was halted ({where}; the trace's sched_waking and sched_switch)")
+    return timer, prov, figures
+
+
+def _sim_qd1_clat_pct_ns(host_params: dict, completion_ns: int) -> list[int]:
+    """The simulator's clat of the timers spec's QD-1 reader at LATENESS_PERCENTILES, with these host parameters
+    (their latenesses included), over 20 s simulated (1,250 reads at 16 ms)."""
+    from .. import native
+    from ..nullblk import device_params
+    from ..simconfig import Job, jobs_config
+
+    device = dict(device_params(f"nullb:irqmode=2,completion_nsec={completion_ns},hw_queue_depth=16"),
+                  name="/dev/nvme0n1")
+    config = jobs_config(host_params, device, [Job("cal", "randread", 1, [0], ioengine="libaio")], 20.0, 0.5,
+                         file="iosched.devcal.labhost")
+    pct = dict(native.simulate(config)["jobs"][0]["read"]["percentiles"])
+    return [round(pct[p]) for p in LATENESS_PERCENTILES]
 
 
 def filesystem_costs(results: Path | list[Path],
@@ -265,15 +377,24 @@ def update_timer_lateness(results: Path | list[Path], preset_path: Path) -> dict
     from ..presets import load_preset_file
 
     preset = load_preset_file(preset_path, "host")
-    params = {k: v for k, v in preset.params.items() if k != "timer_lateness"}
+    params = {k: v for k, v in preset.params.items() if k not in ("timer_lateness", "wake_lateness")}
     timers = timer_lateness(results, _vm_rows(results), params)
     if timers is None:
         raise SpecError(_named(results), None, f"no {TIMERS_EXPERIMENT} run: run experiments/validation/"
                         f"{TIMERS_EXPERIMENT}.toml into it first (docs/validation.md)")
     params["timer_lateness"], lateness_prov, figures = timers
-    prov = dict(preset.provenance, timer_lateness=lateness_prov)
+    prov = {k: v for k, v in preset.provenance.items() if k != "wake_lateness"}
+    prov["timer_lateness"] = lateness_prov
+    _take_wake_lateness(params, prov, figures)
     write_preset(preset_path, "host", preset.description, preset.key_figures, params, prov)
     return figures
+
+
+def _take_wake_lateness(params: dict, prov: dict, figures: dict) -> None:
+    """Move the wake-up lateness traced runs measured (timer_lateness's figures) into the preset's parameters."""
+    if "wake_lateness" in figures:
+        params["wake_lateness"] = figures.pop("wake_lateness")
+        prov["wake_lateness"] = figures.pop("wake_provenance")
 
 
 def lab_kernel_hz() -> int | None:
@@ -296,6 +417,7 @@ def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dic
     if timers is not None:
         params["timer_lateness"], prov["timer_lateness"], more = timers
         figures.update(more)
+        _take_wake_lateness(params, prov, figures)
     fs = filesystem_costs(results, rows)
     if fs is not None:
         params["filesystems"], fs_prov, more = fs

@@ -2,6 +2,7 @@
 known device from its own simulated measurements, validate mirrors the kernel's tunables, and the report shows the
 comparison."""
 
+import gzip
 import json
 
 import pytest
@@ -193,6 +194,7 @@ def test_timer_lateness_is_the_labs_clat_less_the_simulators(tmp_path):
 
     host = dict(presets.load_preset("host", "lab-tcg-2vcpu").params)
     host.pop("timer_lateness")
+    host.pop("wake_lateness")
     base_1ms = labhost._sim_qd1_clat_ns(host, 1_000_000)
     assert 1_000_000 < base_1ms < 1_200_000                 # the timer and the modelled CPU path
     extra = [0, 50_000, 100_000, 300_000, 2_000_000, 5_000_000]
@@ -208,10 +210,69 @@ def test_timer_lateness_is_the_labs_clat_less_the_simulators(tmp_path):
     assert table["late_ns"][1][1] == table["late_ns"][1][2] == round(2_300_000 - base_2ms)
     assert figures["timer_1000000ns"]["runs"] == 2 and "P99.9" in prov
     out = tmp_path / "lab.toml"
-    write_preset(out, "host", "made up", {}, dict(host, timer_lateness=table),
-                 dict(presets.load_preset("host", "lab-tcg-2vcpu").provenance, timer_lateness=prov))
+    own_prov = {k: v for k, v in presets.load_preset("host", "lab-tcg-2vcpu").provenance.items()
+                if k != "wake_lateness"}
+    write_preset(out, "host", "made up", {}, dict(host, timer_lateness=table), dict(own_prov, timer_lateness=prov))
     assert presets.load_preset_file(out, "host").params["timer_lateness"] == table
     assert labhost.timer_lateness(tmp_path, rows[3:], host) is None         # no timer run: nothing to write
+
+
+def _traced_timer_run(results, rid, late_us, wake_us):
+    """A made-up lab-host-timers run of 1 ms timers traced with sched events: a QD-1 reader (pid 300, vCPU 0) whose
+    k-th request is D'd 5 us after its Q, C'd 1 ms + late_us[k] later, and the reader, woken 10 us after the C, is
+    switched in wake_us[k] after it; an unrelated thread's wake-up between (not the reader's) changes nothing."""
+    row = _timer_run(results, rid, 1_000_000, [1_100_000] * 6)
+    lines, t = ["# tracer: blk"], 1_000_000
+    for k, (late, wake) in enumerate(zip(late_us, wake_us)):
+        d, c = t + 5, t + 5 + 1_000 + late
+        sector = 8 * (k + 1)
+        lines += [f"  fio-300 [000] d..1.  {t / 1e6:.6f}: 254,0    Q   R {sector} + 8 [fio]",
+                  f"  fio-300 [000] d..1.  {(t + 2) / 1e6:.6f}: 254,0    G   R {sector} + 8 [fio]",
+                  f"  fio-300 [000] d..1.  {d / 1e6:.6f}: 254,0    D   R {sector} + 8 [fio]",
+                  f"  fio-300 [000] d..2.  {(d + 1) / 1e6:.6f}: sched_switch: prev_comm=fio prev_pid=300 "
+                  "prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+                  f"  <idle>-0 [000] d.h1.  {c / 1e6:.6f}: 254,0    C   R {sector} + 8 [0]",
+                  f"  <idle>-0 [000] d.h2.  {(c + 1) / 1e6:.6f}: sched_waking: comm=rcu pid=18 prio=120 target_cpu=000",
+                  f"  <idle>-0 [000] d.h2.  {(c + 10) / 1e6:.6f}: sched_waking: comm=fio pid=300 prio=120 "
+                  "target_cpu=000",
+                  f"  <idle>-0 [000] d..2.  {(c + wake) / 1e6:.6f}: sched_switch: prev_comm=swapper/0 prev_pid=0 "
+                  "prev_prio=120 prev_state=R ==> next_comm=fio next_pid=300 next_prio=120"]
+        t = c + wake + 30
+    (results / "runs" / rid / "blktrace.txt.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    return row
+
+
+def test_traced_timer_runs_give_the_timers_and_the_wake_ups_lateness_apart(tmp_path):
+    """Two traced 1 ms runs of 50 requests each, pooled: timers late 1..100 us (request k of the pool: k + 1 us) and
+    the reader switched in 20..218 us after each C (20 + 2 k us). Nearest rank over 100 values: P1 is the 2nd (2 us,
+    20 + 2 = 22 us), P10 the 11th (11, 40), P50 the 51st (51, 120), P90 the 91st (91, 200), P99 and P99.9 the last
+    (100, 218). The wake-up's table is those less libaio.sleep_wake_ns (the wake-up's CPU work the simulator books
+    itself), floored at 0. The check beside them: the simulator's QD-1 clat with both. Negative controls: a run
+    without a trace beside traced ones is refused in one line; untraced runs alone keep the old derivation (no
+    wake-up table)."""
+    from iosched import presets
+
+    host = {k: v for k, v in presets.load_preset("host", "lab-tcg-2vcpu").params.items()
+            if k not in ("timer_lateness", "wake_lateness")}
+    late, wake = list(range(1, 101)), [20 + 2 * k for k in range(100)]
+    rows = [_traced_timer_run(tmp_path, "a", late[:50], wake[:50]),
+            _traced_timer_run(tmp_path, "b", late[50:], wake[50:])]
+    table, prov, figures = labhost.timer_lateness(tmp_path, rows, host)
+    assert table["durations_ns"] == [1_000_000]
+    assert table["late_ns"] == [[2_000, 11_000, 51_000, 91_000, 100_000, 100_000]]
+    sw = host["libaio"]["sleep_wake_ns"]
+    assert figures["wake_lateness"]["late_ns"] == [[max(0, us * 1_000 - sw) for us in (22, 40, 120, 200, 218, 218)]]
+    assert "D to C" in prov and "sched_switch" in figures["wake_provenance"]
+    check = figures["timer_1000000ns"]
+    assert check["requests"] == 100 and len(check["sim_clat_ns"]) == 6 and check["sim_clat_ns"][2] > 1_000_000
+    params, provs = dict(host, timer_lateness=table), {}
+    labhost._take_wake_lateness(params, provs, figures)
+    assert params["wake_lateness"]["late_ns"][0][2] == 120_000 - sw and "wake_provenance" not in figures
+    rows.append(_timer_run(tmp_path, "c", 1_000_000, [1_100_000] * 6))       # untraced
+    with pytest.raises(SpecError, match="without a trace with sched events beside traced ones"):
+        labhost.timer_lateness(tmp_path, rows, host)
+    _, _, old = labhost.timer_lateness(tmp_path, rows[2:], host)
+    assert "wake_lateness" not in old
 
 
 def test_the_simulator_reproduces_the_lab_hosts_cpu_calibration_input():

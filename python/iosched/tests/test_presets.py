@@ -183,13 +183,15 @@ def test_hz_is_the_kernels_tick_rate(tmp_path):
                                 f"(CONFIG_HZ: 100, 250, 300 or 1000), got {bad}")
 
 
-def test_timer_lateness_is_a_table_of_quantiles_by_duration(tmp_path):
-    """host.timer_lateness: optional; ascending quantiles in (0, 1), ascending durations, one non-decreasing row per
-    duration. The lab's own preset has one; made-up tables of the wrong shape are one clear line each."""
-    assert presets.load_preset("host", "lab-tcg-2vcpu").params["timer_lateness"]["durations_ns"][0] == 500_000
+@pytest.mark.parametrize("field", ["timer_lateness", "wake_lateness"])
+def test_timer_and_wake_lateness_are_tables_of_quantiles_by_duration(tmp_path, field):
+    """host.timer_lateness and wake_lateness: optional; ascending quantiles in (0, 1), ascending durations, one
+    non-decreasing row per duration. The lab's own preset has both; made-up tables of the wrong shape are one clear
+    line each, naming the field."""
+    assert presets.load_preset("host", "lab-tcg-2vcpu").params[field]["durations_ns"][0] == 500_000
     f = _copy(tmp_path)
-    base = f.read_text().replace("[provenance]", "[provenance]\ntimer_lateness = \"fixture\"", 1)
-    table = ("\n[params.timer_lateness]\nquantiles = {q}\ndurations_ns = [1000000, 2000000]\n"
+    base = f.read_text().replace("[provenance]", f"[provenance]\n{field} = \"fixture\"", 1)
+    table = (f"\n[params.{field}]\nquantiles = {{q}}\ndurations_ns = [1000000, 2000000]\n"
              "late_ns = {late}\n")
     ok = {"q": "[0.1, 0.5, 0.9]", "late": "[[1, 2, 3], [2, 4, 6]]"}
     head, sep, tail = base.partition("\n[provenance]")
@@ -198,13 +200,13 @@ def test_timer_lateness_is_a_table_of_quantiles_by_duration(tmp_path):
         f.write_text(head + table.format(**dict(ok, **kw)) + sep + tail)
 
     write()
-    assert presets.load_preset_file(f, "host").params["timer_lateness"]["late_ns"] == [[1, 2, 3], [2, 4, 6]]
+    assert presets.load_preset_file(f, "host").params[field]["late_ns"] == [[1, 2, 3], [2, 4, 6]]
     for kw, key in (({"q": "[0.5, 0.1, 0.9]"}, "quantiles"), ({"q": "[0.1, 0.5, 1.0]"}, "quantiles"),
                     ({"late": "[[1, 2, 3]]"}, "late_ns"), ({"late": "[[3, 2, 1], [2, 4, 6]]"}, "late_ns")):
         write(**kw)
         with pytest.raises(SpecError) as e:
             presets.load_preset_file(f, "host")
-        assert str(e.value).startswith(f"{f}: params.timer_lateness.{key}: expected"), str(e.value)
+        assert str(e.value).startswith(f"{f}: params.{field}.{key}: expected"), str(e.value)
 
 
 def _own_device(folder, name="my-ssd", command_ns=999):

@@ -155,6 +155,13 @@ pub struct HostConfig {
     /// How late the host handles a timer's expiry (see [`TimerLateness`]); None: on time.
     #[serde(default)]
     pub timer_lateness: Option<TimerLateness>,
+    /// How late a thread woken on an idle (halted) core starts to run, beyond its wake-up's CPU work
+    /// (`sleep_wake_ns`): a table as [`TimerLateness`]'s, its durations how long the core had been idle (for the
+    /// reaper of a late timer's request: that timer's duration, at the timer's own quantile). None: at once.
+    /// Measured in the VM lab, where the host wakes the halted vCPU's thread, and applied to a fio thread woken for
+    /// its completion or for a freed request tag (docs/simulator.md, host).
+    #[serde(default)]
+    pub wake_lateness: Option<TimerLateness>,
     /// The kernel's timer tick rate (CONFIG_HZ): timers set in jiffies fire on a tick. Applied to blk-mq's delayed
     /// re-run (`BLK_MQ_BUDGET_DELAY`, 3 ms as `msecs_to_jiffies`), the one jiffy timer of the model whose rounding a
     /// lab run shows; the schedulers keep their own nanosecond times (each policy's module doc says where the kernel
@@ -168,9 +175,9 @@ fn default_hz() -> u32 {
 }
 
 /// How late a host's timers fire, measured: the time from a timer's expiry to its handler's work, by the timer's
-/// duration. Under the VM lab's QEMU TCG a null_blk timer of `completion_nsec` ends its request 0.06-0.8 ms late at
-/// the median and 3-5 ms late at the 99th percentile (the vCPU thread is woken by the host, and runs when the host
-/// gives it a CPU), where a bare-metal host's hrtimers are microseconds late. Without it the simulator's null_blk
+/// duration. Under the VM lab's QEMU TCG a null_blk timer of `completion_nsec` ends its request 80-110 us late at
+/// the median and 0.7-3.9 ms late at the 99th percentile (its blk trace, D to C: the vCPU thread is woken by the
+/// host, and runs when the host gives it a CPU), where a bare-metal host's hrtimers are microseconds late. Without it the simulator's null_blk
 /// completes every request exactly `completion_nsec` after it arrived, so jobs that start together stay in phase
 /// for the whole run (the lab's drift apart). Applied to null_blk's timer completions (irqmode 2): the one timer of
 /// the model whose lateness a lab run measures directly.
@@ -195,20 +202,22 @@ impl TimerLateness {
         piecewise_linear(&self.durations_ns, duration_ns, |d| d as f64, row).round() as u64
     }
 
-    /// Its shape, checked before a run.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Its shape, checked before a run; `name` is the host field it is (`timer_lateness`, `wake_lateness`).
+    pub fn validate(&self, name: &str) -> Result<(), String> {
         let ascending = |v: &[f64]| v.windows(2).all(|w| w[0] < w[1]);
         if self.quantiles.is_empty()
             || !ascending(&self.quantiles)
             || self.quantiles[0] <= 0.0
             || *self.quantiles.last().unwrap() >= 1.0
         {
-            return Err(
-                "host.timer_lateness.quantiles: expected ascending probabilities in (0, 1)".into(),
-            );
+            return Err(format!(
+                "host.{name}.quantiles: expected ascending probabilities in (0, 1)"
+            ));
         }
         if self.durations_ns.is_empty() || self.durations_ns.windows(2).any(|w| w[0] >= w[1]) {
-            return Err("host.timer_lateness.durations_ns: expected ascending durations".into());
+            return Err(format!(
+                "host.{name}.durations_ns: expected ascending durations"
+            ));
         }
         if self.late_ns.len() != self.durations_ns.len()
             || self
@@ -217,8 +226,8 @@ impl TimerLateness {
                 .any(|r| r.len() != self.quantiles.len() || r.windows(2).any(|w| w[0] > w[1]))
         {
             return Err(format!(
-                "host.timer_lateness.late_ns: expected {} rows (one per duration) of {} non-decreasing values (one \
-                 per quantile)",
+                "host.{name}.late_ns: expected {} rows (one per duration) of {} non-decreasing values (one per \
+                 quantile)",
                 self.durations_ns.len(),
                 self.quantiles.len()
             ));
@@ -853,22 +862,39 @@ mod tests {
 
     #[test]
     fn a_timer_lateness_table_of_the_wrong_shape_is_refused() {
-        assert_eq!(lateness().validate(), Ok(()));
+        assert_eq!(lateness().validate("timer_lateness"), Ok(()));
         let mut t = lateness();
         t.quantiles = vec![0.5, 0.1, 0.9];
-        assert!(t.validate().unwrap_err().contains("quantiles"));
+        assert!(t
+            .validate("timer_lateness")
+            .unwrap_err()
+            .contains("quantiles"));
         let mut t = lateness();
         t.quantiles[2] = 1.0;
-        assert!(t.validate().unwrap_err().contains("quantiles"));
+        assert!(t
+            .validate("timer_lateness")
+            .unwrap_err()
+            .contains("quantiles"));
         let mut t = lateness();
         t.durations_ns = vec![3_000_000, 1_000_000];
-        assert!(t.validate().unwrap_err().contains("durations_ns"));
+        assert!(t
+            .validate("timer_lateness")
+            .unwrap_err()
+            .contains("durations_ns"));
         let mut t = lateness();
         t.late_ns[1] = vec![300_000, 200_000, 3_000_000]; // decreasing
-        assert!(t.validate().unwrap_err().contains("non-decreasing"));
+        assert!(t
+            .validate("timer_lateness")
+            .unwrap_err()
+            .contains("non-decreasing"));
         let mut t = lateness();
         t.late_ns.pop();
-        assert!(t.validate().unwrap_err().contains("2 rows"));
+        assert!(t.validate("timer_lateness").unwrap_err().contains("2 rows"));
+        // The message names the host field the table is.
+        assert!(t
+            .validate("wake_lateness")
+            .unwrap_err()
+            .starts_with("host.wake_lateness.late_ns: "));
     }
 
     #[test]

@@ -46,7 +46,10 @@ impl SimConfig {
             )
         })?;
         if let Some(t) = &self.host.timer_lateness {
-            t.validate()?;
+            t.validate("timer_lateness")?;
+        }
+        if let Some(t) = &self.host.wake_lateness {
+            t.validate("wake_lateness")?;
         }
         if let Some(pc) = &self.host.page_cache {
             pc.validate()?;

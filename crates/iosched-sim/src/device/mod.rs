@@ -82,6 +82,10 @@ pub struct Device {
     timer_lateness: Option<crate::config::TimerLateness>,
     /// When the host handles the late timer interrupt pending now: timers expiring before then are handled by it.
     timer_handled_at_ns: u64,
+    /// The uniform draw that made that interrupt late, and per request (by id; NaN: none) the draw of the interrupt
+    /// that ends it: the wake-up of its reaper is as late in its own distribution (`take_timer_draw`).
+    timer_handled_u: f64,
+    timer_draws: Vec<f64>,
     hw_queues: u32,
     /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
     submission_queues: Vec<VecDeque<Command>>,
@@ -313,6 +317,8 @@ impl Device {
             rng,
             timer_lateness: None,
             timer_handled_at_ns: 0,
+            timer_handled_u: 0.0,
+            timer_draws: Vec::new(),
             hw_queues: hw_queues.max(1),
             submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
             submission_queues_with_work: Occupancy::new(hw_queues.max(1) as usize),
@@ -357,6 +363,13 @@ impl Device {
     /// The host's timers fire this late: null_blk's timer completions (irqmode 2) end that much later.
     pub fn set_timer_lateness(&mut self, lateness: Option<crate::config::TimerLateness>) {
         self.timer_lateness = lateness;
+    }
+
+    /// The uniform draw of the late timer interrupt that ended `request` (None if no late timer did), once.
+    pub fn take_timer_draw(&mut self, request: u32) -> Option<f64> {
+        let u = self.timer_draws.get_mut(request as usize)?;
+        let taken = std::mem::replace(u, f64::NAN);
+        (!taken.is_nan()).then_some(taken)
     }
 
     /// Garbage collection's cost as the rewrites so far give it (`young_rewrites.rs`): the victims' valid fraction

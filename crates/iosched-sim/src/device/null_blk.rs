@@ -14,7 +14,9 @@
 //! the host's per-I/O costs). Reads and writes, any size, alike.
 //!
 //! Where the host's timers fire late (`HostConfig::timer_lateness`: the VM lab's TCG guest), a timer completion
-//! comes that much later, drawn per command from the host's measured distribution for `completion_nsec`.
+//! comes that much later, drawn per command from the host's measured distribution for `completion_nsec`; the draw
+//! is kept for the request (`Device::take_timer_draw`), whose reaper wakes as late in the host's wake-up
+//! distribution (`HostConfig::wake_lateness`).
 //!
 //! Simplification: the data copy of `memory_backed=1` (a memcpy per page on the submitting CPU, before the timer
 //! starts) is left to the host's per-I/O costs; the device time is the same with and without it.
@@ -81,9 +83,15 @@ impl Device {
                 if done_ns <= self.timer_handled_at_ns {
                     done_ns = self.timer_handled_at_ns;
                 } else {
-                    done_ns += lateness.late_ns(service_ns, self.rng.random_range(0.0..1.0));
-                    self.timer_handled_at_ns = done_ns;
+                    let u = self.rng.random_range(0.0..1.0);
+                    done_ns += lateness.late_ns(service_ns, u);
+                    (self.timer_handled_at_ns, self.timer_handled_u) = (done_ns, u);
                 }
+                let request = command.request as usize;
+                if self.timer_draws.len() <= request {
+                    self.timer_draws.resize(request + 1, f64::NAN);
+                }
+                self.timer_draws[request] = self.timer_handled_u;
             }
         }
         events.schedule(

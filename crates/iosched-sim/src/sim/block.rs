@@ -768,8 +768,12 @@ impl Simulation<'_> {
             }
         }
         self.arm_timer(device, now);
+        let dev = &mut self.devices[device as usize];
+        let timer_ns = dev.config.null_blk.as_ref().map_or(0, |n| n.completion_ns);
+        self.completion_timer_draw = dev.take_timer_draw(request).map(|u| (u, timer_ns));
         self.complete_bios(request, core, sleeping, path_start);
         self.irq_package_idle_extra_ns = None;
+        self.completion_timer_draw = None;
     }
 
     /// Each bio of the completed request headed by `request` completes from `path_start_ns` on its submitting core:

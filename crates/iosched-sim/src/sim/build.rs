@@ -133,6 +133,9 @@ impl<'c> Simulation<'c> {
             fair_scheduler: FairScheduler::for_host(cores, config.host.kernel_version()?),
             // A stream of its own: drawn from only on a host with timer lateness, so no other run changes.
             timer_rng: rand_pcg::Pcg64::seed_from_u64(crate::mix(config.seed ^ 0x71AE_0000_0000)),
+            completion_timer_draw: None,
+            // The same for wake-up lateness.
+            wake_rng: rand_pcg::Pcg64::seed_from_u64(crate::mix(config.seed ^ 0x3A4E_0000_0000)),
         })
     }
 }

@@ -456,6 +456,12 @@ impl Simulation<'_> {
         } else {
             (self.woken_core(process, now), now, sleeping)
         };
+        // Asleep on an idle core, it starts late where the host wakes a halted CPU late (`wake_late_ns`).
+        let from_ns = if sleeping {
+            from_ns + self.wake_late_ns(core, from_ns, self.completion_timer_draw)
+        } else {
+            from_ns
+        };
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns

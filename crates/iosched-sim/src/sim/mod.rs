@@ -171,6 +171,10 @@ pub struct Simulation<'c> {
     kblockd_pending_until_ns: Vec<Vec<u64>>,
     /// Draws how late the host's jiffy timers fire (`HostConfig::timer_lateness`), for blk-mq's delayed re-run.
     timer_rng: rand_pcg::Pcg64,
+    /// While a request completes: the draw and duration of the late timer that ended it (`Device::take_timer_draw`).
+    completion_timer_draw: Option<(f64, u64)>,
+    /// Draws how late a thread woken on an idle core starts (`HostConfig::wake_lateness`).
+    wake_rng: rand_pcg::Pcg64,
     /// Scratch: the elevator's inner-lock acquisitions to book.
     inner_lock_uses: Vec<iosched_policy::InnerLockUse>,
     end_ns: u64,
@@ -508,6 +512,31 @@ impl Simulation<'_> {
     /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
     /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
     /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
+    /// How late a thread woken at `at_ns` on `core` starts to run (`HostConfig::wake_lateness`): a draw for how long
+    /// the core has been idle, none on a busy core (its run queue decides when the thread runs) or on a host
+    /// without it. The lab's guest: the host wakes the halted vCPU's thread, and runs it when it gives it a CPU.
+    /// `timer`: for the wake-up of a late timer's request's reaper, that timer's draw and duration: the same quantile
+    /// (in the lab's traces a request's timer and its reader's wake-up are both beyond their P90 3-4 times as often
+    /// as independent draws would be, and the P90 of their sum is the sum of their P90s), at the duration the table
+    /// was measured by (the timer's; the core's idle time includes the timer's lateness). Else drawn, at the core's
+    /// idle time.
+    fn wake_late_ns(&mut self, core: u32, at_ns: u64, timer: Option<(f64, u64)>) -> u64 {
+        let Some(lateness) = &self.config.host.wake_lateness else {
+            return 0;
+        };
+        if !self.core_idle(core, at_ns) {
+            return 0;
+        }
+        let (u, duration_ns) = timer.unwrap_or_else(|| {
+            let idle_ns = at_ns - self.host.cores[core as usize].free_at_ns.min(at_ns);
+            (
+                rand::RngExt::random_range(&mut self.wake_rng, 0.0..1.0),
+                idle_ns,
+            )
+        });
+        lateness.late_ns(duration_ns, u)
+    }
+
     fn asleep_at(&self, process: u32, at_ns: u64) -> bool {
         match self.processes.get(process as usize) {
             Some(proc) => at_ns >= proc.state.busy_until_ns,
@@ -870,5 +899,102 @@ mod tests {
         let mut aborted = Simulation::new(&c).unwrap();
         aborted.start_and_run_until(|sim| sim.ios_completed >= 10);
         assert!(aborted.ios_completed >= 10 && aborted.active_processes == 2);
+    }
+
+    /// Wake-up lateness: 100 / 200 / 1,000 us at P10 / P50 / P90 after 1 ms, 300 / 600 / 3,000 us after 3 ms.
+    fn wake_lateness() -> crate::config::TimerLateness {
+        crate::config::TimerLateness {
+            quantiles: vec![0.1, 0.5, 0.9],
+            durations_ns: vec![1_000_000, 3_000_000],
+            late_ns: vec![
+                vec![100_000, 200_000, 1_000_000],
+                vec![300_000, 600_000, 3_000_000],
+            ],
+        }
+    }
+
+    #[test]
+    fn a_thread_woken_on_an_idle_core_starts_as_late_as_the_host_measured() {
+        let mut c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        c.host.wake_lateness = Some(wake_lateness());
+        let mut sim = Simulation::new(&c).unwrap();
+        // Core 0's booked work ended at 1 ms: at 3 ms it has been idle for 2 ms.
+        sim.host.cores[0].free_at_ns = 1_000_000;
+        // After a 1 ms timer late at its median: the median of the 1 ms row, whatever the idle time (200 us); at
+        // P70, halfway from P50 to P90: 200 + (1,000 - 200) / 2 = 600 us.
+        assert_eq!(
+            sim.wake_late_ns(0, 3_000_000, Some((0.5, 1_000_000))),
+            200_000
+        );
+        assert_eq!(
+            sim.wake_late_ns(0, 3_000_000, Some((0.7, 1_000_000))),
+            600_000
+        );
+        // Any other wake-up draws, at the idle time: 2 ms lies halfway between the rows (200 / 400 / 2,000 us), and
+        // the table is flat beyond P10 and P90.
+        let drawn: Vec<u64> = (0..50)
+            .map(|_| sim.wake_late_ns(0, 3_000_000, None))
+            .collect();
+        assert!(
+            drawn.iter().all(|d| (200_000..=2_000_000).contains(d)),
+            "{drawn:?}"
+        );
+        assert!(drawn.iter().any(|&d| d != drawn[0]), "drawn, not fixed");
+        // A busy core: its run queue decides when the thread runs; no lateness.
+        sim.host.cores[0].free_at_ns = 3_500_000;
+        assert_eq!(sim.wake_late_ns(0, 3_000_000, Some((0.5, 1_000_000))), 0);
+        // A host without it (every preset but the lab's): none.
+        let c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+        let mut sim = Simulation::new(&c).unwrap();
+        assert_eq!(sim.wake_late_ns(0, 3_000_000, Some((0.5, 1_000_000))), 0);
+    }
+
+    #[test]
+    fn a_qd1_reader_on_a_late_timer_is_reaped_later_by_the_wake_up_lateness_at_the_timers_quantile()
+    {
+        // A QD-1 reader on a null_blk of 1 ms timers, the host's timers late by 100 / 200 / 1,000 us at P10 / P50 /
+        // P90. With the wake-up lateness above, each read's reaper starts late by the 1 ms row at the timer's own
+        // quantile: at P10 and below 100 + 100 us, at P50 200 + 200, at P90 and above 1,000 + 1,000. So every
+        // read's clat grows by its timer's lateness again: the spread of clat doubles (100-1,000 us of lateness
+        // become 200-2,000), and the mean by the mean lateness.
+        let run = |wake: bool| {
+            let mut c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
+            c.devices[0].null_blk = Some(crate::device::NullBlkConfig {
+                irqmode: 2,
+                completion_ns: 1_000_000,
+            });
+            c.devices[0].queue_depth = 16;
+            c.jobs[0].ioengine = crate::config::IoEngine::Libaio;
+            c.jobs[0].cpus_allowed = vec![0];
+            c.jobs[0].runtime_ns = 400_000_000;
+            c.host.timer_lateness = Some(wake_lateness());
+            c.host.wake_lateness = wake.then(wake_lateness);
+            let r = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
+            let read = r.jobs[0].read.clone();
+            let p50 = read.percentiles.iter().find(|(p, _)| *p == 50.0).unwrap().1 as f64;
+            (
+                read.clat_min_ns as f64,
+                read.clat_max_ns as f64,
+                read.clat_mean_ns,
+                p50,
+            )
+        };
+        let (min0, max0, mean0, p50_0) = run(false);
+        let (min1, max1, mean1, p50_1) = run(true);
+        // The median read: 1,004.5 + 200 us without; with, its reaper late by the same quantile, 1,004.5 + 400 us
+        // (independent draws would give ~1,800 us: the sum of two draws of this skewed table has a median of ~800).
+        assert!((p50_0 / 1_204_500.0 - 1.0).abs() < 0.03, "{p50_0}");
+        assert!((p50_1 / 1_404_500.0 - 1.0).abs() < 0.03, "{p50_1}");
+        // Without: clat spans the 900 us of lateness (100 to 1,000 us) above the fixed path (1,004.5 us: the timer
+        // and the CPU path); with: 1,800 us, from 100 us more (the timer's P10 again).
+        assert_eq!((min0, max0), (1_104_500.0, 2_004_500.0));
+        assert_eq!((min1, max1), (1_204_500.0, 3_004_500.0));
+        // The mean: 383 us of lateness drawn on average without (1,387.8 - 1,004.5), about that again with
+        // (1,771.9 - 1,387.8 = 384 us; the table's own mean is 410 us).
+        let drawn = mean0 - (min0 - 100_000.0);
+        assert!(
+            ((mean1 - mean0) / drawn - 1.0).abs() < 0.05,
+            "{mean0} {mean1}"
+        );
     }
 }

@@ -42,19 +42,22 @@ impl Simulation<'_> {
     fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let process = self.slots[io as usize].process;
         self.trace_thread('W', io, now);
-        if self.slots[io as usize].kind == BioKind::Fio
-            && self.processes[process as usize].params.tag_wait == TagWait::Submitter
-        {
+        let mut at = now;
+        if self.slots[io as usize].kind == BioKind::Fio {
+            let core = self.woken_core(process, now);
             // The submitter itself slept: woken onto a busy core, it waits there for the process running to
             // sleep, leave the kernel or end its slice (`runqueue.rs`), as for a completion.
-            let core = self.woken_core(process, now);
-            if self.waits_in_run_queue(core, now) {
+            if self.processes[process as usize].params.tag_wait == TagWait::Submitter
+                && self.waits_in_run_queue(core, now)
+            {
                 self.queue_woken(core, process, Resume::TagRetry(io));
                 self.preempt_on_wakeup(core, process);
                 return;
             }
+            // Woken onto an idle core, late where the host wakes a halted CPU late (`wake_late_ns`).
+            at += self.wake_late_ns(core, now, None);
         }
-        let end = self.book_wake_up(process, now);
+        let end = self.book_wake_up(process, at);
         self.trace_thread('R', io, end);
         self.events.schedule(end, Event::TagRetry { io });
     }
