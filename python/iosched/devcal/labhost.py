@@ -197,7 +197,10 @@ def timer_lateness(results: Path | list[Path], rows: list[dict[str, Any]],
             raise SpecError(str(folder), None, f"a {TIMERS_EXPERIMENT} run without its null_blk timer or fio's "
                             f"clat percentiles ({e.__class__.__name__}: {e})") from None
         trace = folder / "blktrace.txt.gz"
-        parts = _traced_parts_ns(trace, duration) if trace.is_file() else ([], [])
+        try:
+            parts = _traced_parts_ns(trace, duration) if trace.is_file() else ([], [])
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise SpecError(str(trace), None, f"not a readable trace ({e})") from None
         if parts[0] and parts[1]:
             traced.setdefault(duration, []).append(parts)
         else:

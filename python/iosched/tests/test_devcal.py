@@ -273,6 +273,9 @@ def test_traced_timer_runs_give_the_timers_and_the_wake_ups_lateness_apart(tmp_p
         labhost.timer_lateness(tmp_path, rows, host)
     _, _, old = labhost.timer_lateness(tmp_path, rows[2:], host)
     assert "wake_lateness" not in old
+    (tmp_path / "runs" / "a" / "blktrace.txt.gz").write_bytes(b"not gzip")      # a broken trace: one line
+    with pytest.raises(SpecError, match=r"runs/a/blktrace.txt.gz: not a readable trace"):
+        labhost.timer_lateness(tmp_path, rows[:2], host)
 
 
 def test_the_simulator_reproduces_the_lab_hosts_cpu_calibration_input():
