@@ -148,3 +148,16 @@ pub fn config(scheduler: &str, jobs: Vec<JobConfig>) -> SimConfig {
         request_trace: false,
     }
 }
+
+/// A lateness table (`HostConfig::timer_lateness`, `wake_lateness`): two durations, three quantiles: after 1 ms
+/// 100 / 200 / 1,000 us late at P10 / P50 / P90, after 3 ms 300 / 600 / 3,000 us.
+pub fn lateness() -> crate::config::TimerLateness {
+    crate::config::TimerLateness {
+        quantiles: vec![0.1, 0.5, 0.9],
+        durations_ns: vec![1_000_000, 3_000_000],
+        late_ns: vec![
+            vec![100_000, 200_000, 1_000_000],
+            vec![300_000, 600_000, 3_000_000],
+        ],
+    }
+}

@@ -794,6 +794,7 @@ pub struct TraceConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::lateness;
 
     /// A host with scheduler costs for `priced`.
     fn host(priced: &[&str]) -> HostConfig {
@@ -808,19 +809,6 @@ mod tests {
             "scheduler_costs": costs,
         }))
         .unwrap()
-    }
-
-    /// Two durations, three quantiles: 1 ms timers fire 100 / 200 / 1,000 us late at P10 / P50 / P90, 3 ms timers
-    /// 300 / 600 / 3,000 us.
-    fn lateness() -> TimerLateness {
-        TimerLateness {
-            quantiles: vec![0.1, 0.5, 0.9],
-            durations_ns: vec![1_000_000, 3_000_000],
-            late_ns: vec![
-                vec![100_000, 200_000, 1_000_000],
-                vec![300_000, 600_000, 3_000_000],
-            ],
-        }
     }
 
     /// blk-mq's 3 ms delayed re-run armed at 10.4 ms. HZ = 1000: jiffies = 10, msecs_to_jiffies(3) = 3, expiry 13:

@@ -901,22 +901,11 @@ mod tests {
         assert!(aborted.ios_completed >= 10 && aborted.active_processes == 2);
     }
 
-    /// Wake-up lateness: 100 / 200 / 1,000 us at P10 / P50 / P90 after 1 ms, 300 / 600 / 3,000 us after 3 ms.
-    fn wake_lateness() -> crate::config::TimerLateness {
-        crate::config::TimerLateness {
-            quantiles: vec![0.1, 0.5, 0.9],
-            durations_ns: vec![1_000_000, 3_000_000],
-            late_ns: vec![
-                vec![100_000, 200_000, 1_000_000],
-                vec![300_000, 600_000, 3_000_000],
-            ],
-        }
-    }
-
     #[test]
     fn a_thread_woken_on_an_idle_core_starts_as_late_as_the_host_measured() {
         let mut c = config("none", vec![job("a", Rw::Randread, 1, 1)]);
-        c.host.wake_lateness = Some(wake_lateness());
+        // Wake-up lateness: 100 / 200 / 1,000 us at P10 / P50 / P90 after 1 ms, 300 / 600 / 3,000 us after 3 ms.
+        c.host.wake_lateness = Some(crate::testkit::lateness());
         let mut sim = Simulation::new(&c).unwrap();
         // Core 0's booked work ended at 1 ms: at 3 ms it has been idle for 2 ms.
         sim.host.cores[0].free_at_ns = 1_000_000;
@@ -967,8 +956,8 @@ mod tests {
             c.jobs[0].ioengine = crate::config::IoEngine::Libaio;
             c.jobs[0].cpus_allowed = vec![0];
             c.jobs[0].runtime_ns = 400_000_000;
-            c.host.timer_lateness = Some(wake_lateness());
-            c.host.wake_lateness = wake.then(wake_lateness);
+            c.host.timer_lateness = Some(crate::testkit::lateness());
+            c.host.wake_lateness = wake.then(crate::testkit::lateness);
             let r = Simulation::new(&c).unwrap().run(&mut |_| true).unwrap();
             let read = r.jobs[0].read.clone();
             let p50 = read.percentiles.iter().find(|(p, _)| *p == 50.0).unwrap().1 as f64;
