@@ -109,18 +109,24 @@ def lab_host_params(rows: list[dict[str, Any]], cores: int, source: str) -> tupl
     return params, prov, figures
 
 
-def _sim_qd1_clat_ns(host_params: dict, completion_ns: int) -> float:
-    """The simulator's clat of the timers spec's QD-1 reader on a null_blk of ``completion_ns`` with these host
-    parameters and no timer lateness: the timer plus the modelled CPU path, the same for every read."""
+def _sim_qd1_read(host_params: dict, completion_ns: int, runtime_s: float, ramp_s: float) -> dict[str, Any]:
+    """The simulator's read statistics of the timers spec's QD-1 reader on a null_blk of ``completion_ns`` with
+    these host parameters."""
     from .. import native
     from ..nullblk import device_params
     from ..simconfig import Job, jobs_config
 
     device = dict(device_params(f"nullb:irqmode=2,completion_nsec={completion_ns},hw_queue_depth=16"),
                   name="/dev/nvme0n1")
-    config = jobs_config(host_params, device, [Job("cal", "randread", 1, [0], ioengine="libaio")], 0.2, 0.0,
+    config = jobs_config(host_params, device, [Job("cal", "randread", 1, [0], ioengine="libaio")], runtime_s, ramp_s,
                          file="iosched.devcal.labhost")
-    return native.simulate(config)["jobs"][0]["read"]["clat_mean_ns"]
+    return native.simulate(config)["jobs"][0]["read"]
+
+
+def _sim_qd1_clat_ns(host_params: dict, completion_ns: int) -> float:
+    """The simulator's clat of that reader with these host parameters and no timer lateness: the timer plus the
+    modelled CPU path, the same for every read."""
+    return _sim_qd1_read(host_params, completion_ns, 0.2, 0.0)["clat_mean_ns"]
 
 
 def _traced_parts_ns(trace: Path, duration_ns: int) -> tuple[list[float], list[float]]:
@@ -269,15 +275,7 @@ def _traced_lateness(traced: dict[int, list[tuple[list[float], list[float]]]],
 def _sim_qd1_clat_pct_ns(host_params: dict, completion_ns: int) -> list[int]:
     """The simulator's clat of the timers spec's QD-1 reader at LATENESS_PERCENTILES, with these host parameters
     (their latenesses included), over 20 s simulated (1,250 reads at 16 ms)."""
-    from .. import native
-    from ..nullblk import device_params
-    from ..simconfig import Job, jobs_config
-
-    device = dict(device_params(f"nullb:irqmode=2,completion_nsec={completion_ns},hw_queue_depth=16"),
-                  name="/dev/nvme0n1")
-    config = jobs_config(host_params, device, [Job("cal", "randread", 1, [0], ioengine="libaio")], 20.0, 0.5,
-                         file="iosched.devcal.labhost")
-    pct = dict(native.simulate(config)["jobs"][0]["read"]["percentiles"])
+    pct = dict(_sim_qd1_read(host_params, completion_ns, 20.0, 0.5)["percentiles"])
     return [round(pct[p]) for p in LATENESS_PERCENTILES]
 
 
