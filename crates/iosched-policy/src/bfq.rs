@@ -1447,8 +1447,9 @@ impl Bfq {
     /// the kernel's bfq_add_request, bfq_choose_req between the cached next request and the new one; here the new one
     /// against the best of the others, as `peek_rq` chooses): the queue's budget becomes max(max_budget, the next
     /// request's charge, service), and its finish time follows the new budget; its group's budget too if the queue
-    /// is the group's only active child, the group's finish time only if that budget shrank. That is how a weight-raised queue not yet served gets its max_budget (2/3 of the
-    /// device's, initially) in place of the 2 x min_budget raising gave it, as the lab's 6.12 shows (docs/kmod.md).
+    /// is the group's only active child, the group's finish time only if that budget shrank. That is how a
+    /// weight-raised queue not yet served gets its max_budget (2/3 of the device's, initially) in place of the
+    /// 2 x min_budget raising gave it, as the lab's 6.12 shows (docs/kmod.md).
     /// Not done on removals and merges (the kernel calls it there too).
     fn updated_next_req(&mut self, q: usize, now: u64) {
         let qq = &self.queues[q];
