@@ -177,10 +177,10 @@ fn default_hz() -> u32 {
 /// How late a host's timers fire, measured: the time from a timer's expiry to its handler's work, by the timer's
 /// duration. Under the VM lab's QEMU TCG a null_blk timer of `completion_nsec` ends its request 80-110 us late at
 /// the median and 0.7-3.9 ms late at the 99th percentile (its blk trace, D to C: the vCPU thread is woken by the
-/// host, and runs when the host gives it a CPU), where a bare-metal host's hrtimers are microseconds late. Without it the simulator's null_blk
-/// completes every request exactly `completion_nsec` after it arrived, so jobs that start together stay in phase
-/// for the whole run (the lab's drift apart). Applied to null_blk's timer completions (irqmode 2): the one timer of
-/// the model whose lateness a lab run measures directly.
+/// host, and runs when the host gives it a CPU), where a bare-metal host's hrtimers are microseconds late. Without
+/// it the simulator's null_blk completes every request exactly `completion_nsec` after it arrived, so jobs that
+/// start together stay in phase for the whole run (the lab's drift apart). Applied to null_blk's timer completions
+/// (irqmode 2): the one timer of the model whose lateness a lab run measures directly.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TimerLateness {

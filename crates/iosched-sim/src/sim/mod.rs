@@ -506,12 +506,6 @@ impl Simulation<'_> {
             .unwrap_or_else(|| self.host.package_idle_extra_ns(at_ns))
     }
 
-    /// Whether `process` is asleep at `at_ns`, waiting for a completion: the work booked for it has ended (it
-    /// blocked in io_uring_enter, io_getevents or its read/write call). Its wake-up then costs the sleep/wake path
-    /// whether its core went idle or ran other processes meanwhile: try_to_wake_up and the switch back in are paid
-    /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
-    /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
-    /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
     /// How late a thread woken at `at_ns` on `core` starts to run (`HostConfig::wake_lateness`): a draw for how long
     /// the core has been idle, none on a busy core (its run queue decides when the thread runs) or on a host
     /// without it. The lab's guest: the host wakes the halted vCPU's thread, and runs it when it gives it a CPU.
@@ -537,6 +531,12 @@ impl Simulation<'_> {
         lateness.late_ns(duration_ns, u)
     }
 
+    /// Whether `process` is asleep at `at_ns`, waiting for a completion: the work booked for it has ended (it
+    /// blocked in io_uring_enter, io_getevents or its read/write call). Its wake-up then costs the sleep/wake path
+    /// whether its core went idle or ran other processes meanwhile: try_to_wake_up and the switch back in are paid
+    /// either way (Linux 6.3 kernel/sched/core.c), the context switch itself is counted apart. Seed 000's Fig. 3
+    /// measures it: N QD-1 processes on one core reach 162 K at N = 16, 6.2 us per I/O, the one-process path plus a
+    /// context switch and a sleep/wake; without the sleep/wake the model gave 238 K.
     fn asleep_at(&self, process: u32, at_ns: u64) -> bool {
         match self.processes.get(process as usize) {
             Some(proc) => at_ns >= proc.state.busy_until_ns,
