@@ -194,6 +194,10 @@ impl Device {
         let now = events.now_ns;
         let u = unit as usize;
         let remaining_ns = self.units[u].done_at_ns.saturating_sub(now);
+        debug_assert!(
+            self.units[u].suspended.is_none(),
+            "a unit holds one suspended operation"
+        );
         self.units[u].suspended = Some((self.units[u].op, remaining_ns));
         self.units[u].op_suspensions += 1;
         self.stats.suspensions += 1;
@@ -249,9 +253,14 @@ impl Device {
         }
         // Resuming a suspended operation keeps its count of suspensions; a new one starts from none.
         let resuming = self.units[u].reads.is_empty() && self.units[u].suspended.is_some();
-        let cached = std::mem::take(&mut self.units[u].cache_loaded);
+        let next = self.next_op(u, self.units[u].cache_loaded);
+        // The cache register keeps its data while the unit serves reads and resumes the program they suspended
+        // (`next_op` starts nothing cached before that program is done); otherwise the data is used now or dropped.
+        if self.units[u].suspended.is_none() {
+            self.units[u].cache_loaded = false;
+        }
         let config = &self.config;
-        let (op, done_at) = match self.next_op(u, cached) {
+        let (op, done_at) = match next {
             NextOp::CachedProgram => {
                 // The die took this program's data during the last one: it starts now, ahead of queued reads, and
                 // loads the next if it can.
@@ -384,7 +393,7 @@ impl Device {
     /// paced copies, the victim's erase. Pure, so that `load_cache_register` asks the same question.
     fn next_op(&self, u: usize, cached: bool) -> NextOp {
         let unit = &self.units[u];
-        if cached && self.host_program_allowed(u) {
+        if cached && unit.suspended.is_none() && self.host_program_allowed(u) {
             NextOp::CachedProgram
         } else if !unit.reads.is_empty() {
             NextOp::Read
@@ -1005,6 +1014,53 @@ mod tests {
         // Negative control: 192 writes never fill the buffer, so the controller programs page by page and the
         // read waits for one program, as without the cache.
         assert_eq!(read_during_a_second_program(true, 192), (612_656, 1));
+    }
+
+    /// With both cache programming and suspend, a read suspends a program whose successor's data is already in the
+    /// die's cache register. The suspended program resumes before that successor starts: a second read, during the
+    /// successor, would otherwise suspend it in turn and the first program would be forgotten (found by seed 000's
+    /// Fig. 12b with a 30 us suspend: 128 bios never completed, their buffer space never freed).
+    #[test]
+    fn a_suspended_program_resumes_before_the_program_in_the_cache_register() {
+        let mut config = small_device(Condition::Fresh);
+        config.cache_program = true;
+        config.read_suspend_ns = 30_000;
+        config.waiting_write_slots = 64;
+        let mut device = Device::new(config, 0, 1, 1);
+        let mut events = EventQueue::new();
+        // 320 4 KiB writes: 20 program units of 64 KiB, more than the 1 MiB buffer holds, so programs are cached.
+        submit_writes(&mut device, &mut events, 320);
+        run_until(&mut device, &mut events, |device| {
+            device
+                .units
+                .iter()
+                .any(|unit| matches!(unit.op, UnitOp::HostProgram) && unit.cache_loaded)
+        });
+        let unit = (0..4)
+            .find(|&u| {
+                matches!(device.units[u].op, UnitOp::HostProgram) && device.units[u].cache_loaded
+            })
+            .unwrap();
+        let pages = pages_on_unit(&device, unit, 2);
+        device.submit(0, read(10_000, pages[0] * 16384), &mut events);
+        // The read suspended the program; once it is served the unit runs a program again.
+        run_until(&mut device, &mut events, |device| {
+            device
+                .reads
+                .get(10_000)
+                .is_some_and(|read| read.pages_left == 0)
+                && matches!(device.units[unit].op, UnitOp::HostProgram)
+        });
+        // That program is the suspended one, resumed, not the cached one started over it.
+        assert!(device.units[unit].suspended.is_none());
+        device.submit(0, read(10_001, pages[1] * 16384), &mut events);
+        let done = run_until_idle(&mut device, &mut events);
+        // Every command completes, every program unit reaches the flash and frees its buffer space. (Negative
+        // control, tried by hand: with the cached program started over the suspended one, 19 of the 20 programs.)
+        assert!(done.iter().any(|&(_, request)| request == 10_001));
+        assert!(device.waiting_writes.is_empty());
+        assert_eq!(device.stats.host_program_units, 20);
+        assert_eq!(device.buffer_used_bytes, 0);
     }
 
     /// Run the device's events until none is left; the times at which host programs ended.
