@@ -560,7 +560,10 @@ impl Device {
         if operation != self.units[u].operation {
             return;
         }
-        match self.units[u].op {
+        // The unit is idle from here: what its operation's end sets off (freed buffer space lets the front end hand
+        // on reads) must not find it still busy, or a read would suspend a program that has already ended.
+        let op = std::mem::replace(&mut self.units[u].op, UnitOp::Idle);
+        match op {
             UnitOp::Read { request, bytes } => {
                 let off_channel = self.book_channel(u, now, bytes as u64);
                 if self.config.read_out_ns.is_some() {
@@ -613,8 +616,10 @@ impl Device {
             }
             UnitOp::Idle => unreachable!("an idle unit cannot finish an operation"),
         }
-        self.units[u].op = UnitOp::Idle;
-        self.start_next_op(unit, events);
+        if matches!(self.units[u].op, UnitOp::Idle) {
+            // (A read handed on meanwhile may have started it already.)
+            self.start_next_op(unit, events);
+        }
         // Freed space or finished garbage collection may let other idle units work.
         self.drain_to_idle_units(events);
     }
@@ -1061,6 +1066,121 @@ mod tests {
         assert!(device.waiting_writes.is_empty());
         assert_eq!(device.stats.host_program_units, 20);
         assert_eq!(device.buffer_used_bytes, 0);
+    }
+
+    /// Every mechanism that reorders a unit's work on at once (cache programming, suspend, garbage collection in
+    /// steps, writes and reads waiting for room, reads after the flash) on a preconditioned drive: 4-64 KiB reads
+    /// among 4-64 KiB writes, closed loops, and every command completes. Negative control (found this way): when a
+    /// program's end freed buffer space and the front end handed on a read to the same unit at that instant, the
+    /// unit still looked busy, the read suspended the finished program, and the program ended twice (the buffer's
+    /// count underflowed here; in seed 000's Fig. 12b with a 30 us suspend, bios never completed).
+    #[test]
+    fn every_command_completes_with_suspend_cache_programming_and_gc_steps() {
+        let mut config = small_device(Condition::Preconditioned);
+        config.channels = 4;
+        config.units_per_channel = 4;
+        config.cache_program = true;
+        config.read_suspend_ns = 30_000;
+        config.gc_step_copies = Some(2);
+        config.waiting_write_slots = 16;
+        config.read_out_ns = Some(1_300);
+        config.read_buffer_bytes = Some(64 * 1024);
+        config.waiting_read_slots = 4;
+        config.scattered_piece_bytes = Some(4096);
+        let mut device = Device::new(config, 0, 4, 1);
+        let mut events = EventQueue::new();
+        let mut rng = <rand_pcg::Pcg64 as rand::SeedableRng>::seed_from_u64(3);
+        // Closed loops: 64 writes and 8 reads outstanding, each replaced as it completes, until 20,000 of each.
+        const READS_FROM: u32 = 1 << 20;
+        let pages = (1u64 << 30) / 4096;
+        let mut submitted = [0u32; 2];
+        let mut submit = |device: &mut Device, events: &mut EventQueue, kind: usize| -> bool {
+            if submitted[kind] == 20_000 {
+                return false;
+            }
+            let request = [0, READS_FROM][kind] + submitted[kind];
+            submitted[kind] += 1;
+            let command = Command {
+                request,
+                write: kind == 0,
+                offset_bytes: rng.random_range(0..pages - 16) * 4096,
+                bytes: 4096 << rng.random_range(0..5),
+            };
+            device.submit(request % 4, command, events);
+            true
+        };
+        for kind in [0; 64].into_iter().chain([1; 8]) {
+            submit(&mut device, &mut events, kind);
+        }
+        let mut completed = [0u32; 2];
+        while let Some((_, event)) = events.pop() {
+            match event {
+                Event::ControllerDone { core, .. } => device.controller_done(core, &mut events),
+                Event::ReadOutDone { .. } => device.read_out_done(&mut events),
+                Event::UnitDone {
+                    unit, operation, ..
+                } => device.unit_done(unit, operation, &mut events),
+                Event::DeviceComplete { request, .. } => {
+                    device.completion_posted(request, &mut events);
+                    device.command_completed();
+                    let kind = (request >= READS_FROM) as usize;
+                    completed[kind] += 1;
+                    submit(&mut device, &mut events, kind);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        eprintln!(
+            "fe {:?}",
+            device
+                .front_end
+                .iter()
+                .map(|c| (
+                    c.command.map(|c| (c.request, c.write, c.bytes)),
+                    c.stalled_since_ns,
+                    c.buffered_bytes
+                ))
+                .collect::<Vec<_>>()
+        );
+        eprintln!(
+            "ww {} wr {} rbuf {} buf {} pend {} sq {:?}",
+            device.waiting_writes.len(),
+            device.waiting_reads.len(),
+            device.read_buffer_used_bytes,
+            device.buffer_used_bytes,
+            device.buffer_pending_bytes,
+            device
+                .submission_queues
+                .iter()
+                .map(|q| q.len())
+                .collect::<Vec<_>>()
+        );
+        eprintln!(
+            "units {:?}",
+            device
+                .units
+                .iter()
+                .map(|u| (
+                    format!("{:?}", u.op),
+                    u.reads.len(),
+                    u.suspended.is_some(),
+                    u.gc_active,
+                    u.free_program_units,
+                    u.step_copies_left
+                ))
+                .collect::<Vec<_>>()
+        );
+        eprintln!(
+            "readout {:?} busy {}",
+            device
+                .read_out_queues
+                .iter()
+                .map(|q| q.len())
+                .collect::<Vec<_>>(),
+            device.read_out_busy.is_some()
+        );
+        assert!(device.stats.suspensions > 1_000 && device.stats.gc_steps > 100);
+        assert_eq!(completed, [20_000, 20_000]);
     }
 
     /// Run the device's events until none is left; the times at which host programs ended.
