@@ -1096,35 +1096,23 @@ mod tests {
         assert_eq!(device.buffer_used_bytes, 0);
     }
 
-    /// Every mechanism that reorders a unit's work on at once (cache programming, suspend, garbage collection in
-    /// steps, writes and reads waiting for room, reads after the flash) on a preconditioned drive: 4-64 KiB reads
-    /// among 4-64 KiB writes, closed loops, and every command completes. Negative control (found this way): when a
-    /// program's end freed buffer space and the front end handed on a read to the same unit at that instant, the
-    /// unit still looked busy, the read suspended the finished program, and the program ended twice (the buffer's
-    /// count underflowed here; in seed 000's Fig. 12b with a 30 us suspend, bios never completed).
-    #[test]
-    fn every_command_completes_with_suspend_cache_programming_and_gc_steps() {
-        let mut config = small_device(Condition::Preconditioned);
-        config.channels = 4;
-        config.units_per_channel = 4;
-        config.cache_program = true;
-        config.read_suspend_ns = 30_000;
-        config.gc_step_copies = Some(2);
-        config.waiting_write_slots = 16;
-        config.read_out_ns = Some(1_300);
-        config.read_buffer_bytes = Some(64 * 1024);
-        config.waiting_read_slots = 4;
-        config.scattered_piece_bytes = Some(4096);
-        let mut device = Device::new(config, 0, 4, 1);
+    /// Closed loops on `config` (4 hardware queues): 64 writes and 8 reads of 4-64 KiB at random offsets
+    /// outstanding, each replaced as it completes, until `each` of each kind; returns how many of each completed.
+    /// The host's side is as the engine's: a posted completion frees its read-buffer room and its command.
+    fn closed_loop(
+        config: crate::config::DeviceConfig,
+        seed: u64,
+        each: u32,
+    ) -> ([u32; 2], Device) {
+        let mut device = Device::new(config, 0, 4, seed);
         let mut events = EventQueue::new();
-        let mut rng = <rand_pcg::Pcg64 as rand::SeedableRng>::seed_from_u64(3);
-        // Closed loops: 64 writes and 8 reads outstanding, each replaced as it completes, until 20,000 of each.
+        let mut rng = <rand_pcg::Pcg64 as rand::SeedableRng>::seed_from_u64(seed);
         const READS_FROM: u32 = 1 << 20;
-        let pages = (1u64 << 30) / 4096;
+        let pages = device.config.capacity_bytes / 4096;
         let mut submitted = [0u32; 2];
-        let mut submit = |device: &mut Device, events: &mut EventQueue, kind: usize| -> bool {
-            if submitted[kind] == 20_000 {
-                return false;
+        let mut submit = |device: &mut Device, events: &mut EventQueue, kind: usize| {
+            if submitted[kind] == each {
+                return;
             }
             let request = [0, READS_FROM][kind] + submitted[kind];
             submitted[kind] += 1;
@@ -1135,7 +1123,6 @@ mod tests {
                 bytes: 4096 << rng.random_range(0..5),
             };
             device.submit(request % 4, command, events);
-            true
         };
         for kind in [0; 64].into_iter().chain([1; 8]) {
             submit(&mut device, &mut events, kind);
@@ -1158,57 +1145,87 @@ mod tests {
                 other => panic!("unexpected {other:?}"),
             }
         }
-        eprintln!(
-            "fe {:?}",
-            device
-                .front_end
-                .iter()
-                .map(|c| (
-                    c.command.map(|c| (c.request, c.write, c.bytes)),
-                    c.stalled_since_ns,
-                    c.buffered_bytes
-                ))
-                .collect::<Vec<_>>()
+        (completed, device)
+    }
+
+    /// Once the device has nothing left to do, every program has ended and freed its buffer space: what stays is
+    /// less than a program unit, which the model programs only when more data joins it.
+    fn assert_drained(device: &Device, description: &str) {
+        assert_eq!(
+            device.buffer_used_bytes, device.buffer_pending_bytes,
+            "{description}"
         );
-        eprintln!(
-            "ww {} wr {} rbuf {} buf {} pend {} sq {:?}",
-            device.waiting_writes.len(),
-            device.waiting_reads.len(),
-            device.read_buffer_used_bytes,
-            device.buffer_used_bytes,
-            device.buffer_pending_bytes,
-            device
-                .submission_queues
-                .iter()
-                .map(|q| q.len())
-                .collect::<Vec<_>>()
+        assert!(
+            device.buffer_pending_bytes < device.config.program_unit_bytes as u64,
+            "{description}"
         );
-        eprintln!(
-            "units {:?}",
-            device
-                .units
-                .iter()
-                .map(|u| (
-                    format!("{:?}", u.op),
-                    u.reads.len(),
-                    u.suspended.is_some(),
-                    u.gc_active,
-                    u.free_program_units,
-                    u.step_copies_left
-                ))
-                .collect::<Vec<_>>()
-        );
-        eprintln!(
-            "readout {:?} busy {}",
-            device
-                .read_out_queues
-                .iter()
-                .map(|q| q.len())
-                .collect::<Vec<_>>(),
-            device.read_out_busy.is_some()
-        );
+        assert_eq!(device.read_buffer_used_bytes, 0, "{description}");
+    }
+
+    /// Every mechanism that reorders a unit's work on at once (cache programming, suspend, garbage collection in
+    /// steps, writes and reads waiting for room, reads after the flash) on a preconditioned drive: every command
+    /// completes and every program ends. Negative control (found this way): when a program's end freed buffer space
+    /// and the front end handed on a read to the same unit at that instant, the unit still looked busy, the read
+    /// suspended the finished program, and the program ended twice (the buffer's count underflowed here; in seed
+    /// 000's Fig. 12b with a 30 us suspend, bios never completed).
+    #[test]
+    fn every_command_completes_with_suspend_cache_programming_and_gc_steps() {
+        let mut config = small_device(Condition::Preconditioned);
+        config.channels = 4;
+        config.units_per_channel = 4;
+        config.cache_program = true;
+        config.read_suspend_ns = 30_000;
+        config.gc_step_copies = Some(2);
+        config.waiting_write_slots = 16;
+        config.read_out_ns = Some(1_300);
+        config.read_buffer_bytes = Some(64 * 1024);
+        config.waiting_read_slots = 4;
+        config.scattered_piece_bytes = Some(4096);
+        let (completed, device) = closed_loop(config, 3, 20_000);
         assert!(device.stats.suspensions > 1_000 && device.stats.gc_steps > 100);
         assert_eq!(completed, [20_000, 20_000]);
+        assert_drained(&device, "");
+    }
+
+    /// The same closed loops on 48 drives whose mechanisms (and SLC cache) are switched on and off at random
+    /// (seeded): each drive's every command completes, whatever the combination.
+    #[test]
+    fn every_command_completes_whichever_mechanisms_are_on() {
+        let mut rng = <rand_pcg::Pcg64 as rand::SeedableRng>::seed_from_u64(11);
+        for case in 0..48u64 {
+            let mut config = small_device(if rng.random_bool(0.5) {
+                Condition::Preconditioned
+            } else {
+                Condition::Fresh
+            });
+            config.channels = 2 + rng.random_range(0..3);
+            config.units_per_channel = 1 + rng.random_range(0..4);
+            config.trimmed_fraction = [0.0, 0.3][rng.random_range(0..2)];
+            config.cache_program = rng.random_bool(0.5);
+            config.read_suspend_ns = [0, 30_000][rng.random_range(0..2)];
+            config.read_suspend_limit = [None, Some(1), Some(3)][rng.random_range(0..3)];
+            config.gc_step_copies = [None, Some(1), Some(4)][rng.random_range(0..3)];
+            config.waiting_write_slots = [0, 1, 16][rng.random_range(0..3)];
+            config.read_out_ns = [None, Some(1_300)][rng.random_range(0..2)];
+            config.read_buffer_bytes =
+                [None, Some(16 * 1024), Some(256 * 1024)][rng.random_range(0..3)];
+            config.waiting_read_slots = [0, 4][rng.random_range(0..2)];
+            config.scattered_piece_bytes = [None, Some(4096)][rng.random_range(0..2)];
+            config.buffer_fill_bytes_per_s = [None, Some(500_000_000)][rng.random_range(0..2)];
+            config.write_command_ns = [None, Some(3_000)][rng.random_range(0..2)];
+            config.page_read_extra_ns = [0, 40_000][rng.random_range(0..2)];
+            if rng.random_bool(0.4) {
+                // An SLC cache: a static region (empty on a rested drive), and on a fresh one a dynamic region.
+                config.slc_static_bytes = Some(16 << 20);
+                config.slc_dynamic_bytes = Some(64 << 20);
+                config.slc_program_ns = Some(150_000);
+                config.rested = rng.random_bool(0.5);
+            }
+            let description = format!("case {case}: {config:?}");
+            let (completed, device) = closed_loop(config, case, 2_000);
+            assert_eq!(completed, [2_000, 2_000], "{description}");
+            assert_drained(&device, &description);
+        }
     }
 
     /// Run the device's events until none is left; the times at which host programs ended.
