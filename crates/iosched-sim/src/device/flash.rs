@@ -1051,8 +1051,8 @@ mod tests {
 
     /// With both cache programming and suspend, a read suspends a program whose successor's data is already in the
     /// die's cache register. The suspended program resumes before that successor starts: a second read, during the
-    /// successor, would otherwise suspend it in turn and the first program would be forgotten (found by seed 000's
-    /// Fig. 12b with a 30 us suspend: 128 bios never completed, their buffer space never freed).
+    /// successor, would otherwise suspend it in turn and the first program would be forgotten (found reading the
+    /// suspend path after seed 000's Fig. 12b, run with a 30 us suspend, ended with bios never completed).
     #[test]
     fn a_suspended_program_resumes_before_the_program_in_the_cache_register() {
         let mut config = small_device(Condition::Fresh);
