@@ -876,6 +876,22 @@ mod tests {
             .position(|unit| matches!(unit.op, UnitOp::HostProgram))
     }
 
+    /// A unit running a host program with the next program's data already in its cache register, if one is.
+    fn cached_programming_unit(device: &Device) -> Option<usize> {
+        device
+            .units
+            .iter()
+            .position(|unit| matches!(unit.op, UnitOp::HostProgram) && unit.cache_loaded)
+    }
+
+    /// Whether read `id` has had every page read off the flash.
+    fn read_served(device: &Device, id: u32) -> bool {
+        device
+            .reads
+            .get(id as usize)
+            .is_some_and(|read| read.pages_left == 0)
+    }
+
     /// A fresh small device with `config`'s suspend settings, run until 16 4 KiB writes (64 KiB buffered) start a
     /// 0.5 ms program; returns it with its event queue and the programming unit.
     fn device_programming(config: crate::config::DeviceConfig) -> (Device, EventQueue, usize) {
@@ -965,11 +981,7 @@ mod tests {
         let pages = pages_on_unit(&device, unit, 2);
         device.submit(0, read(10_000, pages[0] * 16384), &mut events);
         run_until(&mut device, &mut events, |device| {
-            device
-                .reads
-                .get(10_000)
-                .is_some_and(|read| read.pages_left == 0)
-                && programming_unit(device) == Some(unit)
+            read_served(device, 10_000) && programming_unit(device) == Some(unit)
         });
         assert_eq!(device.units[unit].op_suspensions, 1);
         timed_read(&mut device, &mut events, 10_001, pages[1])
@@ -1064,25 +1076,14 @@ mod tests {
         // 320 4 KiB writes: 20 program units of 64 KiB, more than the 1 MiB buffer holds, so programs are cached.
         submit_writes(&mut device, &mut events, 320);
         run_until(&mut device, &mut events, |device| {
-            device
-                .units
-                .iter()
-                .any(|unit| matches!(unit.op, UnitOp::HostProgram) && unit.cache_loaded)
+            cached_programming_unit(device).is_some()
         });
-        let unit = (0..4)
-            .find(|&u| {
-                matches!(device.units[u].op, UnitOp::HostProgram) && device.units[u].cache_loaded
-            })
-            .unwrap();
+        let unit = cached_programming_unit(&device).unwrap();
         let pages = pages_on_unit(&device, unit, 2);
         device.submit(0, read(10_000, pages[0] * 16384), &mut events);
         // The read suspended the program; once it is served the unit runs a program again.
         run_until(&mut device, &mut events, |device| {
-            device
-                .reads
-                .get(10_000)
-                .is_some_and(|read| read.pages_left == 0)
-                && matches!(device.units[unit].op, UnitOp::HostProgram)
+            read_served(device, 10_000) && matches!(device.units[unit].op, UnitOp::HostProgram)
         });
         // That program is the suspended one, resumed, not the cached one started over it.
         assert!(device.units[unit].suspended.is_none());
