@@ -1174,8 +1174,11 @@ def interference_why(v: Values) -> dict[str, str]:
                        "Started within BFQ's 180 ms burst interval it joins their queue, and a probe gave 31.1 and "
                        "15.1 K at N = 8 and 16 (the artifact's 29.4 and 14.5 K); the artifact does not record the gap, "
                        "and Fig. 11d's BFQ L-app P99 says its L-app had a queue of its own, so the setup keeps 200 ms "
-                       "for both. At N = 32 the artifact's BFQ gives the reader 1.8 K, far less than an equal split; "
-                       "not explained (the model: "
+                       "for both. At N = 32 the artifact's BFQ gives the reader 1.8 K, far less than an equal split: "
+                       "its background readers' own rates split there, 26 at 2.0-2.1 K and 6 at 30.1-30.3 K, as when "
+                       "6 of them start too late to join the shared queue and the reader joins it, over its share of "
+                       "the tags (docs/papers.md; the model given that start gives 2.1 K); with the setup's start the "
+                       "model's reader has a queue of its own ("
                        f"{v[Key('fig-12a', 'bfq', '32', 'fg_read_kiops')]:.1f} K)")
     return {
         "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) the L-app's P99 falls below the "
