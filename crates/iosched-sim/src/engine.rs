@@ -59,6 +59,8 @@ pub enum Event {
     /// A core reaches the processes woken on it that wait in its CFS run queue: the one with the least virtual
     /// runtime runs (`Simulation::pick_next`).
     PickNext { core: u32 },
+    /// The cores' scheduler tick: each core whose load balancing is due balances (`Simulation::balance_tick`).
+    BalanceTick,
 }
 
 /// A pending event, ordered by (time, sequence), reversed so a max-heap pops the earliest. 32 bytes: the time and

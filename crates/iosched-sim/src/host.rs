@@ -14,7 +14,7 @@
 //!
 //! Not modelled: `wake_affine` (the waker's CPU as the target: for an I/O completion the interrupt arrives on the
 //! submitting CPU, usually the previous one anyway), `recent_used_cpu`, SMT siblings and several cache domains,
-//! periodic and idle load balancing of queued work, and the scan limit of `select_idle_cpu`.
+//! and the scan limit of `select_idle_cpu`. Load balancing of queued work is the simulation's (sim/balance.rs).
 
 use std::collections::VecDeque;
 

@@ -90,6 +90,10 @@ impl<'c> Simulation<'c> {
             }
         }
         let shared_core = shared_core.into_iter().map(|n| n > 1).collect();
+        // Load balancing moves only processes with more than one core to go to.
+        let movable = processes
+            .iter()
+            .any(|p| p.is_job_process() && p.params.allowed_cores.len() > 1);
         Ok(Self {
             config,
             events: EventQueue::new(),
@@ -131,6 +135,7 @@ impl<'c> Simulation<'c> {
             slice_start_ns: vec![0; cores as usize],
             shared_core,
             fair_scheduler: FairScheduler::for_host(cores, config.host.kernel_version()?),
+            balancer: super::balance::Balancer::new(cores, movable),
             // A stream of its own: drawn from only on a host with timer lateness, so no other run changes.
             timer_rng: rand_pcg::Pcg64::seed_from_u64(crate::mix(config.seed ^ 0x71AE_0000_0000)),
             completion_timer_draw: None,

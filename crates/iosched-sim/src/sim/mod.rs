@@ -35,6 +35,7 @@ use crate::host::{CpuAccount, Host};
 use crate::pagecache::PageCache;
 use crate::result::{Sample, SimResult};
 
+mod balance;
 mod block;
 mod buffered;
 mod build;
@@ -202,6 +203,8 @@ pub struct Simulation<'c> {
     /// How the kernel shares a busy core among the processes woken there (CFS before 6.6, EEVDF since):
     /// `runqueue.rs`.
     fair_scheduler: FairScheduler,
+    /// Periodic load balancing between the cores' run queues (`balance.rs`).
+    balancer: balance::Balancer,
 }
 
 /// The fair scheduling class of the host's kernel (kernel/sched/fair.c), its tunables all scaled by
@@ -331,6 +334,7 @@ impl Simulation<'_> {
             self.config.sample_interval_ns.min(self.end_ns.max(1)),
             Event::Sample,
         );
+        self.schedule_first_balance_tick();
     }
 
     fn alloc_slot(&mut self, slot: IoSlot) -> u32 {
@@ -402,6 +406,7 @@ impl Simulation<'_> {
             Event::FlusherStep => self.flusher_step(now),
             Event::FsyncStep { process } => self.fsync_step(process, now),
             Event::PickNext { core } => self.pick_next(core, now),
+            Event::BalanceTick => self.balance_tick(now),
         }
     }
 

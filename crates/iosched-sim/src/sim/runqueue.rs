@@ -23,8 +23,9 @@
 //! work split each call, whose dispatch loop then took the requests they inserted and went on, so the processes
 //! were still in their calls when their completions came and never slept (Kyber's 64 readers: 1.35x the mean).
 //!
-//! Simplifications: processes already waiting are not balanced between run queues (an idle core pulls only a
-//! process whose own work is running, `idle_pull`); a slice is checked when a pick comes due or its end passes, not
+//! Simplifications: processes already waiting move between run queues only by the periodic balancing of
+//! `balance.rs` (an idle core pulls at its next tick; at once only a process whose own work is running,
+//! `idle_pull`); a slice is checked when a pick comes due or its end passes, not
 //! at the tick (4 ms at HZ=250), and starts at a pick or a switch-in (a process back from sleep on a core nobody
 //! else ran keeps its start); the process charged with an interrupt is the one whose own
 //! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
@@ -49,10 +50,10 @@ use crate::engine::Event;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Woken {
     /// Ordered by virtual runtime, then by wake-up order.
-    vruntime_ns: u64,
-    seq: u64,
-    process: u32,
-    resume: Resume,
+    pub(super) vruntime_ns: u64,
+    pub(super) seq: u64,
+    pub(super) process: u32,
+    pub(super) resume: Resume,
 }
 
 /// What a woken process does first once its core picks it.
@@ -81,7 +82,7 @@ pub(super) struct Completion {
 /// One core's run queue.
 #[derive(Debug, Default)]
 pub(super) struct RunQueue {
-    waiting: BinaryHeap<Reverse<Woken>>,
+    pub(super) waiting: BinaryHeap<Reverse<Woken>>,
     /// A PickNext event is pending for this core.
     pick_pending: bool,
 }
@@ -114,7 +115,7 @@ impl Simulation<'_> {
 
     /// Whether `core`'s runner is inside its submission call there: between the call's booked pieces (its hooks
     /// are booked as it reaches them) the core has nothing booked, but it is not idle.
-    fn in_call_on(&self, core: u32) -> bool {
+    pub(super) fn in_call_on(&self, core: u32) -> bool {
         let (runner, _) = self.core_runner[core as usize];
         self.in_submission_call(runner) && self.processes[runner as usize].state.core == core
     }
@@ -167,10 +168,17 @@ impl Simulation<'_> {
         proc.state.resched = false;
         let woken = Woken {
             vruntime_ns: proc.state.vruntime_ns,
-            seq: self.run_queue_seq,
+            seq: 0,
             process,
             resume,
         };
+        self.requeue(core, woken);
+    }
+
+    /// Enqueue `woken` (its virtual runtime already relative to `core`) in `core`'s run queue, after those
+    /// enqueued before it, and have the core pick when it gets to it.
+    pub(super) fn requeue(&mut self, core: u32, mut woken: Woken) {
+        woken.seq = self.run_queue_seq;
         self.run_queue_seq += 1;
         self.run_queues[core as usize].waiting.push(Reverse(woken));
         self.schedule_pick(core);
