@@ -318,9 +318,19 @@ impl HostConfig {
     /// makes `jiffies` reach its expiry. Ticks fall at k / hz seconds of simulated time (a named simplification: the
     /// tick's phase against the run's start is unknown).
     pub fn jiffy_timer_due_ns(&self, now_ns: u64, msecs: u64) -> u64 {
+        let delay = (u128::from(msecs) * u128::from(self.hz)).div_ceil(1000);
+        self.jiffies_later_ns(now_ns, delay)
+    }
+
+    /// The next tick after `now_ns` (the start of the next jiffy).
+    pub fn next_tick_ns(&self, now_ns: u64) -> u64 {
+        self.jiffies_later_ns(now_ns, 1)
+    }
+
+    /// The tick `delay` jiffies after the current jiffy's.
+    fn jiffies_later_ns(&self, now_ns: u64, delay: u128) -> u64 {
         let hz = u128::from(self.hz);
         let jiffies = u128::from(now_ns) * hz / 1_000_000_000;
-        let delay = (u128::from(msecs) * hz).div_ceil(1000);
         ((jiffies + delay) * 1_000_000_000).div_ceil(hz) as u64
     }
 

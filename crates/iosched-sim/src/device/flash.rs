@@ -1099,7 +1099,8 @@ mod tests {
 
     /// Closed loops on `config` (4 hardware queues): 64 writes and 8 reads of 4-64 KiB at random offsets
     /// outstanding, each replaced as it completes, until `each` of each kind; returns how many of each completed and
-    /// the device as it then is. The host's side is as the engine's: a posted completion frees its read-buffer room and its command.
+    /// the device as it then is. The host's side is as the engine's: a posted completion frees its read-buffer room
+    /// and its command.
     fn closed_loop(
         config: crate::config::DeviceConfig,
         seed: u64,

@@ -106,16 +106,9 @@ impl Simulation<'_> {
     /// The first balancing tick, one jiffy after the start, if the balancer is active.
     pub(super) fn schedule_first_balance_tick(&mut self) {
         if self.balancer.active() {
-            let at = self.next_jiffy_ns(0);
+            let at = self.config.host.next_tick_ns(0);
             self.events.schedule(at, Event::BalanceTick);
         }
-    }
-
-    /// The start of the jiffy after the one `now` is in.
-    fn next_jiffy_ns(&self, now: u64) -> u64 {
-        let hz = u128::from(self.config.host.hz.max(1));
-        let jiffies = u128::from(now) * hz / 1_000_000_000 + 1;
-        (jiffies * 1_000_000_000).div_ceil(hz) as u64
     }
 
     /// A tick on every core (the kernel's ticks are aligned across CPUs): each core whose balance is due balances,
@@ -126,7 +119,7 @@ impl Simulation<'_> {
                 self.balance(core, now);
             }
         }
-        let next = self.next_jiffy_ns(now);
+        let next = self.config.host.next_tick_ns(now);
         if next <= self.end_ns && self.active_processes > 0 {
             self.events.schedule(next, Event::BalanceTick);
         }
@@ -151,10 +144,18 @@ impl Simulation<'_> {
             && proc.params.allowed_cores.contains(&core)
     }
 
+    /// How many processes are runnable on each core at `now`.
+    fn runnable(&self, now: u64) -> Vec<u64> {
+        (0..self.balancer.cores.len() as u32)
+            .map(|c| self.runnable_on(c, now))
+            .collect()
+    }
+
     /// `core` balances at `now` (`load_balance` on its MC domain) and sets when it balances next.
     fn balance(&mut self, core: u32, now: u64) {
-        let busy = self.runnable_on(core, now) > 0;
-        let attempt = self.balance_attempt(core, now, busy);
+        let runnable = self.runnable(now);
+        let busy = runnable[core as usize] > 0;
+        let attempt = self.balance_attempt(core, &runnable);
         let min_interval_ms = self.balancer.min_interval_ms;
         let state = &mut self.balancer.cores[core as usize];
         match attempt {
@@ -171,9 +172,9 @@ impl Simulation<'_> {
         state.next_ns = now + interval_ms * 1_000_000;
     }
 
-    fn balance_attempt(&mut self, core: u32, now: u64, busy: bool) -> Attempt {
-        let cores = self.balancer.cores.len() as u32;
-        let runnable: Vec<u64> = (0..cores).map(|c| self.runnable_on(c, now)).collect();
+    /// One attempt of `core`, given how many processes are runnable on each core.
+    fn balance_attempt(&mut self, core: u32, runnable: &[u64]) -> Attempt {
+        let cores = runnable.len() as u32;
         // The busiest core with a process that could move here (`find_busiest_queue`). Ties, which the kernel's
         // decaying load averages seldom have, go round robin from the core after this one's last choice: taking the
         // lowest-numbered left the pairs on the high-numbered cores in place for good.
@@ -196,7 +197,7 @@ impl Simulation<'_> {
         };
         self.balancer.cores[core as usize].last_busiest = busiest;
         let (local, most) = (runnable[core as usize], runnable[busiest as usize]);
-        if !busy {
+        if local == 0 {
             // An idle core pulls one process from a core with more than one runnable (`migrate_task`).
             if most < 2 {
                 return Attempt::Balanced;
@@ -257,6 +258,12 @@ mod tests {
         c
     }
 
+    /// `core`'s attempt at `now`, on the cores' state then.
+    fn attempt(sim: &mut Simulation, core: u32, now: u64) -> Attempt {
+        let runnable = sim.runnable(now);
+        sim.balance_attempt(core, &runnable)
+    }
+
     #[test]
     fn a_core_running_one_process_pulls_a_waiting_one_from_a_core_running_two_on_its_second_attempt(
     ) {
@@ -273,14 +280,14 @@ mod tests {
         sim.processes[1].state.core = 0;
         sim.queue_woken(0, 1, Resume::Issue);
         let now = 500_000;
-        assert_eq!(sim.balance_attempt(0, now, true), Attempt::Balanced);
+        assert_eq!(attempt(&mut sim, 0, now), Attempt::Balanced);
         assert_eq!(
-            sim.balance_attempt(1, now, true),
+            attempt(&mut sim, 1, now),
             Attempt::Unbalanced { moved: false }
         );
         sim.balancer.cores[1].failed = 1;
         assert_eq!(
-            sim.balance_attempt(1, now, true),
+            attempt(&mut sim, 1, now),
             Attempt::Unbalanced { moved: true }
         );
         assert!(sim.run_queues[0].waiting.is_empty());
@@ -293,10 +300,10 @@ mod tests {
         sim.processes[1].state.core = 0;
         sim.queue_woken(0, 1, Resume::Issue);
         assert_eq!(
-            sim.balance_attempt(1, now, false),
+            attempt(&mut sim, 1, now),
             Attempt::Unbalanced { moved: true }
         );
-        assert_eq!(sim.balance_attempt(0, now, true), Attempt::Balanced);
+        assert_eq!(attempt(&mut sim, 0, now), Attempt::Balanced);
     }
 
     #[test]

@@ -25,13 +25,13 @@
 //!
 //! Simplifications: processes already waiting move between run queues only by the periodic balancing of
 //! `balance.rs` (an idle core pulls at its next tick; at once only a process whose own work is running,
-//! `idle_pull`); a slice is checked when a pick comes due or its end passes, not
-//! at the tick (4 ms at HZ=250), and starts at a pick or a switch-in (a process back from sleep on a core nobody
-//! else ran keeps its start); the process charged with an interrupt is the one whose own
-//! work (submission, reaping) the core runs then, none during scheduler hooks or kworkers; the interrupt's time
-//! itself stays booked with the woken process's completion path. EEVDF (6.6+) shares the machinery with its own
-//! slice and no wake-up preemption (`FairScheduler`); it picks by virtual deadline among eligible processes, which
-//! for processes of one weight and slice is about the least virtual runtime, as here.
+//! `idle_pull`); a slice is checked when a pick comes due or its end passes, not at the tick (4 ms at HZ=250), and
+//! starts at a pick or a switch-in (a process back from sleep on a core nobody else ran keeps its start); the
+//! process charged with an interrupt is the one whose own work (submission, reaping) the core runs then, none
+//! during scheduler hooks or kworkers; the interrupt's time itself stays booked with the woken process's completion
+//! path. EEVDF (6.6+) shares the machinery with its own slice and no wake-up preemption (`FairScheduler`); it picks
+//! by virtual deadline among eligible processes, which for processes of one weight and slice is about the least
+//! virtual runtime, as here.
 //!
 //! A submitter woken by a freed request tag (libaio's io_submit, psync's pwrite: `TagWait::Submitter`) waits here
 //! too, and asks for the tag only once it runs (`Resume::TagRetry`). Until 2026-12-04 its wake-up was booked
