@@ -45,7 +45,8 @@ def vm():
 @vm.command()
 @_lab_option
 @click.option("--kernel", "pin", default=None, metavar="ABI",
-              help="Debian kernel ABI to take instead of the pinned one (e.g. 6.12.115+deb12).")
+              help="Debian kernel ABI to take instead of the pinned one: a 6.12 build (e.g. 6.12.115+deb12) or "
+                   "bookworm's own 6.1 (e.g. 6.1.0-57; our scheduler modules are written for 6.12).")
 @click.option("--rebuild", is_flag=True, help="Build the guest image (and our modules) again even if up to date.")
 @click.option("--no-modules", is_flag=True, help="Do not build our scheduler modules (k2, kyber-fairness).")
 def prepare(lab_dir, pin, rebuild, no_modules):
@@ -56,7 +57,7 @@ def prepare(lab_dir, pin, rebuild, no_modules):
 
     folder = lab.lab_dir(lab_dir)
     try:
-        lb = lab.prepare(folder, pin=pin or packages.KERNEL_PIN, echo=_echo, force=rebuild)
+        lb = lab.prepare(folder, pin=pin or packages.KERNEL_PIN, echo=_echo, force=rebuild, asked=pin is not None)
     except VmError as e:
         _fail(str(e))
     k = lb.info["kernel"]

@@ -5,6 +5,7 @@ control (input that must be refused or must not warn)."""
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from iosched.backends.kernel import fs as kernel_fs
-from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, lab, packages, qemu, runner
+from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, kmod, lab, packages, qemu, runner
 from iosched.cli import main
 from iosched.errors import SpecError
 from iosched.spec import RealSystem, expand_runs, load_experiment
@@ -134,6 +135,34 @@ def test_kernel_choice():
         "6.12.10+deb12"       # numeric order, not text order
     with pytest.raises(VmError, match="apt-get update"):
         packages.choose_kernel("6.12.117+deb12", {}, set())
+    # a kernel the user named is taken or refused, never replaced by another
+    with pytest.raises(VmError, match=r"--kernel 6\.12\.99\+deb12: apt's lists have no "
+                       r"linux-image-6\.12\.99\+deb12-amd64-unsigned; the newest 6\.12 builds they have: "
+                       r"6\.12\.120\+deb12, 6\.12\.117\+deb12, 6\.12\.115\+deb12"):
+        packages.choose_kernel("6.12.99+deb12", images, sources, asked=True)
+    assert packages.choose_kernel("6.12.115+deb12", images, sources, asked=True).abi == "6.12.115+deb12"
+
+
+def test_kernel_series():
+    """bookworm's own 6.1 beside the 6.12 backport: ABIs, image and headers packages, and the error for others."""
+    s61, s612 = packages.series_of("6.1.0-57"), packages.series_of("6.12.117+deb12")
+    assert (s61.name, s61.source_package, s61.kbuild_package("6.1.0-57")) == ("6.1", "linux-source-6.1",
+                                                                            "linux-kbuild-6.1")
+    assert s612.kbuild_package("6.12.117+deb12") == "linux-kbuild-6.12.117+deb12"
+    assert s61.abi_of("linux-image-6.1.0-57-amd64-unsigned") == "6.1.0-57"
+    assert s61.abi_of("linux-image-6.12.117+deb12-amd64-unsigned") is None       # 6.12 is not 6.1's
+    assert s612.abi_of("linux-image-6.12.117+deb12-amd64-unsigned") == "6.12.117+deb12"
+    assert s612.abi_of("linux-image-6.12.117+deb12-cloud-amd64-unsigned") is None
+    c = packages.choose_kernel("6.1.0-57", {"6.1.0-57": "6.1.192-3", "6.1.0-9": "6.1.27-1"}, {"6.1.192-3"},
+                               asked=True)
+    assert (c.release, c.package, c.source_available) == ("6.1.0-57-amd64", "linux-image-6.1.0-57-amd64-unsigned",
+                                                          True)
+    assert kmod.header_packages("6.1.0-57") == ["linux-headers-6.1.0-57-amd64", "linux-headers-6.1.0-57-common",
+                                                "linux-kbuild-6.1"]
+    for bad in ("6.1.192", "5.10.0-30", "6.12.117"):
+        with pytest.raises(VmError, match=f"--kernel {re.escape(bad)}: not a Debian kernel ABI the lab knows; "
+                                          r"it takes one like 6\.12\.117\+deb12 \(6\.12\) or 6\.1\.0-57 \(6\.1\)"):
+            packages.series_of(bad)
 
 
 def test_depends_and_deb_names(tmp_path):

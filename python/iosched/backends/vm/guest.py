@@ -20,7 +20,8 @@ from .devices import LabDevice, nullb_attributes
 PORT_NAME = "iosched"
 MARK = "@@iosched"
 CGROUP_PARENT = "/sys/fs/cgroup/iosched"
-BASE_MODULES = ("configfs", "kyber_iosched", "bfq")
+# virtio_pci and virtio_console carry the result port: built in on the 6.12 kernels, modules on 6.1.
+BASE_MODULES = ("configfs", "kyber_iosched", "bfq", "virtio_pci", "virtio_console")
 DEVICE_MODULES = ("null_blk", "nvme", "virtio_blk")
 # The file systems a spec can name, and the checksums they ask the crypto API for at mount (a softdep, which the
 # modules' depends do not list, and the guest has no modprobe to follow).
@@ -55,12 +56,15 @@ load() {
     local name="$1"
     shift
     grep -qx "$name" /tmp/loaded 2>/dev/null && return 0
+    [ -f "/lib/modules/iosched/$name.ko" ] || return 0  # built in (the image builder left out only those)
     local d
     for d in $(cat "/lib/modules/iosched/$name.deps"); do load "$d" || return 1; done
     insmod "/lib/modules/iosched/$name.ko" "$@" || return 1
     echo "$name" >> /tmp/loaded
 }
-for m in configfs kyber_iosched bfq; do load "$m" || echo "iosched: cannot load $m" > /dev/console; done
+for m in configfs kyber_iosched bfq virtio_pci virtio_console; do
+    load "$m" || echo "iosched: cannot load $m" > /dev/console
+done
 mount -t configfs configfs /sys/kernel/config
 PORT=/dev/console
 for p in /sys/class/virtio-ports/*; do
@@ -296,7 +300,7 @@ def run_script(br: BatchRun, n_devices: int, sample_interval_s: float, stall_aft
               f"( while :; do sample; sleep {interval}; done ) > stat.log & SAMPLER=$!"]
     lines += [f"cat /sys/block/$(cat /work/devices/d{k}.name)/stat > diskstat-d{k}.before" for k in range(n_devices)]
     if trace_buffer_kib:
-        lines += ["mountpoint -q /sys/kernel/tracing || mount -t tracefs none /sys/kernel/tracing",
+        lines += ["grep -q ' /sys/kernel/tracing ' /proc/mounts || mount -t tracefs none /sys/kernel/tracing",
                   "echo 0 > /sys/kernel/tracing/tracing_on",
                   f"echo {trace_buffer_kib} > /sys/kernel/tracing/buffer_size_kb",
                   ": > /sys/kernel/tracing/trace"]

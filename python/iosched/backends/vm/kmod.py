@@ -2,11 +2,11 @@
 the guest on demand.
 
 An elevator needs the kernel's private ``block/*.h`` headers, which Debian's headers packages lack: the build takes
-``linux-headers-<abi>-amd64``, ``linux-headers-<abi>-common`` and ``linux-kbuild-<abi>`` of exactly the lab's
-kernel (``apt-get download`` + ``dpkg-deb -x``, no root), and the ``block/*.h`` files of ``linux-source-6.12`` of
-the same version (read out of its 153 MB package, which is then dropped).  All of that is cached, so later builds
-are offline.  The headers' Makefile includes the common headers by an absolute ``/usr/src/...`` path: it is
-rewritten to the unpacked copy.
+``linux-headers-<abi>-amd64``, ``linux-headers-<abi>-common`` and ``linux-kbuild-<abi>`` (6.1: ``linux-kbuild-6.1``)
+of exactly the lab's kernel (``apt-get download`` + ``dpkg-deb -x``, no root), and the ``block/*.h`` files of
+``linux-source-<series>`` of the same version (read out of its 153 MB package, which is then dropped).  All of
+that is cached, so later builds are offline.  The headers' Makefile includes the common headers by an absolute
+``/usr/src/...`` path: it is rewritten to the unpacked copy.
 
 Layout under the lab's folder::
 
@@ -46,6 +46,9 @@ ENV = "IOSCHED_KMOD_DIR"           # another kmod/ source folder (default: the c
 SOURCE_SUFFIXES = (".c", ".h")
 SOURCE_NAMES = ("Makefile", "Kbuild")
 BUILD_TIMEOUT_S = 600
+# The kernel series whose elevator interface kmod/ is written against (its insert_requests takes blk_insert_t
+# flags, which 6.1's does not: the build fails there).
+KERNEL_API = "6.12"
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ def source_digest(src: Path) -> str:
 
 
 def header_packages(abi: str) -> list[str]:
-    return [f"linux-headers-{abi}-{packages.FLAVOUR}", f"linux-headers-{abi}-common", f"linux-kbuild-{abi}"]
+    return [f"linux-headers-{abi}-{packages.FLAVOUR}", f"linux-headers-{abi}-common",
+            packages.series_of(abi).kbuild_package(abi)]
 
 
 def kernel_dir(lab_dir: Path, version: str) -> Path:
@@ -121,7 +125,7 @@ def _fetch_exact(dest: Path, name: str, version: str, echo) -> Path:
         packages.download([f"{name}={version}"], dest)
     except VmError as e:
         raise VmError(f"{name} {version} (the lab kernel's version) could not be fetched: {e}; if the archive "
-                      f"dropped it, `iosched vm prepare` picks a newer kernel with a matching {packages.SOURCE_PACKAGE}"
+                      "dropped it, `iosched vm prepare` picks a newer kernel with a matching linux-source"
                       ) from None
     hit = packages.find_deb(dest, name, version)
     if hit is None:
@@ -165,6 +169,7 @@ def prepare_headers(lab_dir: Path, info: dict, echo: Callable[[str], None]) -> P
     """The unpacked headers and the private block headers of the lab's kernel (cached; fetched once)."""
     k = info["kernel"]
     version, abi = k["version"], k["abi"]
+    source_package = packages.series_of(abi).source_package
     root = kernel_dir(lab_dir, version)
     if _headers_ready(root):
         return root
@@ -183,12 +188,12 @@ def prepare_headers(lab_dir: Path, info: dict, echo: Callable[[str], None]) -> P
         # `include /usr/src/linux-headers-...-common/Makefile`: the unpacked copy's, at its final place.
         makefile.write_text(re.sub(r"(?<![\w/])/usr/src/", f"{root}/usr/src/", makefile.read_text()))
         with tempfile.TemporaryDirectory(dir=lab_dir / "kmod", prefix=".source-") as sdir:
-            src_deb = _fetch_exact(Path(sdir), packages.SOURCE_PACKAGE, version, echo)
+            src_deb = _fetch_exact(Path(sdir), source_package, version, echo)
             echo(f"extracting block/*.h from {src_deb.name} ...")
             names = extract_block_headers(src_deb, tmp / "block")
         (tmp / "done.json").write_text(json.dumps({
             "version": version, "abi": abi, "packages": {d.name.split("_")[0]: version for d in got},
-            "source_package": f"{packages.SOURCE_PACKAGE}={version}", "block_headers": names,
+            "source_package": f"{source_package}={version}", "block_headers": names,
             "seconds": round(time.monotonic() - t0, 1)}, indent=1) + "\n")
         shutil.rmtree(root, ignore_errors=True)
         os.rename(tmp, root)
@@ -252,6 +257,10 @@ def ensure_built(lab_dir: Path, info: dict, *, echo: Callable[[str], None] = lam
     src = source_dir()
     digest = source_digest(src)
     version, abi = info["kernel"]["version"], info["kernel"]["abi"]
+    series = packages.series_of(abi)
+    if series.name != KERNEL_API:
+        raise VmError(f"our scheduler modules (kmod/) are written for Linux {KERNEL_API}'s elevator interface, and "
+                      f"the lab's kernel is {series.name} ({abi}): there it runs the kernel's own schedulers only")
     kdir = lab_dir / "kmod"
     with locked(kdir):
         root = prepare_headers(lab_dir, info, echo)

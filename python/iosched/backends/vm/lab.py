@@ -229,19 +229,22 @@ def _fetch(debs: Path, names: list[str], versions: dict[str, str], echo, recorde
 
 
 def prepare(folder: Path, *, pin: str = packages.KERNEL_PIN, echo: Callable[[str], None] = _echo_none,
-            force: bool = False) -> Lab:
-    """Fetch what is missing and build what is stale; returns the ready lab."""
+            force: bool = False, asked: bool = False) -> Lab:
+    """Fetch what is missing and build what is stale; returns the ready lab.  ``asked``: the user named ``pin``
+    (--kernel), so it is taken or refused, never replaced."""
+    series = packages.series_of(pin)
     with locked(folder):
         t0 = time.monotonic()
         old = _read_info(folder)
         recorded = dict(old.get("packages", {})) if old else {}
-        images, sources = packages.archive_kernels()
-        if not images and old:       # no package lists for 6.12 (offline machine): keep what was chosen
+        images, sources = packages.archive_kernels(series)
+        if not images and old and (not asked or old["kernel"]["abi"] == pin):
+            # no package lists for the series (offline machine): keep what was chosen
             k = old["kernel"]
             choice = packages.KernelChoice(k["abi"], k["version"], k.get("source_available", False),
-                                           note="apt's lists have no 6.12 kernel now: kept the recorded one")
+                                           note=f"apt's lists have no {series.name} kernel now: kept the recorded one")
         else:
-            choice = packages.choose_kernel(pin, images, sources)
+            choice = packages.choose_kernel(pin, images, sources, asked=asked)
         if choice.note:
             echo(f"note: {choice.note}")
         debs = folder / "debs"
@@ -254,7 +257,8 @@ def prepare(folder: Path, *, pin: str = packages.KERNEL_PIN, echo: Callable[[str
         libs = _fetch_libraries(folder, debs, got, versions, echo, recorded)
         info = {"format": BUILD_FORMAT, "kernel": {
             "abi": choice.abi, "release": choice.release, "package": choice.package, "version": choice.version,
-            "pinned": pin, "source_package": packages.SOURCE_PACKAGE, "source_version": choice.version,
+            "pinned": pin, "source_package": packages.series_of(choice.abi).source_package,
+            "source_version": choice.version,
             "source_available": choice.source_available, "note": choice.note},
             "packages": dict(sorted(versions.items())), "debs": {n: p.name for n, p in sorted(got.items())},
             "libraries": libs}

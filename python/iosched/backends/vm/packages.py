@@ -4,6 +4,9 @@
 The guest kernel is pinned (``KERNEL_PIN``); when the archive no longer has it, the newest 6.12 build whose
 ``linux-source-6.12`` of the same version is also there is taken instead (the modules issue builds elevators
 against that source, so the two must stay in step), and the choice is recorded in the lab's ``lab.json``.
+``iosched vm prepare --kernel ABI`` takes another build of a series the lab knows (``SERIES``): a 6.12 one, or
+bookworm's own 6.1 (per-word tag depths, as the 6.3 kernel of seed 000's artifact had); an ABI the archive does
+not have is an error then, not a substitution.
 """
 
 from __future__ import annotations
@@ -20,10 +23,40 @@ from . import VmError
 # Debian bookworm's security archive, 6.12 backport; its modules (kyber, bfq, null_blk, nvme) are in the image
 # package as .ko.xz.
 KERNEL_PIN = "6.12.117+deb12"
-KERNEL_SERIES = "6.12"
 FLAVOUR = "amd64"
-SOURCE_PACKAGE = f"linux-source-{KERNEL_SERIES}"
-ABI_RE = re.compile(rf"linux-image-({re.escape(KERNEL_SERIES)}\.\d+\+deb\d+)-{FLAVOUR}-unsigned")
+
+
+@dataclass(frozen=True)
+class Series:
+    """A Debian kernel series the lab can boot: how its ABIs are spelt and what its packages are called."""
+    name: str             # 6.12
+    abi_pattern: str      # a regex for the ABI (6.12.117+deb12)
+    example: str
+    kbuild_shared: bool   # one linux-kbuild-<series> for every ABI (6.1) or one per ABI (the 6.12 backport)
+
+    @property
+    def source_package(self) -> str:
+        return f"linux-source-{self.name}"
+
+    def kbuild_package(self, abi: str) -> str:
+        return f"linux-kbuild-{self.name if self.kbuild_shared else abi}"
+
+    def abi_of(self, package_name: str) -> str | None:
+        m = re.fullmatch(rf"linux-image-({self.abi_pattern})-{FLAVOUR}-unsigned", package_name)
+        return m.group(1) if m else None
+
+
+SERIES = (Series("6.12", r"6\.12\.\d+\+deb\d+", "6.12.117+deb12", kbuild_shared=False),
+          Series("6.1", r"6\.1\.0-\d+", "6.1.0-57", kbuild_shared=True))
+
+
+def series_of(abi: str) -> Series:
+    """The series an ABI belongs to; a VmError naming the forms the lab knows for any other."""
+    for s in SERIES:
+        if re.fullmatch(s.abi_pattern, abi):
+            return s
+    forms = " or ".join(f"{s.example} ({s.name})" for s in SERIES)
+    raise VmError(f"--kernel {abi}: not a Debian kernel ABI the lab knows; it takes one like {forms}")
 
 
 def image_package(abi: str) -> str:
@@ -55,21 +88,27 @@ def _version_key(abi: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", abi))
 
 
-def choose_kernel(pin: str, images: dict[str, str], sources: set[str]) -> KernelChoice:
-    """``images``: ABI → package version of the linux-image-*-unsigned builds the archive has; ``sources``: the
-    versions of linux-source-6.12 it has.  The pinned ABI when there, else the newest with a matching source,
-    else the newest at all (noted)."""
+def choose_kernel(pin: str, images: dict[str, str], sources: set[str], *, asked: bool = False) -> KernelChoice:
+    """``images``: ABI → package version of the linux-image-*-unsigned builds of the pin's series the archive has;
+    ``sources``: the versions of that series' linux-source it has.  The pinned ABI when there, else the newest with
+    a matching source, else the newest at all (noted).  An ABI the user ``asked`` for is taken or refused: a
+    different kernel than the one named would make every result say something else."""
+    series = series_of(pin)
     if pin in images:
         return KernelChoice(pin, images[pin], images[pin] in sources)
     if not images:
-        raise VmError(f"the package lists have no linux-image-{KERNEL_SERIES}.*-{FLAVOUR}-unsigned (Debian "
-                      f"bookworm's security archive has them): run `apt-get update` as root (./scripts/setup does), "
+        raise VmError(f"the package lists have no linux-image-{series.name}*-{FLAVOUR}-unsigned (Debian "
+                      f"bookworm's archives have them): run `apt-get update` as root (./scripts/setup does), "
                       f"then `iosched vm prepare`")
+    if asked:
+        newest = sorted(images, key=_version_key, reverse=True)[:3]
+        raise VmError(f"--kernel {pin}: apt's lists have no {image_package(pin)}; the newest {series.name} builds "
+                      f"they have: {', '.join(newest)}")
     paired = [a for a in images if images[a] in sources]
     pick = max(paired or images, key=_version_key)
     why = f"the pinned kernel {pin} is no longer in the archive; took {pick}"
     if not paired:
-        why += f" (no {SOURCE_PACKAGE} of the same version is there either)"
+        why += f" (no {series.source_package} of the same version is there either)"
     return KernelChoice(pick, images[pick], images[pick] in sources, note=why)
 
 
@@ -85,14 +124,14 @@ def _run(cmd: list[str], *, cwd: Path | None = None, what: str) -> str:
     return r.stdout
 
 
-def archive_kernels() -> tuple[dict[str, str], set[str]]:
-    """(ABI → version of each linux-image-6.12.*-amd64-unsigned, versions of linux-source-6.12) per apt's
-    package lists (no network)."""
-    names = _run(["apt-cache", "pkgnames", f"linux-image-{KERNEL_SERIES}."], what="listing kernels").split()
-    found = {m.group(1): n for n in names if (m := ABI_RE.fullmatch(n))}
+def archive_kernels(series: Series = SERIES[0]) -> tuple[dict[str, str], set[str]]:
+    """(ABI → version of each linux-image-<ABI>-amd64-unsigned of ``series``, versions of its linux-source) per
+    apt's package lists (no network)."""
+    names = _run(["apt-cache", "pkgnames", f"linux-image-{series.name}."], what="listing kernels").split()
+    found = {abi: n for n in names if (abi := series.abi_of(n))}
     versions = candidates(list(found.values()))
     images = {abi: versions[n] for abi, n in found.items() if n in versions}
-    return images, set(madison(SOURCE_PACKAGE))
+    return images, set(madison(series.source_package))
 
 
 def madison(name: str) -> list[str]:
