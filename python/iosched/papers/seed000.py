@@ -1144,7 +1144,8 @@ def interference_why(v: Values) -> dict[str, str]:
             "weight's share of the tags, ~190 requests per drive in the model (above the drive's 128 waiting-write "
             "slots, so the rest hold its front end and reads queue behind them) where the artifact's disk stats show "
             "~25-45 (why the kernel's share is that much smaller is not established: Linux 6.12 and 6.1 in the VM "
-            "lab hold such writers on a drive-bound null_blk to the share the model computes, within 11%; a "
+            "lab hold such writers on a drive-bound null_blk to about the model's share (model over kernel "
+            "0.89-1.21x); a "
             "weight-raised L-app would give it, but would also get far more service than the artifact's, "
             "docs/papers.md), and Kyber, seeing "
             "writes above their 10 ms target, never throttles them")
