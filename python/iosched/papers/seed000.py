@@ -1145,10 +1145,8 @@ def interference_why(v: Values) -> dict[str, str]:
             "slots, so the rest hold its front end and reads queue behind them) where the artifact's disk stats show "
             "~25-45 (why the kernel's share is that much smaller is not established: Linux 6.12 and 6.1 in the VM "
             "lab hold such writers on a drive-bound null_blk to about the model's share (model over kernel "
-            "0.89-1.21x); a "
-            "weight-raised L-app would give it, but would also get far more service than the artifact's, "
-            "docs/papers.md), and Kyber, seeing "
-            "writes above their 10 ms target, never throttles them")
+            "0.89-1.21x); a weight-raised L-app would give it, but would also get far more service than the "
+            "artifact's, docs/papers.md), and Kyber, seeing writes above their 10 ms target, never throttles them")
     one_slow_drive = ("the artifact's per-drive counters (disk_util.csv) show one drive, D5, holding the backlog: with "
                       "64 KiB readers its time per request grows from 2.2 ms (N = 1, none) to 136 ms (N = 32) while the "
                       "other seven stay at 0.2-0.9 ms. Every process spreads its I/O round-robin over the 8 drives, so "
