@@ -284,15 +284,15 @@ impl Simulation<'_> {
         let (device, hctx) = (self.slots[io as usize].device, rq.hctx);
         let queue = &mut self.queues[device as usize];
         if let Some(into) = queue.elevator.bio_merge(&rq, queue.max_sectors) {
-            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along. A punted
-            // io_uring bio's io-wq worker is free again, as after an insert.
+            // The elevator grew its request; this bio (and any plug-merged chain behind it) rides along. An io-wq
+            // worker issuing it is free again, as after an insert.
             self.trace_bio('M', io, now);
             let chain_tail = self.slots[io as usize].tail;
             self.link(into, io);
             if chain_tail != NO_IO {
                 self.slots[into as usize].tail = chain_tail;
             }
-            self.next_punted_bio(io, now);
+            self.io_wq_worker_done(io, now);
             self.accepted(io, now);
             self.no_dispatch_loop(io, now);
             return;
@@ -300,24 +300,36 @@ impl Simulation<'_> {
         if !queue.try_take_request_tag(&rq) {
             let slot = &self.slots[io as usize];
             if slot.kind == BioKind::Fio {
-                let proc = &mut self.processes[slot.process as usize];
-                if let TagWait::IoWqWorkers(workers) = proc.params.tag_wait {
-                    if proc.state.tag_waits >= workers {
-                        proc.state.punted.push_back(io); // every worker is already waiting
+                let (process, worker_issue) = (slot.process, slot.io_wq_issue);
+                let proc = &mut self.processes[process as usize];
+                match proc.params.tag_wait {
+                    TagWait::IoWqWorkers(_) if worker_issue => {} // its worker sleeps, counted already
+                    TagWait::IoWqWorkers(workers) => {
+                        // The NOWAIT attempt failed (-EAGAIN): a free io-wq worker issues the bio again, blocking,
+                        // from scratch once it runs, so with the depth `limit_depth` gives then; else it queues for
+                        // a worker.
+                        if proc.state.tag_waits >= workers {
+                            proc.state.punted.push_back(io); // every worker is busy with one
+                        } else {
+                            proc.state.tag_waits += 1;
+                            self.slots[io as usize].io_wq_issue = true;
+                            let at = self.io_wq_worker_runs_at(process, now);
+                            self.events.schedule(at, Event::BlockInsert { io });
+                        }
                         self.no_dispatch_loop(io, now);
                         return;
                     }
+                    _ => proc.state.tag_waits += 1,
                 }
-                proc.state.tag_waits += 1;
             }
-            queue.wait_for_tag(&rq, io);
+            self.queues[device as usize].wait_for_tag(&rq, io);
             self.trace_thread('S', io, now);
             self.no_dispatch_loop(io, now);
             return;
         }
         self.trace_bio('G', io, now);
         self.queues[device as usize].elevator.insert(rq, now);
-        self.next_punted_bio(io, now);
+        self.io_wq_worker_done(io, now);
         self.accepted(io, now);
         if std::mem::take(&mut self.slots[io as usize].runs_queue_at_insert) {
             self.start_dispatch_loop(io, device, hctx, now);

@@ -20,7 +20,8 @@ pub(super) enum TagWait {
     /// out, so it is not done.)
     Submitter,
     /// io_uring issues inline with REQ_NOWAIT: a bio that finds no request fails with -EAGAIN and is reissued,
-    /// blocking, by one of the ring's io-wq workers, while the submitter goes on. Block-device I/O is bounded work,
+    /// blocking, by one of the ring's io-wq workers, while the submitter goes on; the worker's issue is a new
+    /// allocation, with the shallow depth `limit_depth` gives when it runs. Block-device I/O is bounded work,
     /// and a ring has min(SQ entries, 4 x CPUs) bounded workers (io_uring/io_uring.c `io_init_wq_offload`), so at
     /// most that many of its bios wait for requests; the rest queue for a worker in io-wq, in order.
     IoWqWorkers(u32),
@@ -144,21 +145,35 @@ impl Simulation<'_> {
         self.arm_timer(device, now);
     }
 
-    /// io_uring: bio `io` got a request without blocking; if it was a punted bio its io-wq worker is free again,
-    /// so while any of the ring's workers is free the next punted bio is issued.
-    pub(super) fn next_punted_bio(&mut self, io: u32, now: u64) {
-        let slot = &self.slots[io as usize];
-        if slot.kind != BioKind::Fio {
+    /// io_uring: bio `io` has its request (or merged) without sleeping; if an io-wq worker issued it, that worker
+    /// is free again and takes the next bio waiting in io-wq.
+    pub(super) fn io_wq_worker_done(&mut self, io: u32, now: u64) {
+        if !std::mem::take(&mut self.slots[io as usize].io_wq_issue) {
             return;
         }
-        let proc = &mut self.processes[slot.process as usize];
-        if let TagWait::IoWqWorkers(workers) = proc.params.tag_wait {
-            if proc.state.tag_waits < workers {
-                if let Some(next) = proc.state.punted.pop_front() {
-                    self.events.schedule(now, Event::BlockInsert { io: next });
-                }
-            }
+        let process = self.slots[io as usize].process;
+        self.processes[process as usize].state.tag_waits -= 1;
+        self.next_io_wq_work(process, now);
+    }
+
+    /// A free io-wq worker of `process`'s ring, running at `now`, issues the next bio waiting in io-wq, if any.
+    fn next_io_wq_work(&mut self, process: u32, now: u64) {
+        let proc = &mut self.processes[process as usize];
+        if let Some(next) = proc.state.punted.pop_front() {
+            proc.state.tag_waits += 1;
+            self.slots[next as usize].io_wq_issue = true;
+            self.events.schedule(now, Event::BlockInsert { io: next });
         }
+    }
+
+    /// When an io-wq worker woken for a bio whose NOWAIT attempt failed runs, and issues it again: woken as a tag
+    /// sleeper is (late where the host wakes a halted CPU late, the wake-up booked as the process's on its core).
+    /// Between the two attempts completions may have brought the queue under its share of the tags
+    /// (`bfq_limit_depth`), so the worker's attempt may get a deeper shallow depth than the one that failed.
+    pub(super) fn io_wq_worker_runs_at(&mut self, process: u32, now: u64) -> u64 {
+        let core = self.woken_core(process, now);
+        let at = now + self.wake_late_ns(core, now, None);
+        self.book_wake_up(process, at)
     }
 
     /// Legacy layer: bio `io` was handed the request it waited for, and the thread that waited wakes (a job's; the
@@ -181,6 +196,7 @@ impl Simulation<'_> {
             return;
         }
         let process = slot.process;
+        self.slots[io as usize].io_wq_issue = false;
         let proc = &mut self.processes[process as usize];
         proc.state.tag_waits -= 1;
         if proc.params.tag_wait == TagWait::Submitter && proc.params.clat_after_call {
@@ -192,11 +208,7 @@ impl Simulation<'_> {
                 proc.state.submitting = true;
                 self.events.schedule(now, Event::SubmitNext { process });
             }
-            TagWait::IoWqWorkers(_) => {
-                if let Some(next) = proc.state.punted.pop_front() {
-                    self.events.schedule(now, Event::BlockInsert { io: next });
-                }
-            }
+            TagWait::IoWqWorkers(_) => self.next_io_wq_work(process, now),
             _ => {}
         }
     }
@@ -273,6 +285,42 @@ mod tests {
         sim.run_until(|sim| sim.ios_completed >= 16);
         let state = &sim.processes[0].state;
         assert_eq!((state.tag_waits, state.punted.len()), (0, 0));
+    }
+
+    /// The same 16 bios: a NOWAIT attempt that finds no request is not yet a sleeper. Its io-wq worker issues the
+    /// bio again from scratch once it has woken (so with whatever shallow depth `limit_depth` gives then), and only
+    /// that attempt sleeps if there is still no request.
+    #[test]
+    fn an_io_wq_worker_asks_again_once_it_runs_and_only_then_sleeps() {
+        let c = scarce_requests(IoEngine::IoUring, 16);
+        let mut sim = Simulation::new(&c).unwrap();
+        until_all_reached_the_block_layer(&mut sim);
+        let hw_queues = sim.nr_hw_queues(0);
+        let asleep = |sim: &Simulation| -> usize {
+            (0..hw_queues).map(|h| sim.queues[0].sleeping_on_tags(h)).sum()
+        };
+        let with_workers = |sim: &Simulation| -> usize {
+            sim.slots.iter().filter(|slot| slot.live && slot.io_wq_issue).count()
+        };
+        let failed_at = sim.events.now_ns;
+        assert_eq!((asleep(&sim), with_workers(&sim)), (0, 8), "8 bios with workers, none asleep yet");
+        // The batch's NOWAIT attempts end at 32 us; the first worker's wake-up (3 us on the test host) is booked on
+        // the process's core from then, and it asks again at 35 us.
+        let (first_ns, first_io) = loop {
+            let (now, event) = sim.events.pop().expect("the workers' attempts");
+            if let Event::BlockInsert { io } = event {
+                if sim.slots[io as usize].io_wq_issue {
+                    break (now, io);
+                }
+            }
+            sim.handle(now, event);
+        };
+        let wake_ns = sim.processes[0].params.cost.sleep_wake_ns;
+        assert_eq!((failed_at, wake_ns, first_ns), (32_000, 3_000, 35_000));
+        sim.handle(first_ns, Event::BlockInsert { io: first_io });
+        assert_eq!(asleep(&sim), 1, "no request was freed meanwhile: the worker sleeps");
+        sim.run_until(|sim| sim.ios_completed >= 16);
+        assert_eq!((with_workers(&sim), sim.processes[0].state.tag_waits), (0, 0));
     }
 
     /// Two sequential io_uring writers on one core (so 4 io-wq workers per ring) over the same blocks, 2 command
