@@ -62,7 +62,7 @@ load() {
     insmod "/lib/modules/iosched/$name.ko" "$@" || return 1
     echo "$name" >> /tmp/loaded
 }
-for m in configfs kyber_iosched bfq virtio_pci virtio_console; do
+for m in @BASE_MODULES@; do
     load "$m" || echo "iosched: cannot load $m" > /dev/console
 done
 mount -t configfs configfs /sys/kernel/config
@@ -85,6 +85,7 @@ fi
 sync
 poweroff -f
 """
+INIT = INIT.replace("@BASE_MODULES@", " ".join(BASE_MODULES))  # loaded in this order, before the devices
 
 # Helpers every batch sources first.  fail: an error frame (KEY is a spec key, a device's index or "-"), then
 # power off: the host reports it.
