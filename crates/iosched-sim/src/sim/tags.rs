@@ -43,8 +43,7 @@ impl Simulation<'_> {
     fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let process = self.slots[io as usize].process;
         self.trace_thread('W', io, now);
-        let mut at = now;
-        if self.slots[io as usize].kind == BioKind::Fio {
+        let end = if self.slots[io as usize].kind == BioKind::Fio {
             let core = self.woken_core(process, now);
             // The submitter itself slept: woken onto a busy core, it waits there for the process running to
             // sleep, leave the kernel or end its slice (`runqueue.rs`), as for a completion.
@@ -55,10 +54,10 @@ impl Simulation<'_> {
                 self.preempt_on_wakeup(core, process);
                 return;
             }
-            // Woken onto an idle core, late where the host wakes a halted CPU late (`wake_late_ns`).
-            at += self.wake_late_ns(core, now, None);
-        }
-        let end = self.book_wake_up(process, at);
+            self.woken_thread_runs_at(process, core, now)
+        } else {
+            self.book_wake_up(process, now)
+        };
         self.trace_thread('R', io, end);
         self.events.schedule(end, Event::TagRetry { io });
     }
@@ -167,11 +166,17 @@ impl Simulation<'_> {
     }
 
     /// When an io-wq worker woken for a bio whose NOWAIT attempt failed runs, and issues it again: woken as a tag
-    /// sleeper is (late where the host wakes a halted CPU late, the wake-up booked as the process's on its core).
+    /// sleeper is (`woken_thread_runs_at`).
     /// Between the two attempts completions may have brought the queue under its share of the tags
     /// (`bfq_limit_depth`), so the worker's attempt may get a deeper shallow depth than the one that failed.
     pub(super) fn io_wq_worker_runs_at(&mut self, process: u32, now: u64) -> u64 {
         let core = self.woken_core(process, now);
+        self.woken_thread_runs_at(process, core, now)
+    }
+
+    /// When a thread of `process` woken at `now` onto `core` runs: late where the host wakes a halted CPU late
+    /// (`wake_late_ns`), its wake-up booked as the process's.
+    fn woken_thread_runs_at(&mut self, process: u32, core: u32, now: u64) -> u64 {
         let at = now + self.wake_late_ns(core, now, None);
         self.book_wake_up(process, at)
     }
@@ -297,13 +302,22 @@ mod tests {
         until_all_reached_the_block_layer(&mut sim);
         let hw_queues = sim.nr_hw_queues(0);
         let asleep = |sim: &Simulation| -> usize {
-            (0..hw_queues).map(|h| sim.queues[0].sleeping_on_tags(h)).sum()
+            (0..hw_queues)
+                .map(|h| sim.queues[0].sleeping_on_tags(h))
+                .sum()
         };
         let with_workers = |sim: &Simulation| -> usize {
-            sim.slots.iter().filter(|slot| slot.live && slot.io_wq_issue).count()
+            sim.slots
+                .iter()
+                .filter(|slot| slot.live && slot.io_wq_issue)
+                .count()
         };
         let failed_at = sim.events.now_ns;
-        assert_eq!((asleep(&sim), with_workers(&sim)), (0, 8), "8 bios with workers, none asleep yet");
+        assert_eq!(
+            (asleep(&sim), with_workers(&sim)),
+            (0, 8),
+            "8 bios with workers, none asleep yet"
+        );
         // The batch's NOWAIT attempts end at 32 us; the first worker's wake-up (3 us on the test host) is booked on
         // the process's core from then, and it asks again at 35 us.
         let (first_ns, first_io) = loop {
@@ -318,9 +332,16 @@ mod tests {
         let wake_ns = sim.processes[0].params.cost.sleep_wake_ns;
         assert_eq!((failed_at, wake_ns, first_ns), (32_000, 3_000, 35_000));
         sim.handle(first_ns, Event::BlockInsert { io: first_io });
-        assert_eq!(asleep(&sim), 1, "no request was freed meanwhile: the worker sleeps");
+        assert_eq!(
+            asleep(&sim),
+            1,
+            "no request was freed meanwhile: the worker sleeps"
+        );
         sim.run_until(|sim| sim.ios_completed >= 16);
-        assert_eq!((with_workers(&sim), sim.processes[0].state.tag_waits), (0, 0));
+        assert_eq!(
+            (with_workers(&sim), sim.processes[0].state.tag_waits),
+            (0, 0)
+        );
     }
 
     /// Two sequential io_uring writers on one core (so 4 io-wq workers per ring) over the same blocks, 2 command
