@@ -156,6 +156,20 @@ pub const SBITMAP_GET_FROM_WORD_START: Change = Change {
     backports: &[],
 };
 
+/// sbitmap defers clearing a freed bit: it goes into its word's `cleared` mask and back into the word only when an
+/// allocation finds no free bit in its range of that word (`sbitmap_deferred_clear`; with b2dbff1bb893 also for
+/// shallow gets, both in 5.0).
+pub const SBITMAP_DEFERRED_CLEAR: Change = Change {
+    since: v(5, 0),
+    commit: "ea86ea2cdced",
+    title: "sbitmap: ammortize cost of clearing bits",
+    behaviour: "a freed tag stays taken for allocations until one finds no free bit in its range of that word, \
+                which then takes back every bit freed there; so a freed low bit is left to a shallow allocation \
+                (BFQ's depth 1) rather than taken at once by the next deep one from its CPU's hint; before, a freed \
+                bit is free at once",
+    backports: &[],
+};
+
 /// mq-deadline reserves a quarter of its tags for synchronous reads (`async_depth`, shown and settable in sysfs).
 pub const MQ_DEADLINE_ASYNC_DEPTH: Change = Change {
     since: v(5, 14),
@@ -261,7 +275,8 @@ pub const BFQ_REQUEST_OVER_LIMIT: Change = Change {
     backports: &[],
 };
 
-/// The sbitmap wake-up counts freed bits once per bitmap and wakes from one wait queue per batch.
+/// The sbitmap wake-up counts freed bits once per bitmap and wakes from one wait queue per batch. Backported to
+/// 6.1.y: Debian's linux-source-6.1 6.1.192-3 (the VM lab's `--kernel 6.1.0-N`) has it, and not 106397376c03.
 pub const SBITMAP_SINGLE_WAKE_COUNT: Change = Change {
     since: v(6, 2),
     commit: "4f8126bb2308",
@@ -269,7 +284,7 @@ pub const SBITMAP_SINGLE_WAKE_COUNT: Change = Change {
     behaviour: "every wake_batch freed tags (counted while anyone waits) wake up to wake_batch sleepers of the first \
                 wait queue that has any; before, each wait queue counts its own wake_batch. Non-exclusive waiters \
                 (Kyber's hardware queues waiting for a token) count as none woken, so every wait queue's are woken",
-    backports: &[],
+    backports: &[KernelVersion::stable(6, 1, 192)],
 };
 
 /// The sbitmap wake-up goes on to the next wait queues until it woke a whole batch.
@@ -295,14 +310,15 @@ pub const EEVDF: Change = Change {
     backports: &[],
 };
 
-/// mq-deadline scales async_depth to a per-word depth; default async_depth becomes nr_requests.
+/// mq-deadline scales async_depth to a per-word depth; default async_depth becomes nr_requests. Backported to 6.1.y
+/// (read in Debian's linux-source-6.1 6.1.192-3).
 pub const MQ_DEADLINE_WORD_DEPTH: Change = Change {
     since: v(6, 11),
     commit: "39823b47bbd4",
     title: "block/mq-deadline: Fix the tag reservation code",
     behaviour: "async_depth defaults to nr_requests and is scaled to the word (dd_to_word_depth), so a smaller one \
                 set in sysfs limits; min_shallow_depth 1 (wake batch 1)",
-    backports: &[],
+    backports: &[KernelVersion::stable(6, 1, 192)],
 };
 
 /// sbitmap shallow depths cover the whole bitmap, spread over its words. Backported to 6.12.y: Debian's
@@ -360,6 +376,7 @@ pub const CHANGES: &[&Change] = &[
     &SBITMAP_MIN_SHALLOW_DEPTH,
     &BLK_MQ_TAG_EXCLUSIVE_WAIT,
     &SBITMAP_GET_FROM_WORD_START,
+    &SBITMAP_DEFERRED_CLEAR,
     &BFQ_INJECT_LIMIT_BY_THINK_TIME,
     &BFQ_ADAPTIVE_INJECTION,
     &EXT4_IOMAP_DIO,

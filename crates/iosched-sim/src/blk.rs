@@ -39,6 +39,8 @@ struct Sbitmap {
     depth: u32,
     shift: u32,
     words: Vec<u64>,
+    /// Per word, bits freed but not yet given back to `words` (`sbitmap_word::cleared`, Linux 5.0+: see `clear`).
+    cleared: Vec<u64>,
     /// `alloc_hint` per CPU (index: CPU), set lazily to a pseudo-random bit as `init_alloc_hint` does.
     hints: Vec<Option<u32>>,
     /// Which hardware queue: seeds the initial hints.
@@ -54,6 +56,7 @@ impl Sbitmap {
             depth,
             shift,
             words: vec![0; map_nr],
+            cleared: vec![0; map_nr],
             hints: Vec::new(),
             hctx,
             kernel,
@@ -134,7 +137,14 @@ impl Sbitmap {
         for _ in 0..self.words.len() {
             let limit = self.word_limit(index, shallow);
             if limit > 0 {
-                if let Some(bit) = self.find_in_word(index, limit, start) {
+                let mut bit = self.find_in_word(index, limit, start);
+                // sbitmap_find_bit_in_word: nothing free in range, so the bits freed since go back and it looks
+                // again.
+                if bit.is_none() && self.cleared[index] != 0 {
+                    self.words[index] &= !std::mem::take(&mut self.cleared[index]);
+                    bit = self.find_in_word(index, limit, start);
+                }
+                if let Some(bit) = bit {
                     self.words[index] |= 1 << bit;
                     found = Some(((index as u32) << self.shift) + bit);
                     break;
@@ -160,10 +170,20 @@ impl Sbitmap {
         found
     }
 
-    /// `sbitmap_queue_clear`: the bit is free again, and the CPU that allocated it will look there first.
+    /// `sbitmap_queue_clear`: the bit is free again, and the CPU that allocated it will look there first. Since
+    /// Linux 5.0 (`SBITMAP_DEFERRED_CLEAR`) it only goes into the word's `cleared` mask, and allocations see it once
+    /// one finds no free bit in its range of the word (`get`). Simplification: NVMe's batched completions
+    /// (`sbitmap_queue_clear_batch`, only for requests without an elevator) clear at once in the kernel; here they
+    /// are deferred too, which changes which tag a later request gets but never whether it gets one, since without
+    /// an elevator no allocation is limited to part of a word.
     fn clear(&mut self, tag: u32, cpu: u32) {
         let index = (tag >> self.shift) as usize;
-        self.words[index] &= !(1u64 << (tag & ((1 << self.shift) - 1)));
+        let bit = 1u64 << (tag & ((1 << self.shift) - 1));
+        if self.kernel.has(&kernel::SBITMAP_DEFERRED_CLEAR) {
+            self.cleared[index] |= bit;
+        } else {
+            self.words[index] &= !bit;
+        }
         let _ = self.hint(cpu);
         if tag < self.depth {
             self.hints[cpu as usize] = Some(tag);
@@ -171,7 +191,8 @@ impl Sbitmap {
     }
 
     fn in_use(&self) -> u32 {
-        self.words.iter().map(|w| w.count_ones()).sum()
+        let taken = self.words.iter().zip(&self.cleared).map(|(w, c)| w & !c);
+        taken.map(|w| w.count_ones()).sum()
     }
 }
 
@@ -701,10 +722,13 @@ mod tests {
             taken.iter().all(|t| t % 64 == 0),
             "bit 0 of each word: {taken:?}"
         );
+        // Bit 64 freed, and given back to its word (as by an allocation that found the word full: see
+        // `a_freed_bit_stays_taken_until_an_allocation_finds_its_word_full_since_5_0`).
         sb.clear(64, 0);
-        let read = sb.get(0, None).unwrap();
+        sb.words[1] &= !std::mem::take(&mut sb.cleared[1]);
         assert_eq!(
-            read, 64,
+            sb.get(0, None),
+            Some(64),
             "an unlimited allocation takes the lowest free bit of its hint's word"
         );
         assert_eq!(
@@ -726,6 +750,27 @@ mod tests {
             [2, 2, 1, 1]
         );
         assert_eq!(Sbitmap::new(256, 0, v("6.3")).word_limit(0, Some(48)), 48);
+    }
+
+    /// Worked example of the deferred clear (5.0+), 6.3, 256 tags in 4 words of 64: four depth-1 allocations hold
+    /// bit 0 of each word (0, 64, 128, 192). CPU 0 frees 64: on 6.3 the bit goes into word 1's `cleared` mask and
+    /// CPU 0's hint becomes 64. CPU 0's next unlimited allocation searches word 1 from bit 0, finds bit 0 still set in
+    /// the word and bit 1 free: it takes 65. A depth-1 allocation then finds nothing free in bit 0 of word 1, moves
+    /// the cleared bits back and takes 64. On 4.19 (negative control) 64 is free at once, the unlimited allocation,
+    /// starting at its hint's bit, takes it, and the depth-1 one gets nothing.
+    #[test]
+    fn a_freed_bit_stays_taken_until_an_allocation_finds_its_word_full_since_5_0() {
+        for (kernel, unlimited, limited) in [("6.3", 65, Some(64)), ("4.19", 64, None)] {
+            let mut sb = Sbitmap::new(256, 0, v(kernel));
+            let mut taken: Vec<u32> = (0..4).filter_map(|_| sb.get(0, Some(1))).collect();
+            taken.sort_unstable();
+            assert_eq!(taken, [0, 64, 128, 192], "{kernel}");
+            sb.clear(64, 0);
+            assert_eq!(sb.hints[0], Some(64));
+            assert_eq!(sb.in_use(), 3, "{kernel}: freed, if not yet given back");
+            assert_eq!(sb.get(0, None), Some(unlimited), "{kernel}");
+            assert_eq!(sb.get(0, Some(1)), limited, "{kernel}");
+        }
     }
 
     #[test]
