@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from iosched import kernel_version
 from iosched.backends.kernel import fs as kernel_fs
 from iosched.backends.vm import VmError, collect, cpio, devices, elf, guest, kmod, lab, packages, qemu, runner
 from iosched.cli import main
@@ -163,6 +164,19 @@ def test_kernel_series():
         with pytest.raises(VmError, match=f"--kernel {re.escape(bad)}: not a Debian kernel ABI the lab knows; "
                                           r"it takes one like 6\.12\.117\+deb12 \(6\.12\) or 6\.1\.0-57 \(6\.1\)"):
             packages.series_of(bad)
+
+
+def test_the_labs_kernel_is_recorded_as_its_stable_release(tmp_path):
+    """Debian's 6.1 ABI names hide the stable release the simulator needs for its backports (uname -r says
+    6.1.0-57-amd64 of a 6.1.192 build): a run on the lab's own kernel records the package's upstream version. The
+    negative controls: the release alone would give 6.1, and another kernel's release is taken as it says."""
+    built = lab.Lab(tmp_path, {"key": "k", "kernel": {"release": "6.1.0-57-amd64", "version": "6.1.192-3"}})
+    assert built.kernel_version("6.1.0-57-amd64") == built.kernel_version(None) == "6.1.192"
+    assert kernel_version.from_release("6.1.0-57-amd64") == "6.1"
+    assert built.kernel_version("6.12.117+deb12-amd64") == "6.12.117"
+    b612 = lab.Lab(tmp_path, {"key": "k", "kernel": {"release": "6.12.117+deb12-amd64",
+                                                    "version": "6.12.117-1~deb12u1"}})
+    assert b612.kernel_version("6.12.117+deb12-amd64") == "6.12.117"
 
 
 def test_depends_and_deb_names(tmp_path):

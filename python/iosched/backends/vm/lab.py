@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ... import kernel_version
 from . import VmError, elf, packages
 from .cpio import CpioWriter
 from .guest import BASE_MODULES, DEVICE_MODULES, FS_MODULES, INIT
@@ -109,6 +110,16 @@ class Lab:
     @property
     def release(self) -> str:
         return self.info["kernel"]["release"]
+
+    def kernel_version(self, release: str | None) -> str | None:
+        """The Linux version the guest kernel `release` (its ``uname -r``) is, for the simulator: the upstream version
+        of the lab's kernel package when `release` is the lab's kernel ("6.1.192-3" -> "6.1.192"), since Debian's
+        6.1 ABI names hide the stable release ("6.1.0-57-amd64"), whose backports the simulator models; else what
+        `release` says."""
+        if release is None or release == self.release:
+            return kernel_version.from_release(self.info["kernel"]["version"]) or kernel_version.from_release(
+                self.release)
+        return kernel_version.from_release(release)
 
     def config_hz(self) -> int | None:
         """The guest kernel's timer tick rate (CONFIG_HZ in its build configuration); None if it is not there."""

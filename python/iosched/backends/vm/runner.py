@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import kernel_version, store
+from ... import store
 from ...version import __version__
 from ...errors import SpecError, show
 from ...results import job_rows
@@ -697,7 +697,7 @@ def _one_result(i: int, data: bytes, outcome: Outcome, devices: list[LabDevice],
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "vm", "iosched_version": __version__,
-        "host": dict(host_info(), kernel=guest_kernel), "kernel": kernel_version.from_release(guest_kernel or ""),
+        "host": dict(host_info(), kernel=guest_kernel), "kernel": lab.kernel_version(guest_kernel),
         "vm": {"accel": accel, "accel_reason": how, "cpus": opts.cpus, "memory_mib": opts.memory_mib,
                "kernel": setup.get("kernel"), "cmdline": setup.get("cmdline"), "lab": lab.describe(),
                "qemu": qemu.qemu_version(qemu.find_qemu()), "boot_s": round(outcome.boot_s or 0, 2),
