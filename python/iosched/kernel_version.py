@@ -32,7 +32,25 @@ def from_release(release: str) -> str | None:
     return f"{version}.{int(m.group(3))}" if m.group(3) and int(m.group(3)) else version
 
 
+# A Debian kernel names its stable release in ``uname -v`` ("#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-...)").
+_DEBIAN_BUILD = re.compile(r"\bDebian (\d{1,3}\.\d{1,3}\.\d{1,3})-")
+
+
+def from_uname(release: str, version: str = "") -> str | None:
+    """`from_release` of ``uname -r``, or the stable release ``uname -v`` names where the release hides it: Debian's
+    6.1 kernels say 6.1.0-57-amd64 of a 6.1.192 build ("6.1.0-57-amd64" with "... Debian 6.1.192-3 ..." ->
+    "6.1.192"), and the simulator models some of its backports."""
+    ours = from_release(release)
+    m = _DEBIAN_BUILD.search(version)
+    if ours is None or m is None:
+        return ours
+    named = from_release(m.group(1))
+    same_line = named is not None and named.split(".")[:2] == ours.split(".")[:2]
+    return named if same_line and len(named.split(".")) > len(ours.split(".")) else ours
+
+
 def running() -> tuple[str, str | None]:
-    """This machine's kernel: (``uname -r``, its MAJOR.MINOR[.PATCH] or None)."""
-    release = os.uname().release
-    return release, from_release(release)
+    """This machine's kernel: (``uname -r``, its MAJOR.MINOR[.PATCH] or None, the stable release where ``uname -v``
+    names one that ``uname -r`` hides)."""
+    u = os.uname()
+    return u.release, from_uname(u.release, u.version)

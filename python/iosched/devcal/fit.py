@@ -243,7 +243,7 @@ def host_preset_params(base: str = "xeon-silver-4210r-10c") -> tuple[dict, dict[
     release, version = kernel_version.running()
     if version is not None:
         params["kernel"] = version
-        prov["kernel"] = f"measured: uname -r on this machine ({release})"
+        prov["kernel"] = f"measured: uname -r (and -v) on this machine ({release})"
     for k in params:
         if k not in prov:
             prov[k] = f"named assumption: taken over from host preset {base}"

@@ -75,6 +75,14 @@ def test_kernel_versions_from_uname_releases():
     assert kernel_version.from_release("5.2") == "5.2"
     assert kernel_version.from_release("weird") is None
     assert kernel_version.from_release("6") is None
+    # Debian's 6.1 ABI releases hide the stable release, which uname -v names; made-up mismatches keep -r's.
+    debian = "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-10-20)"
+    assert kernel_version.from_uname("6.1.0-57-amd64", debian) == "6.1.192"
+    assert kernel_version.from_uname("6.1.0-57-amd64", "#1 SMP PREEMPT_DYNAMIC") == "6.1"
+    assert kernel_version.from_uname("6.12.117+deb12-amd64", "Debian 6.12.117-1~deb12u1") == "6.12.117"
+    assert kernel_version.from_uname("6.12.117+deb12-amd64", debian) == "6.12.117"
+    assert kernel_version.from_uname("6.18.44", "#1 SMP Debian 6.1.192-3") == "6.18.44"
+    assert kernel_version.from_uname("weird", debian) is None
     with pytest.raises(SpecError, match="host.kernel"):
         kernel_version.check("6", file="x.toml", key="host.kernel")
     assert kernel_version.check("6.12.117", file="x.toml", key="host.kernel") == "6.12.117"

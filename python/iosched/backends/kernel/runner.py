@@ -482,7 +482,7 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
     spec_doc = {
         "run_id": rid, "experiment": run.experiment, "spec_file": run.spec_file, "sweep_point": run.sweep_point,
         "repetition": run.repetition, "seed": run.seed, "backend": "kernel", "iosched_version": __version__,
-        "host": host_info(), "kernel": kernel_version.from_release(host_info()["kernel"]),
+        "host": host_info(), "kernel": kernel_version.running()[1],
         "fio": {"path": fio, "version": fio_version, "argv": cmd[1:]},
         "devices": [dict(t.info, spec_name=t.spec_name, target=t.path,
                          **({"filesystem": t.mounted.describe()} if t.mounted else {})) for t in targets],
