@@ -106,13 +106,17 @@ class _DriftCheck:
 
 def kernel_of_runs(out: Path, experiment: str | None, backend: str = "kernel") -> str | None:
     """The Linux version ("MAJOR.MINOR[.PATCH]") the ``backend`` runs of ``experiment`` (None: any) in ``out`` ran
-    on, from the ``uname -r`` they recorded (spec.json ``host.kernel``; runs recorded before patch levels were kept
-    have only ``kernel`` as MAJOR.MINOR); None if none recorded one."""
+    on: the more exact of the version they recorded (spec.json ``kernel``: MAJOR.MINOR only in runs recorded before
+    patch levels were kept; the stable release where ``uname -r`` hides it, as Debian's 6.1 does) and the one their
+    ``uname -r`` says (``host.kernel``); None if none recorded one."""
     for rid in store.finished_runs(out):
         doc = store.load_run_spec(out, rid)
         if doc.get("backend") != backend or (experiment is not None and doc.get("experiment") != experiment):
             continue
-        version = kernel_version.from_release(str((doc.get("host") or {}).get("kernel", ""))) or doc.get("kernel")
+        recorded = doc.get("kernel")
+        from_uname = kernel_version.from_release(str((doc.get("host") or {}).get("kernel", "")))
+        # The first of the two with the most parts: a patch level says which backports the kernel carries.
+        version = max((v for v in (recorded, from_uname) if v), key=lambda v: len(v.split(".")), default=None)
         if version:
             return version
     return None

@@ -117,6 +117,10 @@ def test_validate_simulates_the_kernel_version_the_kernel_runs_recorded(tmp_path
     (tmp_path / "runs" / "d" / "spec.json").write_text(json.dumps(
         {"backend": "vm", "experiment": "w", "kernel": "6.12", "host": {"kernel": "6.12.117+deb12-amd64"}}))
     assert validate.kernel_of_runs(tmp_path, None, backend="vm") == "6.12.117", "uname -r wins over the old field"
+    # Debian's 6.1: uname -r hides the stable release the run recorded (from the lab's kernel package).
+    (tmp_path / "runs" / "d" / "spec.json").write_text(json.dumps(
+        {"backend": "vm", "experiment": "w", "kernel": "6.1.192", "host": {"kernel": "6.1.0-57-amd64"}}))
+    assert validate.kernel_of_runs(tmp_path, None, backend="vm") == "6.1.192", "the recorded stable release wins"
 
 
 def test_reuse_without_earlier_measurements_says_what_is_missing(tmp_path):
