@@ -302,9 +302,12 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
               notes: list[dict[str, Any]] | None = None) -> Iterator[str]:
     """The lines of a simulated run's request trace (SimResult.request_trace, in time order), laid out as the VM
     lab's blk tracer with sched events writes them, so ``read`` takes both.  ``processes``: each process's name
-    (its job's, by index; pids are 1000 + index).  A thread's sleep for a tag (S) is a switch to the idle task in
-    state D, its wake-up (W) a sched_waking, its running again (R) a switch to it.  ``notes``: the scheduler's
-    notes (SimResult.sched_notes, in time order), as BFQ's message lines (`` m ``), merged in by time."""
+    (its job's, by index; pids are 1000 + index); an io-wq worker of its io_uring ring (event field ``k``, its
+    number) is the kernel's ``iou-wrk-PID`` thread, tid 100000 + 1000 x index + number.  A REQ_NOWAIT bio that
+    found no request (E) is a completion with -EAGAIN (65525, as the tracer prints it).  A thread's sleep for a
+    tag (S) is a switch to the idle task in state D, its wake-up (W) a sched_waking, its running again (R) a switch
+    to it.  ``notes``: the scheduler's notes (SimResult.sched_notes, in time order), as BFQ's message lines
+    (`` m ``), merged in by time."""
     yield "# tracer: blk (iosched simulator: request_trace)"
     if truncated:
         yield f"# truncated: the last {len(events)} events only" + \
@@ -315,9 +318,11 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
         while note is not None and note[0] <= e["t"]:
             yield note[1]
             note = next(pending, None)
-        p = e["p"]
+        p, worker = e["p"], e.get("k", 0)
         comm = processes[p] if p < len(processes) else "flush"    # the writeback flusher comes last
         pid, cpu, t = 1000 + p, e["c"], f"{e['t'] / 1e9:.6f}"
+        if worker:
+            comm, pid = f"iou-wrk-{pid}", 100000 + 1000 * p + worker
         head = f"{comm:>16}-{pid:<7} [{cpu:03d}] d..1. {t:>12}:"
         act = e["a"]
         if act == "S":
@@ -330,7 +335,10 @@ def sim_lines(events: list[dict[str, Any]], processes: list[str], truncated: boo
                    f"next_comm={comm} next_pid={pid} next_prio=120")
         else:
             rwbs = "W" if e["w"] else "R"
-            yield f"{head} 259,{e['d']} {act:>4} {rwbs:>3} {e['s']} + {e['n']} [{comm}]"
+            end = f"[{comm}]"
+            if act == "E":
+                act, end = "C", "[65525]"
+            yield f"{head} 259,{e['d']} {act:>4} {rwbs:>3} {e['s']} + {e['n']} {end}"
     while note is not None:
         yield note[1]
         note = next(pending, None)

@@ -249,9 +249,12 @@ impl SchedNoteEvent {
 pub const REQUEST_TRACE_EVENTS_MAX: usize = 500_000;
 
 /// One event of a run's request trace: what the kernel's blk tracer logs of a request (Q, M, G, D, C, with the
-/// request's first sector and its length), and the CPU scheduler's events of a thread that sleeps for a request
-/// tag (S: it went to sleep; W: it was woken; R: it runs again), in the simulator's terms: `process` is the index
-/// of the process that issued the bio (its job's clones in order, the flusher last), `core` where it happened.
+/// request's first sector and its length; E: a REQ_NOWAIT bio that found no request ended with -EAGAIN, which the
+/// tracer logs as a C with that error), and the CPU scheduler's events of a thread that sleeps for a request tag
+/// (S: it went to sleep; W: it was woken; R: it runs again), in the simulator's terms: `process` is the index of
+/// the process that issued the bio (its job's clones in order, the flusher last), `thread` 0 for the process's own
+/// thread or the number of its io_uring ring's io-wq worker issuing the bio again (its Q, sleeps and G), `core`
+/// where it happened.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RequestTraceEvent {
     #[serde(rename = "t")]
@@ -260,6 +263,8 @@ pub struct RequestTraceEvent {
     pub action: char,
     #[serde(rename = "p")]
     pub process: u32,
+    #[serde(rename = "k", default, skip_serializing_if = "is_zero")]
+    pub thread: u16,
     #[serde(rename = "c")]
     pub core: u32,
     #[serde(rename = "d")]
@@ -270,4 +275,8 @@ pub struct RequestTraceEvent {
     pub sector: u64,
     #[serde(rename = "n")]
     pub sectors: u32,
+}
+
+fn is_zero(value: &u16) -> bool {
+    *value == 0
 }

@@ -167,6 +167,36 @@ def test_the_simulators_events_read_as_the_tracers_lines():
         ["a_b", "a_b", "x" * 15]
 
 
+def _read_sim(events, jobs):
+    import tempfile
+    from pathlib import Path
+    text = "\n".join(blktrace.sim_lines(events, blktrace.process_names(jobs), False))
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "blktrace.txt.gz"
+        f.write_bytes(gzip.compress(text.encode()))
+        return text, blktrace.read(f)
+
+
+def test_an_io_wq_workers_issue_reads_as_the_kernels_iou_wrk_thread():
+    """A bio of an io_uring job whose NOWAIT attempt found no request (Q at 1 us, E: the tracer's C with -EAGAIN)
+    and its io-wq worker 3 issuing it again (Q at 40 us, asleep, woken, G at 90 us; D at 95 us, C at 1,095 us):
+    the worker is its own thread, iou-wrk-1000 with tid 100003, whose tag wait is 50 us; the job's own thread
+    waited for none. Negative control: the same events without the worker's number are the job's own thread's,
+    whose wait counts from its second Q."""
+    ev = lambda t, a, k=0: {"t": t, "a": a, "p": 0, "k": k, "c": 0, "d": 0, "w": True, "s": 8, "n": 128}  # noqa
+    events = [ev(1_000, "Q"), ev(1_000, "E"), ev(40_000, "Q", 3), ev(41_000, "S", 3), ev(80_000, "W", 3),
+              ev(85_000, "R", 3), ev(90_000, "G", 3), ev(95_000, "D"), ev(1_095_000, "C")]
+    text, s = _read_sim(events, [{"name": "t", "numjobs": 1}])
+    assert "C   W 8 + 128 [65525]" in text and "iou-wrk-1000-100003" in text
+    (th,) = s.threads.values()
+    assert (th.pid, th.comm) == (100003, "iou-wrk-1000")
+    assert th.tag_wait_us == pytest.approx([50]) and th.driver_us == pytest.approx([1_000])
+    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0)
+    _, own = _read_sim([{**e, "k": 0} for e in events], [{"name": "t", "numjobs": 1}])
+    (th,) = own.threads.values()
+    assert (th.pid, th.comm, th.tag_wait_us) == (1000, "t", pytest.approx([50]))
+
+
 def test_a_request_trace_is_asked_for_where_one_can_be_kept(tmp_path):
     spec = write(tmp_path, _SPEC, "traced.toml")
     # the kernel backend keeps none: refused in one line, before any device is touched

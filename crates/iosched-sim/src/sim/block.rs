@@ -280,6 +280,9 @@ impl Simulation<'_> {
     /// Bio `io` enters the elevator (`BlockInsert`): merged into a request it holds, or as a request of its own
     /// once it has a request tag (else it waits for one: `tags.rs`); then the hardware queue runs.
     pub(super) fn block_insert(&mut self, io: u32, now: u64) {
+        if self.slots[io as usize].io_wq_worker != 0 {
+            self.trace_bio('Q', io, now); // an io-wq worker issues the bio anew: a bio of its own in the kernel
+        }
         let rq = self.make_request(io, now);
         let (device, hctx) = (self.slots[io as usize].device, rq.hctx);
         let queue = &mut self.queues[device as usize];
@@ -300,11 +303,13 @@ impl Simulation<'_> {
         if !queue.try_take_request_tag(&rq) {
             let slot = &self.slots[io as usize];
             if slot.kind == BioKind::Fio {
-                let (process, worker_issue) = (slot.process, slot.io_wq_issue);
+                let (process, worker_issue) = (slot.process, slot.io_wq_worker != 0);
                 let proc = &mut self.processes[process as usize];
                 match proc.params.tag_wait {
                     TagWait::IoWqWorkers(_) if worker_issue => {} // its worker sleeps, counted already
                     TagWait::IoWqWorkers(workers) => {
+                        self.trace_bio('E', io, now);
+                        let proc = &mut self.processes[process as usize];
                         // The NOWAIT attempt failed (-EAGAIN): a free io-wq worker issues the bio again, blocking,
                         // from scratch once it runs, so with the depth `limit_depth` gives then; else it queues for
                         // a worker.
@@ -312,7 +317,7 @@ impl Simulation<'_> {
                             proc.state.punted.push_back(io); // every worker is busy with one
                         } else {
                             proc.state.tag_waits += 1;
-                            self.slots[io as usize].io_wq_issue = true;
+                            self.slots[io as usize].io_wq_worker = self.free_io_wq_worker(process);
                             let at = self.io_wq_worker_runs_at(process, now);
                             self.events.schedule(at, Event::BlockInsert { io });
                         }

@@ -156,7 +156,7 @@ impl Simulation<'_> {
             dispatch_ns: 0,
             booked_dispatch_end_ns: 0,
             runs_queue_at_insert: false,
-            io_wq_issue: false,
+            io_wq_worker: 0,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

@@ -86,10 +86,10 @@ struct IoSlot {
     /// A fio bio whose submitter runs the queue in its own call after the insert, its dispatch calls booked from
     /// then on (`Simulation::start_dispatch_loop`) rather than with the insert.
     runs_queue_at_insert: bool,
-    /// io_uring: this bio is being issued by one of its ring's io-wq workers, which blocks for a request (its
-    /// NOWAIT attempt failed, or it waited in io-wq for a worker); the worker is counted in `tag_waits` until the
-    /// bio has its request.
-    io_wq_issue: bool,
+    /// io_uring: the io-wq worker (1, 2, ...: its number in the ring, for the request trace) issuing this bio, which
+    /// blocks for a request (its NOWAIT attempt failed, or it waited in io-wq for a worker); 0: none. The worker
+    /// is counted in `tag_waits` until the bio has its request.
+    io_wq_worker: u16,
     /// Next bio merged into the same request (a singly linked chain from the request's head bio).
     next_merged: u32,
     tail: u32,
@@ -874,7 +874,7 @@ mod tests {
             dispatch_ns: 0,
             booked_dispatch_end_ns: 0,
             runs_queue_at_insert: false,
-            io_wq_issue: false,
+            io_wq_worker: 0,
             next_merged: NO_IO,
             tail: NO_IO,
             request: None,

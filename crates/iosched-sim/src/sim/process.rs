@@ -181,6 +181,10 @@ pub(super) struct LoopState {
     pub(super) tag_waits: u32,
     /// io_uring: bios that found no request while every io-wq worker was already waiting with one, in order.
     pub(super) punted: VecDeque<u32>,
+    /// io_uring: its ring's io-wq workers without a bio (their numbers, the last freed on top, as io-wq's free
+    /// list hands out the worker that just finished), and how many it has started.
+    pub(super) io_wq_free: Vec<u16>,
+    pub(super) io_wq_started: u16,
     pub(super) stopped: bool,
     pub(super) finished_ns: Option<u64>,
 }
@@ -319,6 +323,8 @@ impl Process {
                 resched: false,
                 tag_waits: 0,
                 punted: VecDeque::new(),
+                io_wq_free: Vec::new(),
+                io_wq_started: 0,
                 stopped: false,
                 finished_ns: None,
             },

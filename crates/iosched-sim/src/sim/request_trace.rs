@@ -41,7 +41,7 @@ impl Simulation<'_> {
         let slot = &self.slots[io as usize];
         // A bio's own size until it has a request (Q, M, a thread's events); then the request's, plug merges
         // included.
-        let bytes = if matches!(action, 'Q' | 'M' | 'S' | 'W' | 'R') {
+        let bytes = if matches!(action, 'Q' | 'M' | 'E' | 'S' | 'W' | 'R') {
             slot.bytes
         } else {
             slot.request_bytes
@@ -57,6 +57,7 @@ impl Simulation<'_> {
             t_ns: at_ns,
             action,
             process: slot.process,
+            thread: slot.io_wq_worker,
             core,
             device: slot.device,
             write: slot.write,

@@ -147,12 +147,25 @@ impl Simulation<'_> {
     /// io_uring: bio `io` has its request (or merged) without sleeping; if an io-wq worker issued it, that worker
     /// is free again and takes the next bio waiting in io-wq.
     pub(super) fn io_wq_worker_done(&mut self, io: u32, now: u64) {
-        if !std::mem::take(&mut self.slots[io as usize].io_wq_issue) {
+        let worker = std::mem::take(&mut self.slots[io as usize].io_wq_worker);
+        if worker == 0 {
             return;
         }
         let process = self.slots[io as usize].process;
-        self.processes[process as usize].state.tag_waits -= 1;
+        let state = &mut self.processes[process as usize].state;
+        state.io_wq_free.push(worker);
+        state.tag_waits -= 1;
         self.next_io_wq_work(process, now);
+    }
+
+    /// The number of a free io-wq worker of `process`'s ring (the last freed, else a new one), taken: the request
+    /// trace names the thread by it (`iou-wrk-PID`, a thread of its own).
+    pub(super) fn free_io_wq_worker(&mut self, process: u32) -> u16 {
+        let state = &mut self.processes[process as usize].state;
+        state.io_wq_free.pop().unwrap_or_else(|| {
+            state.io_wq_started += 1;
+            state.io_wq_started
+        })
     }
 
     /// A free io-wq worker of `process`'s ring, running at `now`, issues the next bio waiting in io-wq, if any.
@@ -160,7 +173,7 @@ impl Simulation<'_> {
         let proc = &mut self.processes[process as usize];
         if let Some(next) = proc.state.punted.pop_front() {
             proc.state.tag_waits += 1;
-            self.slots[next as usize].io_wq_issue = true;
+            self.slots[next as usize].io_wq_worker = self.free_io_wq_worker(process);
             self.events.schedule(now, Event::BlockInsert { io: next });
         }
     }
@@ -201,8 +214,11 @@ impl Simulation<'_> {
             return;
         }
         let process = slot.process;
-        self.slots[io as usize].io_wq_issue = false;
+        let worker = std::mem::take(&mut self.slots[io as usize].io_wq_worker);
         let proc = &mut self.processes[process as usize];
+        if worker != 0 {
+            proc.state.io_wq_free.push(worker);
+        }
         proc.state.tag_waits -= 1;
         if proc.params.tag_wait == TagWait::Submitter && proc.params.clat_after_call {
             // libaio: io_submit returns only now, so the sleep was submission latency (see `clat_after_call`).
@@ -272,6 +288,48 @@ mod tests {
         }
     }
 
+    /// The request trace shows io-wq as the kernel's does: 16 reads for 2 requests, io_uring (8 workers on 2
+    /// cores), traced for 1 ms. Every NOWAIT attempt that found no request ends (E, the tracer's C with -EAGAIN),
+    /// and its bio is issued again as a new Q by a worker numbered 1 to 8, whose sleeps and G follow under that
+    /// number, while D and C are the request's, not the worker's. Negative control: libaio's submitter sleeps
+    /// itself, so its trace has no E and no worker.
+    #[test]
+    fn the_request_trace_shows_a_failed_nowait_attempt_and_the_io_wq_worker_that_issues_it_again() {
+        let trace = |engine: IoEngine| {
+            let mut c = scarce_requests(engine, 16);
+            c.jobs[0].runtime_ns = 1_000_000;
+            c.request_trace = true;
+            crate::simulate(&c, &mut |_| true).unwrap().request_trace
+        };
+        let events = trace(IoEngine::IoUring);
+        let failed: Vec<usize> = (0..events.len())
+            .filter(|&i| events[i].action == 'E')
+            .collect();
+        assert!(!failed.is_empty() && failed.iter().all(|&i| events[i].thread == 0));
+        for &i in &failed {
+            // E.g. one bio: Q at 32 us (the fio thread), E at 32 us, Q by worker 1 at 35 us (its wake-up), S,
+            // W and R under worker 1, its G at 103 us, then D and C of the request.
+            let again = events[i..]
+                .iter()
+                .find(|q| q.action == 'Q' && q.sector == events[i].sector)
+                .expect("issued again");
+            assert!((1..=8).contains(&again.thread), "{again:?}");
+        }
+        assert!(events
+            .iter()
+            .all(|e| e.thread <= 8 && (!matches!(e.action, 'D' | 'C') || e.thread == 0)));
+        assert!(
+            events.iter().any(|e| e.action == 'S' && e.thread > 0),
+            "a worker slept"
+        );
+        let libaio = trace(IoEngine::Libaio);
+        assert!(
+            libaio.iter().any(|e| e.action == 'S'),
+            "the submitter slept"
+        );
+        assert!(libaio.iter().all(|e| e.action != 'E' && e.thread == 0));
+    }
+
     /// Two processes, one per core, and a host whose timers are late by 0.1 ms after 1 ms and by 2 ms after 10
     /// ms, whatever the draw (the table's two quantiles agree), so the arithmetic is exact.
     #[test]
@@ -309,7 +367,7 @@ mod tests {
         let with_workers = |sim: &Simulation| -> usize {
             sim.slots
                 .iter()
-                .filter(|slot| slot.live && slot.io_wq_issue)
+                .filter(|slot| slot.live && slot.io_wq_worker != 0)
                 .count()
         };
         let failed_at = sim.events.now_ns;
@@ -323,7 +381,7 @@ mod tests {
         let (first_ns, first_io) = loop {
             let (now, event) = sim.events.pop().expect("the workers' attempts");
             if let Event::BlockInsert { io } = event {
-                if sim.slots[io as usize].io_wq_issue {
+                if sim.slots[io as usize].io_wq_worker != 0 {
                     break (now, io);
                 }
             }
