@@ -36,17 +36,22 @@ def from_release(release: str) -> str | None:
 _DEBIAN_BUILD = re.compile(r"\bDebian (\d{1,3}\.\d{1,3}\.\d{1,3})-")
 
 
-def from_uname(release: str, version: str = "") -> str | None:
-    """`from_release` of ``uname -r``, or the stable release ``uname -v`` names where the release hides it: Debian's
-    6.1 kernels say 6.1.0-57-amd64 of a 6.1.192 build ("6.1.0-57-amd64" with "... Debian 6.1.192-3 ..." ->
-    "6.1.192"), and the simulator models some of its backports."""
+def refined(release: str, upstream: str | None) -> str | None:
+    """`from_release` of ``release``, or ``upstream``'s version (a Debian package's, "6.1.192-3") where it is of the
+    same line and more exact: Debian's 6.1 kernels say 6.1.0-57-amd64 of a 6.1.192 build, and the simulator models
+    some of its backports."""
     ours = from_release(release)
-    m = _DEBIAN_BUILD.search(version)
-    if ours is None or m is None:
+    named = from_release(upstream or "")
+    if ours is None or named is None or named.split(".")[:2] != ours.split(".")[:2]:
         return ours
-    named = from_release(m.group(1))
-    same_line = named is not None and named.split(".")[:2] == ours.split(".")[:2]
-    return named if same_line and len(named.split(".")) > len(ours.split(".")) else ours
+    return named if len(named.split(".")) > len(ours.split(".")) else ours
+
+
+def from_uname(release: str, version: str = "") -> str | None:
+    """`from_release` of ``uname -r``, refined by the stable release ``uname -v`` names ("... Debian 6.1.192-3 ...")
+    where the release hides it."""
+    m = _DEBIAN_BUILD.search(version)
+    return refined(release, m.group(1) if m else None)
 
 
 def running() -> tuple[str, str | None]:

@@ -117,9 +117,7 @@ class Lab:
         6.1 ABI names hide the stable release ("6.1.0-57-amd64"), whose backports the simulator models; else what
         `release` says."""
         if release is None or release == self.release:
-            # The package's version as `uname -v` names it ("... Debian 6.1.192-3 ..."): taken where it is the same
-            # line as the release and more exact.
-            return kernel_version.from_uname(self.release, f"Debian {self.info['kernel'].get('version') or ''}")
+            return kernel_version.refined(self.release, self.info["kernel"].get("version"))
         return kernel_version.from_release(release)
 
     def config_hz(self) -> int | None:
