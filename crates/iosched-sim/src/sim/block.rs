@@ -317,7 +317,7 @@ impl Simulation<'_> {
                             proc.state.punted.push_back(io); // every worker is busy with one
                         } else {
                             proc.state.tag_waits += 1;
-                            self.slots[io as usize].io_wq_worker = self.free_io_wq_worker(process);
+                            self.slots[io as usize].io_wq_worker = self.take_io_wq_worker(process);
                             let at = self.io_wq_worker_runs_at(process, now);
                             self.events.schedule(at, Event::BlockInsert { io });
                         }

@@ -147,20 +147,30 @@ impl Simulation<'_> {
     /// io_uring: bio `io` has its request (or merged) without sleeping; if an io-wq worker issued it, that worker
     /// is free again and takes the next bio waiting in io-wq.
     pub(super) fn io_wq_worker_done(&mut self, io: u32, now: u64) {
-        let worker = std::mem::take(&mut self.slots[io as usize].io_wq_worker);
-        if worker == 0 {
+        if !self.release_io_wq_worker(io) {
             return;
         }
         let process = self.slots[io as usize].process;
-        let state = &mut self.processes[process as usize].state;
-        state.io_wq_free.push(worker);
-        state.tag_waits -= 1;
+        self.processes[process as usize].state.tag_waits -= 1;
         self.next_io_wq_work(process, now);
+    }
+
+    /// The io-wq worker that issued bio `io`, if one did, goes back on its ring's free list; whether one did.
+    fn release_io_wq_worker(&mut self, io: u32) -> bool {
+        let slot = &mut self.slots[io as usize];
+        let worker = std::mem::take(&mut slot.io_wq_worker);
+        if worker != 0 {
+            self.processes[slot.process as usize]
+                .state
+                .io_wq_free
+                .push(worker);
+        }
+        worker != 0
     }
 
     /// The number of a free io-wq worker of `process`'s ring (the last freed, else a new one), taken: the request
     /// trace names the thread by it (`iou-wrk-PID`, a thread of its own).
-    pub(super) fn free_io_wq_worker(&mut self, process: u32) -> u16 {
+    pub(super) fn take_io_wq_worker(&mut self, process: u32) -> u16 {
         let state = &mut self.processes[process as usize].state;
         state.io_wq_free.pop().unwrap_or_else(|| {
             state.io_wq_started += 1;
@@ -173,7 +183,7 @@ impl Simulation<'_> {
         let proc = &mut self.processes[process as usize];
         if let Some(next) = proc.state.punted.pop_front() {
             proc.state.tag_waits += 1;
-            self.slots[next as usize].io_wq_worker = self.free_io_wq_worker(process);
+            self.slots[next as usize].io_wq_worker = self.take_io_wq_worker(process);
             self.events.schedule(now, Event::BlockInsert { io: next });
         }
     }
@@ -214,11 +224,8 @@ impl Simulation<'_> {
             return;
         }
         let process = slot.process;
-        let worker = std::mem::take(&mut self.slots[io as usize].io_wq_worker);
+        self.release_io_wq_worker(io);
         let proc = &mut self.processes[process as usize];
-        if worker != 0 {
-            proc.state.io_wq_free.push(worker);
-        }
         proc.state.tag_waits -= 1;
         if proc.params.tag_wait == TagWait::Submitter && proc.params.clat_after_call {
             // libaio: io_submit returns only now, so the sleep was submission latency (see `clat_after_call`).
