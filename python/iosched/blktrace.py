@@ -5,9 +5,10 @@ scheduler (G -> D) and in the driver (D -> C), and how many requests its device 
 when it asked for one (Q); with the CPU scheduler's events, how its sleeps for a tag ended
 (woken and given a tag, or woken and asleep again), and how long a woken thread, once switched in, takes to do
 anything the trace shows (a lab guest's vCPU that the host does not run meanwhile shows as a long gap).  The
-questions validation.md and kmod.md asked of traces by hand, asked the same way of both sides.  BFQ's own messages (`` m `` lines: the kernel's ``bfq_log``, the
-simulator's scheduler notes in the same forms) are counted per queue (``bfq_counts``): how often each went busy
-and into service, why it was expired, its dispatches while weight-raised, and what depth allocations got."""
+questions validation.md and kmod.md asked of traces by hand, asked the same way of both sides.  BFQ's own
+messages (`` m `` lines: the kernel's ``bfq_log``, the simulator's scheduler notes in the same forms) are counted
+per queue (``bfq_counts``): how often each went busy and into service, why it was expired, its dispatches while
+weight-raised, and what depth allocations got."""
 
 from __future__ import annotations
 
