@@ -44,9 +44,10 @@ class Thread:
     # switched in during a tag wait, and asleep again without one: from switch-in to that sleep
     woken_slept_again_us: list[float] = field(default_factory=list)
     wake_to_run_us: list[float] = field(default_factory=list)          # sched_waking to its switch-in
-    # after every wake-up (any wait): from its switch-in to its next traced event (a request event it issues, its
-    # next switch out, a thread it wakes)
-    switch_in_to_next_us: list[float] = field(default_factory=list)
+    # after every wake-up: from its switch-in to its next traced event (a request event it issues, its next switch
+    # out, a thread it wakes); wake-ups that ended a tag wait, and the others (a wait for completions, say)
+    tag_wait_switch_in_to_next_us: list[float] = field(default_factory=list)
+    other_switch_in_to_next_us: list[float] = field(default_factory=list)
 
     @property
     def woken_slept_again(self) -> int:
@@ -70,7 +71,7 @@ def read(path: Path) -> Summary:
     allocated: dict[str, int] = {}       # device -> requests allocated and not completed
     running_since: dict[int, float] = {}  # pid -> its switch-in while it waited for a tag
     waking_at: dict[int, float] = {}
-    switched_in_at: dict[int, float] = {}   # pid -> its switch-in after a wake-up, until its next event
+    switched_in_at: dict[int, tuple[float, bool]] = {}   # pid -> its switch-in after a wake-up, in a tag wait
     sched = False
     bfq = BfqCounts()
     with opener(f, "rt") as lines:
@@ -134,7 +135,7 @@ def read(path: Path) -> Summary:
             prev, state, nxt = int(sm.group(1)), sm.group(2), int(sm.group(3))
             woke_at = waking_at.pop(nxt, None) if nxt in threads else None
             if woke_at is not None:
-                switched_in_at[nxt] = t
+                switched_in_at[nxt] = (t, in_tag_wait.get(nxt, 0) > 0)
             if nxt in threads and in_tag_wait.get(nxt, 0) > 0:
                 running_since[nxt] = t
                 if woke_at is not None:
@@ -145,11 +146,13 @@ def read(path: Path) -> Summary:
     return Summary({p: th for p, th in threads.items() if th.tag_wait_us}, sched, bfq)
 
 
-def _next_event(threads: dict[int, Thread], switched_in_at: dict[int, float], pid: int, t: float) -> None:
+def _next_event(threads: dict[int, Thread], switched_in_at: dict[int, tuple[float, bool]], pid: int,
+                t: float) -> None:
     """A traced line by thread ``pid`` at ``t``: its first since a switch-in after a wake-up ends that gap."""
     since = switched_in_at.pop(pid, None)
     if since is not None:
-        threads[pid].switch_in_to_next_us.append(t - since)
+        th = threads[pid]
+        (th.tag_wait_switch_in_to_next_us if since[1] else th.other_switch_in_to_next_us).append(t - since[0])
 
 
 # BFQ's messages: `fio-413 [001] d..1. 14.330996: 259,0   1,0  m   N bfq413S add_request 1` (a queue: a process's
@@ -285,7 +288,7 @@ def table(s: Summary) -> list[str]:
             "allocated when it asked P10 / P50 (most: share)"]
     if s.sched_events:
         head += ["woken in a tag wait: got it / asleep again", "asleep again after ms P50 / P90",
-                 "waking to running ms P50 / P90", f"woken: running to its next event ms P90 (over {GAP_MS} ms)"]
+                 "waking to running ms P50 / P90", f"woken: running to its next event ms P90 (over {GAP_MS} ms), tag wait / other"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for pid in sorted(s.threads):
         th = s.threads[pid]
@@ -295,7 +298,7 @@ def table(s: Summary) -> list[str]:
         if s.sched_events:
             cells += [f"{th.woken_got_tag} / {th.woken_slept_again}",
                       _ms(th.woken_slept_again_us, (0.5, 0.9), top=False),
-                      _ms(th.wake_to_run_us, (0.5, 0.9), top=False), _gap(th.switch_in_to_next_us)]
+                      _ms(th.wake_to_run_us, (0.5, 0.9), top=False), _gap(th.tag_wait_switch_in_to_next_us) + " / " + _gap(th.other_switch_in_to_next_us)]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 

@@ -71,9 +71,11 @@ def test_trace_summary_of_a_tag_sleep(tmp_path):
     assert blktrace._allocated([16] + [8] * 299) == "8 / 8 (16: <1%)" and blktrace._allocated([]) == "-"
     assert "| 1 / 1 | 3.00 / 3.00 |" in rows[2]
     # after each wake-up, switch-in to its next traced event: the first did nothing the trace shows for 3,000 us
-    # (its sleep again), the second got its tag 9 us in: one of two over 0.5 ms, P90 3 ms. fio-200 was never woken.
-    assert rt.switch_in_to_next_us == pytest.approx([3_000, 9]) and bg.switch_in_to_next_us == []
-    assert rows[2].endswith("| 3.00 (50%) |") and rows[3].endswith("| - |")
+    # (its sleep again), the second got its tag 9 us in: one of two over 0.5 ms, P90 3 ms; both ended a tag wait,
+    # none another sleep. fio-200 was never woken.
+    assert rt.tag_wait_switch_in_to_next_us == pytest.approx([3_000, 9]) and rt.other_switch_in_to_next_us == []
+    assert bg.tag_wait_switch_in_to_next_us == bg.other_switch_in_to_next_us == []
+    assert rows[2].endswith("| 3.00 (50%) / - |") and rows[3].endswith("| - / - |")
     out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "out")])
     assert out.exit_code == 0 and "| fio 100 (R) |" in out.output
     # without sched events: the request columns only
@@ -141,7 +143,9 @@ def test_a_simulated_run_keeps_its_request_trace_and_the_summary_reads_it(tmp_pa
         assert min(th.driver_us) >= 1_000 and th.cpus == ({0} if th.comm == "a" else {1})
         assert th.woken_got_tag + th.woken_slept_again > 0 and max(th.tag_wait_us) > 100    # they slept for tags
         # the simulator's woken thread acts as it runs: no CPU withheld after its switch-in (the lab's vCPUs can be)
-        assert th.switch_in_to_next_us and max(th.switch_in_to_next_us) == 0
+        # (its trace has a thread's sleeps for requests only, so no other wake-ups)
+        gaps = th.tag_wait_switch_in_to_next_us
+        assert gaps and max(gaps) == 0 and th.other_switch_in_to_next_us == []
     assert sum(" Q " in ln for ln in lines) == sum(len(th.tag_wait_us) for th in s.threads.values()) + \
         sum(" M " in ln for ln in lines)
     out = CliRunner().invoke(main, ["trace-summary", str(tmp_path / "traced")])
@@ -168,7 +172,7 @@ def test_the_simulators_events_read_as_the_tracers_lines():
     assert (th.pid, th.comm, th.cpus) == (1000, "rt-1", {1})      # a job name with "-digits" keeps its pid apart
     assert th.tag_wait_us == pytest.approx([24]) and th.sched_us == pytest.approx([5])
     assert th.driver_us == pytest.approx([1_000]) and th.wake_to_run_us == pytest.approx([10])
-    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0) and th.switch_in_to_next_us == pytest.approx([5])
+    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0) and th.tag_wait_switch_in_to_next_us == pytest.approx([5])
     assert blktrace.process_names([{"name": "a b", "numjobs": 2}, {"name": "x" * 20, "numjobs": 1}]) == \
         ["a_b", "a_b", "x" * 15]
 
