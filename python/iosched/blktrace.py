@@ -4,7 +4,7 @@ up per submitting thread (``iosched trace-summary``): how long its requests wait
 scheduler (G -> D) and in the driver (D -> C), and how many requests its device had allocated (G, not yet C)
 when it asked for one (Q); with the CPU scheduler's events, how its sleeps for a tag ended
 (woken and given a tag, or woken and asleep again), and how long a woken thread, once switched in, takes to do
-anything the trace shows (a lab guest's vCPU that the host does not run meanwhile shows as a long gap).  The
+anything the trace shows (a lab guest's vCPU that stops meanwhile shows as a long gap).  The
 questions validation.md and kmod.md asked of traces by hand, asked the same way of both sides.  BFQ's own
 messages (`` m `` lines: the kernel's ``bfq_log``, the simulator's scheduler notes in the same forms) are counted
 per queue (``bfq_counts``): how often each went busy and into service, why it was expired, its dispatches while
@@ -133,8 +133,8 @@ def read(path: Path) -> Summary:
             if not sm:
                 continue
             prev, state, nxt = int(sm.group(1)), sm.group(2), int(sm.group(3))
-            woke_at = waking_at.pop(nxt, None) if nxt in threads else None
-            if woke_at is not None:
+            woke_at = waking_at.pop(nxt, None)      # a wake-up counts for the first switch-in after it only
+            if woke_at is not None and nxt in threads:
                 switched_in_at[nxt] = (t, in_tag_wait.get(nxt, 0) > 0)
             if nxt in threads and in_tag_wait.get(nxt, 0) > 0:
                 running_since[nxt] = t
@@ -268,7 +268,7 @@ def _allocated(counts: list[int]) -> str:
 
 
 # A woken thread's first event this long after its switch-in is not its own work (a tag retry, a reap and the next
-# submission take tens of microseconds even under TCG): its CPU did not run it (docs/validation.md).
+# submission take tens of microseconds even under TCG): its vCPU stopped meanwhile (docs/validation.md).
 GAP_MS = 0.5
 
 
@@ -288,7 +288,8 @@ def table(s: Summary) -> list[str]:
             "allocated when it asked P10 / P50 (most: share)"]
     if s.sched_events:
         head += ["woken in a tag wait: got it / asleep again", "asleep again after ms P50 / P90",
-                 "waking to running ms P50 / P90", f"woken: running to its next event ms P90 (over {GAP_MS} ms), tag wait / other"]
+                 "waking to running ms P50 / P90",
+                 f"woken: running to its next event ms P90 (over {GAP_MS} ms), tag wait / other"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for pid in sorted(s.threads):
         th = s.threads[pid]
@@ -298,7 +299,8 @@ def table(s: Summary) -> list[str]:
         if s.sched_events:
             cells += [f"{th.woken_got_tag} / {th.woken_slept_again}",
                       _ms(th.woken_slept_again_us, (0.5, 0.9), top=False),
-                      _ms(th.wake_to_run_us, (0.5, 0.9), top=False), _gap(th.tag_wait_switch_in_to_next_us) + " / " + _gap(th.other_switch_in_to_next_us)]
+                      _ms(th.wake_to_run_us, (0.5, 0.9), top=False),
+                      f"{_gap(th.tag_wait_switch_in_to_next_us)} / {_gap(th.other_switch_in_to_next_us)}"]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
