@@ -94,6 +94,30 @@ def test_trace_summary_of_a_tag_sleep(tmp_path):
     assert out.exit_code == 2 and "not a readable trace" in out.output
 
 
+def test_a_wake_up_from_another_sleep_counts_apart(tmp_path):
+    """A reader that reaps in io_getevents (asleep in state S, not waiting for a tag) is woken at 2.000 ms and
+    switched in at 2.100 ms; its next event, the next Q, comes at 3.100 ms: 1,000 us, over 0.5 ms, counted with the
+    other sleeps, none with the tag waits."""
+    trace = """\
+# tracer: blk
+  fio-300 [000] d..1.  0.001000: 254,0    Q   R 8 + 8 [fio]
+  fio-300 [000] d..1.  0.001005: 254,0    G   R 8 + 8 [fio]
+  fio-300 [000] d..2.  0.001010: sched_switch: prev_comm=fio prev_pid=300 prev_prio=120 prev_state=S ==> \
+next_comm=swapper/0 next_pid=0 next_prio=120
+  <idle>-0 [000] d.h1.  0.002000: 254,0    C   R 8 + 8 [0]
+  <idle>-0 [000] d.h2.  0.002000: sched_waking: comm=fio pid=300 prio=120 target_cpu=000
+  <idle>-0 [000] d..2.  0.002100: sched_switch: prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> \
+next_comm=fio next_pid=300 next_prio=120
+  fio-300 [000] d..1.  0.003100: 254,0    Q   R 16 + 8 [fio]
+  fio-300 [000] d..1.  0.003105: 254,0    G   R 16 + 8 [fio]
+"""   # a backslash at a line's end joins it with the next, as in _TRACE
+    f = tmp_path / "blktrace.txt.gz"
+    f.write_bytes(gzip.compress(trace.encode()))
+    th = blktrace.read(f).threads[300]
+    assert th.other_switch_in_to_next_us == pytest.approx([1_000]) and th.tag_wait_switch_in_to_next_us == []
+    assert blktrace.table(blktrace.read(f))[2].endswith("| - / 1.00 (100%) |")
+
+
 # A lab-sized simulated run: two readers sharing a 4-tag null_blk (no elevator), each with 4 outstanding, so they
 # sleep for tags; 50 ms.
 _SPEC = """
@@ -142,8 +166,8 @@ def test_a_simulated_run_keeps_its_request_trace_and_the_summary_reads_it(tmp_pa
         # a 1 ms device: the driver time is the timer's 1 ms plus the lab host's lateness
         assert min(th.driver_us) >= 1_000 and th.cpus == ({0} if th.comm == "a" else {1})
         assert th.woken_got_tag + th.woken_slept_again > 0 and max(th.tag_wait_us) > 100    # they slept for tags
-        # the simulator's woken thread acts as it runs: no CPU withheld after its switch-in (the lab's vCPUs can be)
-        # (its trace has a thread's sleeps for requests only, so no other wake-ups)
+        # the simulator's woken thread acts as it is switched in (a lab vCPU can stop there); its trace has a
+        # thread's sleeps for requests only, so no other wake-ups
         gaps = th.tag_wait_switch_in_to_next_us
         assert gaps and max(gaps) == 0 and th.other_switch_in_to_next_us == []
     assert sum(" Q " in ln for ln in lines) == sum(len(th.tag_wait_us) for th in s.threads.values()) + \
@@ -172,7 +196,8 @@ def test_the_simulators_events_read_as_the_tracers_lines():
     assert (th.pid, th.comm, th.cpus) == (1000, "rt-1", {1})      # a job name with "-digits" keeps its pid apart
     assert th.tag_wait_us == pytest.approx([24]) and th.sched_us == pytest.approx([5])
     assert th.driver_us == pytest.approx([1_000]) and th.wake_to_run_us == pytest.approx([10])
-    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0) and th.tag_wait_switch_in_to_next_us == pytest.approx([5])
+    assert (th.woken_got_tag, th.woken_slept_again) == (1, 0)
+    assert th.tag_wait_switch_in_to_next_us == pytest.approx([5])          # R at 20 us, its G at 25 us
     assert blktrace.process_names([{"name": "a b", "numjobs": 2}, {"name": "x" * 20, "numjobs": 1}]) == \
         ["a_b", "a_b", "x" * 15]
 
