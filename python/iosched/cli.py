@@ -121,7 +121,7 @@ _cluster_option = click.option("--cluster", metavar="tcp://HOST:PORT|slurm[:N]",
               help="kernel: first write each device sequentially, then randomly (4 KiB, twice its capacity).")
 @click.option("--lab", "lab_dir", type=click.Path(file_okay=False), help="vm: the lab's cache folder.")
 @click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
-              help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg, trace=blk|blk+sched.")
+              help="vm: cpus=N, memory=SIZE, accel=auto|kvm|tcg, trace=blk|blk+sched, idle=halt|poll.")
 @click.option("--trace", "request_trace", is_flag=True,
               help="Keep each run's request trace (runs/<id>/blktrace.txt.gz; `iosched trace-summary OUT`): sim "
                    "and vm (there: --vm trace=blk+sched).")

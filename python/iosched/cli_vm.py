@@ -17,7 +17,8 @@ from .errors import SpecError
 _lab_option = click.option("--lab", "lab_dir", type=click.Path(file_okay=False), default=None,
                            help="The lab's cache folder (default: $IOSCHED_LAB_DIR, else ~/.cache/iosched/lab).")
 _vm_option = click.option("--vm", "vm_opts", multiple=True, metavar="KEY=VALUE",
-                          help="The guest: cpus=N (default 2), memory=SIZE (2G), accel=auto|kvm|tcg (auto).")
+                          help="The guest: cpus=N (default 2), memory=SIZE (2G), accel=auto|kvm|tcg (auto), "
+                               "idle=halt|poll (halt).")
 
 
 def _no_trace(opts):
@@ -122,7 +123,7 @@ def check(lab_dir, vm_opts):
             accel, how = qemu.choose_accel(opts.accel, lb, exe, scratch, _echo, reprobe=True)
             click.echo(f"accelerator: {accel} ({how})")
             boot = qemu.Boot(lb.kernel, lb.initramfs, accel, opts.cpus, opts.memory_mib, scratch / "results",
-                             scratch / "console")
+                             scratch / "console", idle_poll=opts.idle == "poll")
             # As a batch of runs does (runner.BOOT_ATTEMPTS): a TCG guest now and then panics while it boots.
             for attempt in range(1, BOOT_ATTEMPTS + 1):
                 ok, secs, why = qemu.boot_ready(boot, exe, scratch, qemu.BOOT_TIMEOUT_S[accel])
@@ -171,7 +172,7 @@ def shell(lab_dir, vm_opts, device):
             initrd = scratch / "initrd.img"
             kernel = _initrd(lb, {"main.sh": guest.main_script(devices, [], 0.1)}, initrd)
             boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results",
-                             scratch / "console", args, shell=True)
+                             scratch / "console", args, shell=True, idle_poll=opts.idle == "poll")
             click.echo(f"booting ({accel}); the console is this terminal (Ctrl-A X quits qemu)", err=True)
             with qemu.running(boot, exe, scratch / "qemu.err") as g:
                 g.proc.wait()

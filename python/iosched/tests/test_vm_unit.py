@@ -401,6 +401,11 @@ def test_run_id(tmp_path):
     traced = {runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, trace=t), "tcg",
                             "6.12.117+deb12-amd64") for t in ("blk", "blk+sched")}
     assert rid not in traced and len(traced) == 2
+    # so is one whose idle vCPUs poll; the default (halt) keeps the ids as they were
+    assert rid != runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, idle="poll"), "tcg",
+                                "6.12.117+deb12-amd64")
+    assert rid == runner.run_id(runs[0], lds, runner.Options(devices=[], out=tmp_path, idle="halt"), "tcg",
+                                "6.12.117+deb12-amd64")
 
 
 def test_a_request_trace_in_the_lab_is_the_blk_tracer_with_sched_events():
@@ -418,7 +423,15 @@ def test_vm_options():
     assert o.trace == "blk" and runner.trace_buffer_kib(o) == 64 << 10     # 1 GiB / 8: capped at 64 MiB
     assert runner.parse_vm_options(["trace=blk+sched"], o).trace == "blk+sched"
     assert runner.trace_buffer_kib(runner.Options(devices=[], out=Path("."), cpus=4, memory_mib=512)) == 16 << 10
-    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace", "trace=sched"):
+    o = runner.parse_vm_options(["idle=poll"], o)
+    assert o.idle == "poll" and runner.parse_vm_options(["idle=halt"], o).idle == "halt"
+    # the guest's command line: idle=poll only when asked for
+    boot = qemu.Boot(Path("k"), Path("i"), "tcg", 2, 2048, Path("r"), Path("c"))
+    assert "idle=" not in " ".join(boot.argv("qemu"))
+    boot.idle_poll = True
+    assert boot.argv("qemu")[boot.argv("qemu").index("-append") + 1].endswith(" idle=poll")
+    for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace", "trace=sched", "idle=mwait",
+                "idle="):
         with pytest.raises(SpecError):
             runner.parse_vm_options([bad], runner.Options(devices=[], out=Path(".")))
 

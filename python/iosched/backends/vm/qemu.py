@@ -55,6 +55,10 @@ class Boot:
     console: Path                      # the serial console's file
     devices: list[str] = field(default_factory=list)      # extra QEMU arguments (the block devices)
     shell: bool = False                # console on stdio, a shell in the guest
+    idle_poll: bool = False            # the guest's kernel polls when idle (idle=poll) rather than halting
+
+    def cmdline(self) -> str:
+        return CMDLINE + (" idle=poll" if self.idle_poll else "") + (" iosched.shell" if self.shell else "")
 
     def argv(self, exe: str) -> list[str]:
         cpu = "host" if self.accel == "kvm" else "max"
@@ -64,7 +68,7 @@ class Boot:
         args = [exe, "-accel", self.accel, "-cpu", cpu, "-smp", str(self.cpus), "-m", f"{self.memory_mib}M",
                 "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
                 "-kernel", str(self.kernel), "-initrd", str(self.initrd),
-                "-append", CMDLINE + (" iosched.shell" if self.shell else ""),
+                "-append", self.cmdline(),
                 "-device", "virtio-serial-pci",
                 "-chardev", f"file,id=results,path={self.results}",
                 "-device", f"virtserialport,chardev=results,name={PORT_NAME}"]

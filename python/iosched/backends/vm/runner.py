@@ -46,6 +46,9 @@ WEIGHTED = ("bfq", "kyber-fairness")
 TUNABLE_RE = re.compile(r"[a-z0-9_]+")
 VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memory (default 2G)",
            "accel": "auto (probe KVM, else TCG), kvm or tcg (default auto)",
+           "idle": "halt: an idle vCPU halts and qemu's thread sleeps until the host wakes it (default); poll: the "
+                   "guest's kernel polls instead (idle=poll), so no vCPU waits for the host to wake its thread, at "
+                   "the cost of a host core per vCPU (docs/vm-lab.md)",
            "trace": "blk: keep the kernel's blk tracer output of every run (blktrace.txt.gz: each request's Q/G/I/D/C "
                     "and BFQ's own messages; it costs guest CPU, so a traced run is a run of its own); blk+sched: "
                     "the same with the CPU scheduler's wake-ups and context switches in the same file (default off)"}
@@ -57,6 +60,7 @@ VM_KEYS = {"cpus": "vCPUs of the guest (default 2)", "memory": "the guest's memo
 # third failure in a row says something else is wrong.
 BOOT_ATTEMPTS = 3
 TRACE_MODES = ("off", "blk", "blk+sched")
+IDLE_MODES = ("halt", "poll")
 # The same emulation fault also hits a guest after its init reported in (the suite, 2026-11-30: "Oops: int3" at a
 # patched jump site in kmem_cache_free, TCG's view of the kernel's live code patching, then "Kernel panic - not
 # syncing: Fatal exception in interrupt"; in runs with and without our modules; reruns passed). Such a batch's
@@ -86,10 +90,11 @@ class Options:
     accel: str = "auto"
     trace: str = "off"
     filesystem: str | None = None   # --filesystem; the spec's devices' `filesystem` when not given
+    idle: str = "halt"              # halt or poll (the guest kernel's idle=poll)
 
 
 def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Options:
-    """``--vm KEY=VALUE`` (repeatable): cpus, memory, accel, trace."""
+    """``--vm KEY=VALUE`` (repeatable): cpus, memory, accel, trace, idle."""
     for item in items:
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
@@ -113,6 +118,10 @@ def parse_vm_options(items: list[str] | tuple[str, ...], opts: Options) -> Optio
             if value not in TRACE_MODES:
                 raise SpecError("--vm", item, f"trace: expected off, blk or blk+sched, got {show(value)}")
             opts.trace = value
+        elif key == "idle":
+            if value not in IDLE_MODES:
+                raise SpecError("--vm", item, f"idle: expected halt or poll, got {show(value)}")
+            opts.idle = value
     return opts
 
 
@@ -135,6 +144,8 @@ def run_id(run: ResolvedRun, devices: list[LabDevice], opts: Options, accel: str
         parts.append(f"trace={opts.trace}")
     if opts.filesystem:
         parts.append(f"filesystem={opts.filesystem}")
+    if opts.idle != "halt":
+        parts.append(f"idle={opts.idle}")
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -388,7 +399,7 @@ def _batch(exp: Experiment, lab: labmod.Lab, exe: str, accel: str, how: str, dev
     initrd = scratch / "initrd.img"
     kernel = _initrd(lab, files, initrd)
     boot = qemu.Boot(kernel, initrd, accel, opts.cpus, opts.memory_mib, scratch / "results.bin",
-                     scratch / "console.log", qargs)
+                     scratch / "console.log", qargs, idle_poll=opts.idle == "poll")
     echo(f"booting the lab ({accel}, {opts.cpus} vCPUs, {opts.memory_mib} MiB, kernel {lab.release}) for "
          f"{len(pending)} run(s) on {', '.join(f'{n} = {d.given}' for n, d in zip(spec_names, devices))} ...")
     for attempt in range(1, BOOT_ATTEMPTS + 1):
