@@ -4,10 +4,10 @@ up per submitting thread (``iosched trace-summary``): how long its requests wait
 scheduler (G -> D) and in the driver (D -> C), and how many requests its device had allocated (G, not yet C)
 when it asked for one (Q); with the CPU scheduler's events, how its sleeps for a tag ended
 (woken and given a tag, or woken and asleep again), and how long a woken thread, once switched in, takes to do
-anything the trace shows (a lab guest's vCPU that stops meanwhile shows as a long gap).  The
-questions validation.md and kmod.md asked of traces by hand, asked the same way of both sides.  BFQ's own
-messages (`` m `` lines: the kernel's ``bfq_log``, the simulator's scheduler notes in the same forms) are counted
-per queue (``bfq_counts``): how often each went busy and into service, why it was expired, its dispatches while
+anything the trace shows (a lab guest's vCPU that stops meanwhile shows as a long gap).  The questions
+validation.md and kmod.md asked of traces by hand, asked the same way of both sides.  BFQ's own messages (`` m ``
+lines: the kernel's ``bfq_log``, the simulator's scheduler notes in the same forms) are counted per queue
+(``bfq_counts``): how often each went busy and into service, why it was expired, its dispatches while
 weight-raised, and what depth allocations got."""
 
 from __future__ import annotations
@@ -134,9 +134,10 @@ def read(path: Path) -> Summary:
                 continue
             prev, state, nxt = int(sm.group(1)), sm.group(2), int(sm.group(3))
             woke_at = waking_at.pop(nxt, None)      # a wake-up counts for the first switch-in after it only
+            tag_wait = nxt in threads and in_tag_wait.get(nxt, 0) > 0
             if woke_at is not None and nxt in threads:
-                switched_in_at[nxt] = (t, in_tag_wait.get(nxt, 0) > 0)
-            if nxt in threads and in_tag_wait.get(nxt, 0) > 0:
+                switched_in_at[nxt] = (t, tag_wait)
+            if tag_wait:
                 running_since[nxt] = t
                 if woke_at is not None:
                     threads[nxt].wake_to_run_us.append(t - woke_at)

@@ -94,7 +94,7 @@ def test_trace_summary_of_a_tag_sleep(tmp_path):
     assert out.exit_code == 2 and "not a readable trace" in out.output
 
 
-def test_a_wake_up_from_another_sleep_counts_apart(tmp_path):
+def test_a_wake_up_from_another_sleep_counts_apart():
     """A reader that reaps in io_getevents (asleep in state S, not waiting for a tag) is woken at 2.000 ms and
     switched in at 2.100 ms; its next event, the next Q, comes at 3.100 ms: 1,000 us, over 0.5 ms, counted with the
     other sleeps, none with the tag waits."""
@@ -111,11 +111,10 @@ next_comm=fio next_pid=300 next_prio=120
   fio-300 [000] d..1.  0.003100: 254,0    Q   R 16 + 8 [fio]
   fio-300 [000] d..1.  0.003105: 254,0    G   R 16 + 8 [fio]
 """   # a backslash at a line's end joins it with the next, as in _TRACE
-    f = tmp_path / "blktrace.txt.gz"
-    f.write_bytes(gzip.compress(trace.encode()))
-    th = blktrace.read(f).threads[300]
+    s = _read_text(trace)
+    th = s.threads[300]
     assert th.other_switch_in_to_next_us == pytest.approx([1_000]) and th.tag_wait_switch_in_to_next_us == []
-    assert blktrace.table(blktrace.read(f))[2].endswith("| - / 1.00 (100%) |")
+    assert blktrace.table(s)[2].endswith("| - / 1.00 (100%) |")
 
 
 # A lab-sized simulated run: two readers sharing a 4-tag null_blk (no elevator), each with 4 outstanding, so they
@@ -185,13 +184,7 @@ def test_the_simulators_events_read_as_the_tracers_lines():
     ev = lambda t, a, s=8: {"t": t, "a": a, "p": 0, "c": 1, "d": 0, "w": False, "s": s, "n": 8}  # noqa: E731
     events = [ev(1_000, "Q"), ev(2_000, "S"), ev(10_000, "W"), ev(20_000, "R"), ev(25_000, "G"), ev(30_000, "D"),
               ev(1_030_000, "C")]
-    text = "\n".join(blktrace.sim_lines(events, blktrace.process_names([{"name": "rt-1", "numjobs": 1}]), False))
-    import tempfile
-    from pathlib import Path
-    with tempfile.TemporaryDirectory() as d:
-        f = Path(d) / "blktrace.txt.gz"
-        f.write_bytes(gzip.compress(text.encode()))
-        s = blktrace.read(f)
+    _, s = _read_sim(events, [{"name": "rt-1", "numjobs": 1}])
     (th,) = s.threads.values()
     assert (th.pid, th.comm, th.cpus) == (1000, "rt-1", {1})      # a job name with "-digits" keeps its pid apart
     assert th.tag_wait_us == pytest.approx([24]) and th.sched_us == pytest.approx([5])
@@ -202,14 +195,19 @@ def test_the_simulators_events_read_as_the_tracers_lines():
         ["a_b", "a_b", "x" * 15]
 
 
-def _read_sim(events, jobs):
+def _read_text(text: str) -> blktrace.Summary:
+    """A trace's text as read() takes it from a run's blktrace.txt.gz."""
     import tempfile
     from pathlib import Path
-    text = "\n".join(blktrace.sim_lines(events, blktrace.process_names(jobs), False))
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "blktrace.txt.gz"
         f.write_bytes(gzip.compress(text.encode()))
-        return text, blktrace.read(f)
+        return blktrace.read(f)
+
+
+def _read_sim(events, jobs):
+    text = "\n".join(blktrace.sim_lines(events, blktrace.process_names(jobs), False))
+    return text, _read_text(text)
 
 
 def test_an_io_wq_workers_issue_reads_as_the_kernels_iou_wrk_thread():

@@ -429,7 +429,8 @@ def test_vm_options():
     boot = qemu.Boot(Path("k"), Path("i"), "tcg", 2, 2048, Path("r"), Path("c"))
     assert "idle=" not in " ".join(boot.argv("qemu"))
     boot.idle_poll = True
-    assert boot.argv("qemu")[boot.argv("qemu").index("-append") + 1].endswith(" idle=poll")
+    argv = boot.argv("qemu")
+    assert argv[argv.index("-append") + 1].endswith(" idle=poll")
     for bad in ("cpus=0", "memory=64M", "accel=hvf", "gpus=1", "cpus", "trace=ftrace", "trace=sched", "idle=mwait",
                 "idle="):
         with pytest.raises(SpecError):
