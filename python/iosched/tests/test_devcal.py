@@ -383,7 +383,8 @@ def test_a_completion_interrupts_time_is_the_gap_to_the_next_completion_it_ended
 """.splitlines()
     assert labhost.interrupt_gaps_ns(trace) == pytest.approx([8_000, 9_000])
     # Negative control: the same completions with a wake-up after the first give one gap only.
-    woken = trace[:2] + ["          <idle>-0       [001] dNh4.   100.000011: sched_waking: comm=fio pid=259"] + trace[2:]
+    waking = "          <idle>-0       [001] dNh4.   100.000011: sched_waking: comm=fio pid=259"
+    woken = trace[:2] + [waking] + trace[2:]
     assert labhost.interrupt_gaps_ns(woken) == pytest.approx([9_000])
 
 
