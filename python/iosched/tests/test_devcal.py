@@ -410,3 +410,28 @@ def test_the_completion_interrupt_is_part_of_the_completion_path_not_more_cpu():
 
     whole, apart, too_long = run(0), run(8_000), run(10 * host["libaio"]["complete_ns"])
     assert apart == pytest.approx(whole, rel=1e-6) and too_long == pytest.approx(whole, rel=1e-6)
+
+
+def test_the_interrupt_update_says_what_is_missing(tmp_path):
+    """--interrupts-only on a folder with no lab-host-interrupts run, or with one whose trace is gone, is one
+    SpecError naming what to run; the preset is left as it was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iosched import presets
+
+    from iosched.devcal.presetfiles import write_preset
+
+    base = presets.load_preset("host", "lab-tcg-2vcpu")
+    preset = tmp_path / "lab-tcg-2vcpu.toml"
+    write_preset(preset, "host", base.description, base.key_figures, dict(base.params), dict(base.provenance))
+    before = preset.read_text()
+    rows = [{"experiment": "lab-host-timers", "run_id": "a", "backend": "vm"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "results.parquet")
+    with pytest.raises(SpecError, match="no lab-host-interrupts run"):
+        labhost.update_interrupts(tmp_path, preset)
+    rows.append({"experiment": "lab-host-interrupts", "run_id": "b", "backend": "vm"})
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "results.parquet")
+    with pytest.raises(SpecError, match="without its trace"):
+        labhost.update_interrupts(tmp_path, preset)
+    assert preset.read_text() == before
