@@ -214,23 +214,17 @@ def devices():
               help="Update only the timer lateness of the existing preset --out (lab-host-timers runs in RESULTS).")
 @click.option("--filesystems-only", is_flag=True,
               help="Update only the file systems' costs of the existing preset --out (fs-dio-cost runs in RESULTS).")
-@click.option("--interrupts-only", is_flag=True,
-              help="Update only the completion interrupt's time of the existing preset --out (lab-host-interrupts "
-                   "runs in RESULTS).")
-def host_preset(results, out, cores, timers_only, filesystems_only, interrupts_only):
+def host_preset(results, out, cores, timers_only, filesystems_only):
     """Write the lab guest's host preset from the runs of experiments/validation/lab-host-*.toml (and
     fs-dio-cost.toml, raw and on each file system) in RESULTS (several folders: their runs pooled)."""
-    from .devcal.labhost import update_filesystems, update_interrupts, update_timer_lateness, write_lab_host
+    from .devcal.labhost import update_filesystems, update_timer_lateness, write_lab_host
 
-    only = [f for f, on in (("--timers-only", timers_only), ("--filesystems-only", filesystems_only),
-                            ("--interrupts-only", interrupts_only)) if on]
-    if len(only) > 1:
-        raise SpecError(only[1], None, f"not with {only[0]} (run the command once for each)")
-    if only and not Path(out).is_file():
-        raise SpecError("--out", None, f"{out}: no such preset to update ({only[0]} keeps its other values)")
-    if interrupts_only:
-        figures = update_interrupts([Path(p) for p in results], Path(out))
-    elif timers_only:
+    if timers_only and filesystems_only:
+        raise SpecError("--filesystems-only", None, "not with --timers-only (run the command once for each)")
+    if (timers_only or filesystems_only) and not Path(out).is_file():
+        flag = "--timers-only" if timers_only else "--filesystems-only"
+        raise SpecError("--out", None, f"{out}: no such preset to update ({flag} keeps its other values)")
+    if timers_only:
         figures = update_timer_lateness([Path(p) for p in results], Path(out))
     elif filesystems_only:
         figures = update_filesystems([Path(p) for p in results], Path(out))

@@ -79,7 +79,6 @@ pub fn host(cores: u32) -> HostConfig {
         lock_handoff_ns: 0,
         uncontended_lock_ns: 0,
         completion_irq_ns: 0,
-        interrupt_ns: 0,
         package_idle_wake_ns: 0,
         package_idle_ns: 0,
         io_page_ns: 0,

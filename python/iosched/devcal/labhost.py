@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,6 @@ ENGINES_EXPERIMENT = "lab-host-engines"
 SCHEDULERS_EXPERIMENT = "lab-host-schedulers"
 TIMERS_EXPERIMENT = "lab-host-timers"
 FS_EXPERIMENT = "fs-dio-cost"
-INTERRUPTS_EXPERIMENT = "lab-host-interrupts"
-# Two completions of one interrupt follow each other by at most this in the lab's blk trace: there the gaps between
-# consecutive completions in hard-interrupt context on one vCPU form a first mode at 2-14 us, and further ones from
-# ~30 us (the next timer's expiry, the next interrupt) (docs/validation.md, "The completion interrupt").
-ONE_INTERRUPT_GAP_NS = 16_000
-_TRACE_EVENT = re.compile(r"^\s*.+?-\d+\s+\[(?P<cpu>\d+)\]\s+(?P<flags>\S+)\s+(?P<t>\d+\.\d+):\s+(?P<rest>.*)$")
-_COMPLETION = re.compile(r"^\d+,\d+\s+C\s")
 # The quantiles of fio's clat (its default percentile list) the timer lateness table keeps.
 LATENESS_PERCENTILES = (1.0, 10.0, 50.0, 90.0, 99.0, 99.9)
 BASE = "xeon-silver-4210r-10c"
@@ -337,80 +329,6 @@ def filesystem_costs(results: Path | list[Path],
     return table, prov, figures
 
 
-def interrupt_gaps_ns(lines) -> list[float]:
-    """From a blk trace's lines (``--vm trace=blk+sched``): the time each completion took in an interrupt that
-    ended several, the gap from one completion (C) to the next on the same CPU, both in hard-interrupt context
-    (``h`` in the flags) with no other event between them (a wake-up inside the interrupt is seen with sched
-    events, and its completion left out) and at most ONE_INTERRUPT_GAP_NS apart."""
-    gaps: list[float] = []
-    last: dict[str, float | None] = {}
-    for line in lines:
-        m = _TRACE_EVENT.match(line)
-        if not m:
-            continue
-        t = float(m["t"]) * 1e9
-        if "h" in m["flags"] and _COMPLETION.match(m["rest"]):
-            before = last.get(m["cpu"])
-            if before is not None and t - before <= ONE_INTERRUPT_GAP_NS:
-                gaps.append(t - before)
-            last[m["cpu"]] = t
-        else:
-            last[m["cpu"]] = None
-    return gaps
-
-
-def interrupt_cost(results: Path | list[Path], rows: list[dict[str, Any]]) -> tuple[int, str, dict] | None:
-    """HostConfig.interrupt_ns, its provenance and figures, from the traced lab-host-interrupts runs in ``results``
-    (None without any): the median time a completion took in an interrupt that ended several (``interrupt_gaps_ns``,
-    every run's pooled)."""
-    gaps: list[float] = []
-    runs = 0
-    for r in rows:
-        if r["experiment"] != INTERRUPTS_EXPERIMENT:
-            continue
-        trace = _run_folder(results, r) / "blktrace.txt.gz"
-        if not trace.is_file():
-            raise SpecError(str(trace.parent), None, f"a {INTERRUPTS_EXPERIMENT} run without its trace: run it with "
-                            "--vm trace=blk+sched (docs/validation.md)")
-        try:
-            with gzip.open(trace, "rt") as lines:
-                found = interrupt_gaps_ns(lines)
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise SpecError(str(trace), None, f"not a readable trace ({e})") from None
-        if not found:
-            raise SpecError(str(trace), None, "no interrupt that ended several requests: was it traced with the "
-                            "blk tracer, on a null_blk of irqmode=2?")
-        gaps += found
-        runs += 1
-    if not runs:
-        return None
-    ns = int(round(statistics.median(gaps)))
-    prov = (f"measured: the median time a completion took in a guest interrupt that ended several requests "
-            f"({INTERRUPTS_EXPERIMENT} runs, {runs}, a QD-16 libaio reader on null_blk irqmode=2 traced with "
-            f"--vm trace=blk+sched: {len(gaps)} gaps between consecutive completions in hard-interrupt context on one "
-            f"vCPU, nothing between, at most {ONE_INTERRUPT_GAP_NS / 1e3:g} us apart; the trace's own event included)")
-    figures = {"interrupt_gaps": len(gaps), "interrupt_ns_p10_p50_p90": [
-        int(round(statistics.quantiles(gaps, n=10)[i])) for i in (0, 4, 8)] if len(gaps) > 1 else [ns, ns, ns]}
-    return ns, prov, figures
-
-
-def update_interrupts(results: Path | list[Path], preset_path: Path) -> dict:
-    """Measure only the ``interrupt_ns`` of the lab host preset at ``preset_path`` from the lab-host-interrupts runs
-    in ``results``, keeping its other parameters."""
-    from ..presets import load_preset_file
-
-    preset = load_preset_file(preset_path, "host")
-    found = interrupt_cost(results, _vm_rows(results))
-    if found is None:
-        raise SpecError(_named(results), None, f"no {INTERRUPTS_EXPERIMENT} run: run experiments/validation/"
-                        f"{INTERRUPTS_EXPERIMENT}.toml into it with --vm trace=blk+sched (docs/validation.md)")
-    ns, prov_text, figures = found
-    params = dict(preset.params, interrupt_ns=ns)
-    prov = dict(preset.provenance, interrupt_ns=prov_text)
-    write_preset(preset_path, "host", preset.description, preset.key_figures, params, prov)
-    return figures
-
-
 def update_filesystems(results: Path | list[Path], preset_path: Path) -> dict:
     """Measure only the ``filesystems`` of the lab host preset at ``preset_path`` from the fs-dio-cost runs in
     ``results`` (one folder or several, pooled), keeping its other parameters."""
@@ -501,10 +419,6 @@ def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dic
         params["timer_lateness"], prov["timer_lateness"], more = timers
         figures.update(more)
         _take_wake_lateness(params, prov, figures)
-    interrupts = interrupt_cost(results, rows)
-    if interrupts is not None:
-        params["interrupt_ns"], prov["interrupt_ns"], more = interrupts
-        figures.update(more)
     fs = filesystem_costs(results, rows)
     if fs is not None:
         params["filesystems"], fs_prov, more = fs

@@ -100,14 +100,6 @@ pub struct HostConfig {
     /// runs a core's woken processes varies (`Simulation::pick_next`). 0: charged to the woken process.
     #[serde(default)]
     pub completion_irq_ns: u64,
-    /// CPU time of a completion's hard interrupt (its entry and exit, the driver's completion, blk-mq's end of the
-    /// request: the tag freed and its sleepers woken), booked on the completion's core when it arrives, ahead of
-    /// any process it wakes there; it is the interrupt's part of the engine's `complete_ns`, which the reaper's path
-    /// books less that much. 0: the whole `complete_ns` in the reaper's path (no separate interrupt), as before.
-    /// Only a fio request's completion that comes by interrupt (not null_blk's irqmode 0, which ends the request
-    /// inside its submission call) books it.
-    #[serde(default)]
-    pub interrupt_ns: u64,
     /// Extra CPU time of a wake-up (a sleeping process woken for its completion) that finds every core of the host
     /// idle for at least `package_idle_ns`: with all cores idle the package lowers its uncore (the shared cache and
     /// memory controller's clock) and the cores' own clocks, and the woken process's first microseconds of work run

@@ -85,10 +85,6 @@ pub struct Device {
     /// The uniform draw that made that interrupt late, and per request (by id; NaN: none) the draw of the interrupt
     /// that ends it: the wake-up of its reaper is as late in its own distribution (`take_timer_draw`).
     timer_handled_u: f64,
-    /// How many more timers that interrupt has ended so far, and the host's time per completion in an interrupt
-    /// (`HostConfig::interrupt_ns`): it ends them one after another, that far apart.
-    timer_handled_joined: u64,
-    interrupt_ns: u64,
     timer_draws: Vec<f64>,
     hw_queues: u32,
     /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
@@ -322,8 +318,6 @@ impl Device {
             timer_lateness: None,
             timer_handled_at_ns: 0,
             timer_handled_u: 0.0,
-            timer_handled_joined: 0,
-            interrupt_ns: 0,
             timer_draws: Vec::new(),
             hw_queues: hw_queues.max(1),
             submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
@@ -369,12 +363,6 @@ impl Device {
     /// The host's timers fire this late: null_blk's timer completions (irqmode 2) end that much later.
     pub fn set_timer_lateness(&mut self, lateness: Option<crate::config::TimerLateness>) {
         self.timer_lateness = lateness;
-    }
-
-    /// The host's time per completion in an interrupt (`HostConfig::interrupt_ns`): one late timer interrupt ends
-    /// the timers expired by then one after another, that far apart.
-    pub fn set_interrupt_ns(&mut self, interrupt_ns: u64) {
-        self.interrupt_ns = interrupt_ns;
     }
 
     /// The uniform draw of the late timer interrupt that ended `request` (None if no late timer did), once.

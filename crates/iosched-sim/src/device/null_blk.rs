@@ -80,16 +80,12 @@ impl Device {
                 // One late interrupt handles every timer expired by then (hrtimer_interrupt runs all expired
                 // timers): a timer expiring before the pending handling joins it; a later one waits its own
                 // lateness. Every timer here has the same duration, so expiries come in submission order.
-                // It ends them one after another, each `interrupt_ns` after the one before (its completion path).
                 if done_ns <= self.timer_handled_at_ns {
-                    self.timer_handled_joined += 1;
-                    done_ns =
-                        self.timer_handled_at_ns + self.timer_handled_joined * self.interrupt_ns;
+                    done_ns = self.timer_handled_at_ns;
                 } else {
                     let u = self.rng.random_range(0.0..1.0);
                     done_ns += lateness.late_ns(service_ns, u);
                     (self.timer_handled_at_ns, self.timer_handled_u) = (done_ns, u);
-                    self.timer_handled_joined = 0;
                 }
                 let request = command.request as usize;
                 if self.timer_draws.len() <= request {
@@ -195,31 +191,6 @@ mod tests {
         assert_eq!(
             run_until_idle(&mut device, &mut events),
             vec![(700_000, 0), (700_000, 1), (1_000_000, 2)]
-        );
-    }
-
-    #[test]
-    fn a_late_interrupt_ends_its_timers_one_after_another() {
-        // The same timers on a host whose interrupt takes 8 us per completion (`interrupt_ns`): A ends at 700 us,
-        // B, expired meanwhile, 8 us later in the same interrupt (708); C, after it, in its own at 1,000 as before.
-        // A fourth, D at 350, expires at 850, before C's interrupt: it ends 8 us after C (1,008). Without the
-        // interrupt's time (the test above) the ends of one interrupt coincide, and the tags they free come all
-        // at once: one woken thread takes them all (docs/validation.md, "two woken writers on one vCPU").
-        let mut device = null_blk_device(2, 500_000);
-        device.set_timer_lateness(Some(crate::config::TimerLateness {
-            quantiles: vec![0.5],
-            durations_ns: vec![500_000],
-            late_ns: vec![vec![200_000]],
-        }));
-        device.set_interrupt_ns(8_000);
-        let mut events = EventQueue::new();
-        for (request, at) in [(0, 0), (1, 100_000), (2, 300_000), (3, 350_000)] {
-            events.now_ns = at;
-            device.submit(0, read(request, 0), &mut events);
-        }
-        assert_eq!(
-            run_until_idle(&mut device, &mut events),
-            vec![(700_000, 0), (708_000, 1), (1_000_000, 2), (1_008_000, 3)]
         );
     }
 

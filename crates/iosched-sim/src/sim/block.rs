@@ -741,20 +741,6 @@ impl Simulation<'_> {
         self.irq_package_idle_extra_ns = Some(self.host.package_idle_extra_ns(now));
         self.charge_interrupt(core, process, now);
         let mut path_start = now;
-        let interrupt_ns = self.config.host.interrupt_ns;
-        if interrupt_ns > 0 && !inline && self.slots[request as usize].kind == BioKind::Fio {
-            // Part of the engine's completion path, which the reaper books less this: the CPU per I/O stays.
-            let interrupt_ns =
-                interrupt_ns.min(self.processes[process as usize].params.cost.complete_ns);
-            // The interrupt runs on its core at once; what it wakes runs after it there (a second process woken on
-            // that core waits for every interrupt of the completions that came together: docs/simulator.md).
-            // Simplification: booked after the work already booked on the core, as the hook below.
-            let booked_from = self.host.cores[core as usize].free_at_ns.max(now);
-            let account = &mut self.processes[process as usize].stats.cpu;
-            let (_, end) = self.host.run_in_interrupt(core, now, interrupt_ns, account);
-            path_start += end - booked_from;
-            self.slots[request as usize].interrupt_booked_ns = interrupt_ns as u32;
-        }
         if self.costs.complete_ns > 0 {
             // The hook runs in the interrupt, at once: the wake-up that follows happens its duration (with any
             // spinning) after the completion. Simplification: its CPU time is booked after the work already booked
@@ -771,7 +757,7 @@ impl Simulation<'_> {
                 self.costs.complete_acquisitions,
                 HookContext::Interrupt,
             );
-            path_start += end - booked_from;
+            path_start = now + (end - booked_from);
         }
         let inserted = self.request_tag_freed(device, rq.hctx, now);
         // Queues the freed resource woke run first: the wake-up happens as the completion releases it (Kyber's

@@ -161,7 +161,6 @@ impl Simulation<'_> {
             tail: NO_IO,
             request: None,
             live: true,
-            interrupt_booked_ns: 0,
             // Readahead is a read (sync for the elevator); the flusher's writeback is asynchronous, fsync's
             // (WB_SYNC_ALL) sync.
             sync: !write || Some(process) != self.flusher,

@@ -192,7 +192,6 @@ fn block_queues_and_devices(
         queues.push(queue);
         let mut dev = Device::new(device.clone(), index as u32, nr_hw_queues, config.seed);
         dev.set_timer_lateness(config.host.timer_lateness.clone());
-        dev.set_interrupt_ns(config.host.interrupt_ns);
         devices.push(dev);
     }
     Ok((queues, devices))

@@ -290,7 +290,6 @@ impl Simulation<'_> {
             tail: NO_IO,
             request: None,
             live: true,
-            interrupt_booked_ns: 0,
             sync: true,
             kind: BioKind::Fio,
         })
@@ -441,7 +440,6 @@ impl Simulation<'_> {
         let slot = &mut self.slots[io as usize];
         assert!(slot.live, "bio {io} completed twice");
         slot.live = false;
-        let interrupt_ns = std::mem::take(&mut slot.interrupt_booked_ns) as u64;
         self.free_slots.push(io);
         let proc = &self.processes[process as usize];
         // A pinned process reaps on its core (the bio's). An unpinned one reaps on the core it is still running on
@@ -467,7 +465,7 @@ impl Simulation<'_> {
         };
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
-        let work = cost.complete_ns.saturating_sub(interrupt_ns)
+        let work = cost.complete_ns
             + if sleeping {
                 cost.sleep_wake_ns + self.package_idle_wake_extra_ns(now)
             } else {

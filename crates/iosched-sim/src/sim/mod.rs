@@ -96,9 +96,6 @@ struct IoSlot {
     request: Option<Request>,
     /// In use (between issue and completion); a second completion of the same bio is a bug caught here.
     live: bool,
-    /// The time of its request's completion interrupt booked on its core (`HostConfig::interrupt_ns`, at most its
-    /// engine's `complete_ns`): its reaper's path is that much shorter.
-    interrupt_booked_ns: u32,
     sync: bool,
     kind: BioKind,
 }
@@ -882,7 +879,6 @@ mod tests {
             tail: NO_IO,
             request: None,
             live: true,
-            interrupt_booked_ns: 0,
             sync: true,
             kind: BioKind::Fio,
         };

@@ -85,8 +85,6 @@ pub(super) struct RunQueue {
     pub(super) waiting: BinaryHeap<Reverse<Woken>>,
     /// A PickNext event is pending for this core.
     pick_pending: bool,
-    /// The instant a pick waited for its runner's next piece (`pick_next`): it waits once per instant.
-    deferred_at_ns: Option<u64>,
 }
 
 impl RunQueue {
@@ -235,21 +233,6 @@ impl Simulation<'_> {
                 free_at.min(slice_end_ns)
             };
             self.events.schedule(at, Event::PickNext { core });
-            return;
-        }
-        if in_call
-            && self.processes[runner as usize].state.core == core
-            && self.run_queues[core as usize].deferred_at_ns != Some(now)
-        {
-            // The runner is between two pieces of its call, nothing booked: its next piece is an event of this
-            // same instant scheduled after this pick (a woken tag sleeper's retry got its request and goes on
-            // submitting), so the pick waits for this instant's events, once. Without this the pick booked the
-            // next woken process between the pieces: two libaio writers sharing a vCPU, woken together by one
-            // completion, both got their requests 98% of the time, where the VM lab's second runs only once the
-            // first sleeps again (0.28 ms later at the median) and finds the tags taken about half the time
-            // (docs/validation.md).
-            self.run_queues[core as usize].deferred_at_ns = Some(now);
-            self.events.schedule(now, Event::PickNext { core });
             return;
         }
         let queue = &mut self.run_queues[core as usize];
@@ -473,11 +456,7 @@ mod tests {
         sim.pick_next(0, 10_000);
         assert!(sim.processes[0].state.queued);
         assert_eq!(sim.host.cores[0].free_at_ns, 20_000);
-        // At 20 us the call's booked work is over, but the call has not returned: the pick waits once for that
-        // instant's other events (the call's next piece or its return), then, nothing booked, process 0 runs (a
-        // 1 us switch, its 5 us reap, its 2 us submission).
-        sim.pick_next(0, 20_000);
-        assert!(sim.processes[0].state.queued);
+        // At 20 us the call's work is over: process 0 runs (a 1 us switch, its 5 us reap, its 2 us submission).
         sim.pick_next(0, 20_000);
         assert!(!sim.processes[0].state.queued);
         assert_eq!(sim.host.cores[0].free_at_ns, 28_000);
@@ -517,46 +496,6 @@ mod tests {
         assert!(sim.processes[1].asleep_on_tag());
         sim.processes[0].state.inflight = 1;
         sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
-        sim.pick_next(0, 10_000);
-        assert!(!sim.processes[0].state.queued);
-    }
-
-    #[test]
-    fn a_pick_at_the_instant_the_runners_booked_work_ends_waits_for_its_next_piece_booked_then() {
-        // Two writers share core 0, both asleep in io_submit for a request; one completion wakes both. Process 1
-        // runs first: its retry got the request at 10 us and its next submission (9 us) is booked by an event of
-        // that same instant, after the pick for process 0 already due then. The kernel goes on with process 1's
-        // call (no preemption of a syscall), so process 0 runs only when that call ends or sleeps.
-        let c = three_pinned_readers();
-        let mut sim = Simulation::new(&c).unwrap();
-        sim.run_process_on(0, 1, 0, 10_000);
-        sim.processes[1].state.submitting = true; // its SubmitNext is due at 10 us
-        sim.processes[0].state.inflight = 1;
-        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
-        // The pick due at 10 us finds the core free and the runner in its call: it waits for this instant's
-        // other events, once.
-        sim.pick_next(0, 10_000);
-        assert!(sim.processes[0].state.queued);
-        // process 1's SubmitNext books its next piece, 10 to 19 us; the pick, again at 10 us, now sees it and puts
-        // itself off to 19 us.
-        sim.host.run(0, 1, 10_000, 9_000, &mut Default::default());
-        sim.pick_next(0, 10_000);
-        assert!(sim.processes[0].state.queued);
-        let mut due = Vec::new();
-        while let Some((now, event)) = sim.events.pop() {
-            if let Event::PickNext { core: 0 } = event {
-                due.push(now);
-            }
-        }
-        assert_eq!(due.last(), Some(&19_000));
-        // Negative control: a second pick at the same instant with still nothing booked does not wait again (the
-        // call's next piece would have come by then), so an instant never repeats without end.
-        let mut sim = Simulation::new(&c).unwrap();
-        sim.run_process_on(0, 1, 0, 10_000);
-        sim.processes[1].state.submitting = true;
-        sim.processes[0].state.inflight = 1;
-        sim.queue_woken(0, 0, Resume::Reap(completion(5_000)));
-        sim.pick_next(0, 10_000);
         sim.pick_next(0, 10_000);
         assert!(!sim.processes[0].state.queued);
     }
