@@ -422,9 +422,17 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         groups = {j.config["cgroup"]: j.config["cgroup_weight"] for j in run.jobs if j.config["cgroup"]}
         if groups:
             n_before = len(journal.actions)
-            need = any(w != 100 for w in groups.values())
+            # Only BFQ honours the weights (the note above): under the others a kernel without BFQ's weight files
+            # still places the jobs in their cgroups.
+            need = run.scheduler == "bfq" and any(w != 100 for w in groups.values())
             rc_groups = cgroups.create(hierarchy, groups, journal, need_weights=need)
             cg_ids = [a["id"] for a in journal.actions[n_before:]]
+        kyber = [(t.device.path, Path("/sys/kernel/debug/block") / t.device.name) for t in targets] \
+            if run.scheduler == "kyber" else []
+        if kyber and not all((d / "sched" / "read_tokens").exists() for _, d in kyber):
+            kyber = []
+            kernel_notes.append("Kyber's domain token depths are not sampled: this kernel has no block-layer debugfs "
+                                "(CONFIG_BLK_DEBUG_FS), /sys/kernel/debug/block/<device>/sched is missing")
         for note in kernel_notes:
             echo(f"note: {note}")
         text, notes = fiofile.job_file(run, [t.path for t in targets],
@@ -435,8 +443,6 @@ def _one_run(run: ResolvedRun, index: int, total: int, targets: list[Target], op
         if writes is None:
             cmd.append("--readonly")
         cmd.append("jobs.fio")
-        kyber = [(t.device.path, Path("/sys/kernel/debug/block") / t.device.name) for t in targets] \
-            if run.scheduler == "kyber" else []
         sampler = Sampler(run.sample_interval_ns, kyber)
         label = f"[{index + 1}/{total}] {run.experiment}"
         echo(f"{label}: {run.scheduler} on {', '.join(t.path for t in targets)} ...")
