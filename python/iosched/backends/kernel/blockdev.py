@@ -251,10 +251,18 @@ def simulator_only() -> dict[str, str]:
     return {name: row["description"] for name, row in rows.items() if row["kernel"] == "simulator-only"}
 
 
+# The kernel's own blk-mq schedulers: a host kernel built without one (CI's 6.18.44 has no CONFIG_IOSCHED_BFQ) still
+# has it in the VM lab, whose Debian kernel loads each as a module.
+KERNEL_SCHEDULERS = ("mq-deadline", "kyber", "bfq")
+
+
 def elsewhere_hint(name: str) -> str:
-    """Where a scheduler this kernel lacks does run: our modules (k2, kyber-fairness) in the VM lab, the other
-    simulator-only schedulers in the simulator; "" for any other name."""
+    """Where a scheduler this kernel lacks does run: the kernel's own in the VM lab's kernel, our modules (k2,
+    kyber-fairness) there too, the other simulator-only schedulers in the simulator; "" for any other name."""
     from ..vm.kmod import vm_hint
+    if name in KERNEL_SCHEDULERS:
+        return f"; {name} is one of Linux's own schedulers, built out of this kernel: run it with --backend vm, " \
+               "whose kernel has it"
     hint = vm_hint(name)
     if hint:
         return hint
