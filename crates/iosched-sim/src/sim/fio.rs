@@ -458,11 +458,12 @@ impl Simulation<'_> {
             (self.woken_core(process, now), now, sleeping)
         };
         // Asleep on an idle core, it starts late where the host wakes a halted CPU late (`wake_late_ns`).
-        let from_ns = if sleeping {
-            from_ns + self.wake_late_ns(core, from_ns, self.completion_timer_draw)
+        let late_ns = if sleeping {
+            self.wake_late_ns(core, from_ns, self.completion_timer_draw)
         } else {
-            from_ns
+            0
         };
+        let from_ns = from_ns + late_ns;
         let params = &self.processes[process as usize].params;
         let (cost, locks) = (&params.cost, params.locks);
         let work = cost.complete_ns
@@ -483,7 +484,9 @@ impl Simulation<'_> {
         let booked = if sleeping && self.wakeup_preempts(process, core, from_ns) {
             self.run_ahead(core, process, from_ns, work, true)
         } else if sleeping && self.waits_in_run_queue(core, from_ns) {
-            self.queue_woken(core, process, Resume::Reap(io));
+            // Not before its wake-up's lateness, if its core was idle (else picked when the core gets to it).
+            let runnable_ns = if late_ns > 0 { from_ns } else { 0 };
+            self.queue_woken_from(core, process, Resume::Reap(io), runnable_ns);
             self.preempt_on_wakeup(core, process);
             return None;
         } else if !sleeping && may_yield && self.yields_core(process, core, from_ns) {

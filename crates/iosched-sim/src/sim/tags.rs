@@ -50,7 +50,10 @@ impl Simulation<'_> {
             if self.processes[process as usize].params.tag_wait == TagWait::Submitter
                 && self.waits_in_run_queue(core, now)
             {
-                self.queue_woken(core, process, Resume::TagRetry(io));
+                // On an idle core of a run queue (EEVDF), picked once the host has woken the core.
+                let late_ns = self.wake_late_ns(core, now, None);
+                let runnable_ns = if late_ns > 0 { now + late_ns } else { 0 };
+                self.queue_woken_from(core, process, Resume::TagRetry(io), runnable_ns);
                 self.preempt_on_wakeup(core, process);
                 return;
             }
