@@ -251,8 +251,9 @@ def simulator_only() -> dict[str, str]:
     return {name: row["description"] for name, row in rows.items() if row["kernel"] == "simulator-only"}
 
 
-# The kernel's own blk-mq schedulers: a host kernel built without one (CI's 6.18.44 has no CONFIG_IOSCHED_BFQ) still
-# has it in the VM lab, whose Debian kernel loads each as a module.
+# The kernel's own blk-mq schedulers besides none: a host kernel built without one (CI's 6.18.44 has no
+# CONFIG_IOSCHED_BFQ) still has it in the VM lab, whose Debian kernel loads each as a module (the lab offers these:
+# backends/vm/runner.py's LAB_SCHEDULERS is built from this).
 KERNEL_SCHEDULERS = ("mq-deadline", "kyber", "bfq")
 
 

@@ -29,7 +29,7 @@ from ...results import job_rows
 from ...spec import Experiment, RealSystem, ResolvedRun, expand_runs, validate_spec
 from ...units import parse_size
 from ..kernel import fiofile
-from ..kernel.blockdev import simulator_only
+from ..kernel.blockdev import KERNEL_SCHEDULERS, simulator_only
 from ..kernel.cgroups import NAME_RE as CGROUP_NAME_RE
 from ..kernel.fs import addressed_bytes
 from ..kernel.runner import _spec_device_names, host_info, refuse_simulator_only_settings, spec_filesystem
@@ -38,7 +38,7 @@ from . import VmError, collect, guest, kmod, lab as labmod, qemu
 from .cpio import CpioWriter
 from .devices import LabDevice, parse_devices, qemu_args
 
-LAB_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
+LAB_SCHEDULERS = ("none",) + KERNEL_SCHEDULERS
 # The kernel's own schedulers above, and ours (kmod/), built for the lab's kernel and loaded on demand.
 SCHEDULERS = LAB_SCHEDULERS + tuple(kmod.MODULES)
 # Schedulers that honour cgroup weights (bfq: io.bfq.weight; kyber-fairness: io.kyber_fairness.weight).
