@@ -43,7 +43,12 @@ impl Simulation<'_> {
     fn wake_tag_sleeper(&mut self, io: u32, now: u64) {
         let process = self.slots[io as usize].process;
         self.trace_thread('W', io, now);
-        let end = if self.slots[io as usize].kind == BioKind::Fio {
+        let end = if self.slots[io as usize].io_wq_worker != 0 {
+            let core = self.woken_worker_core(io, now);
+            self.slots[io as usize].core = core;
+            let at = now + self.wake_late_ns(core, now, None);
+            self.book_worker_wake_up(core, process, at)
+        } else if self.slots[io as usize].kind == BioKind::Fio {
             let core = self.woken_core(process, now);
             // The submitter itself slept: woken onto a busy core, it waits there for the process running to
             // sleep, leave the kernel or end its slice (`runqueue.rs`), as for a completion.
@@ -63,6 +68,43 @@ impl Simulation<'_> {
         };
         self.trace_thread('R', io, end);
         self.events.schedule(end, Event::TagRetry { io });
+    }
+
+    /// Where an io-wq worker woken for a request runs: a thread of its own, placed as the kernel places any woken
+    /// task (kernel/sched/fair.c `select_task_rq_fair`, `select_idle_sibling`): on the CPU it slept on when that is
+    /// idle, else on an idle allowed one, else on its own. The freed tag that woke it was on the hardware queue of
+    /// the CPU it slept on, whose completion ran there, so an idle machine keeps it on that queue; one that moves
+    /// asks another queue and, leaving, wakes a sleeper of the old one (`Blk::retry_tag`), which may move in turn.
+    /// Until 2026-12-07 the model woke it where its fio process would run (the process's core, if idle): 98% of
+    /// the retries of Fig. 11b's BFQ run with 16 readers moved, and every move woke another sleeper, ~1.1 M
+    /// wake-ups a second on the slow drive for its ~29 K freed requests, so the order in which the kernel's
+    /// sleepers get requests was lost (docs/validation.md).
+    fn woken_worker_core(&self, io: u32, at_ns: u64) -> u32 {
+        let slot = &self.slots[io as usize];
+        let allowed = &self.processes[slot.process as usize].params.allowed_cores;
+        if allowed.len() == 1 {
+            return allowed[0];
+        }
+        crate::host::wake_order(allowed, slot.core)
+            .find(|&core| self.core_idle(core, at_ns))
+            .unwrap_or(slot.core)
+    }
+
+    /// Book an io-wq worker's wake-up on `core` from `at_ns`: the worker's CPU time, counted as its process's, but
+    /// neither moving the process (its submitter) to that core nor keeping it busy; returns when the worker runs.
+    fn book_worker_wake_up(&mut self, core: u32, process: u32, at_ns: u64) -> u64 {
+        let wake_ns = self.wake_up_ns(process, at_ns);
+        let proc = &mut self.processes[process as usize];
+        let (start_ns, end_ns) = self
+            .host
+            .run(core, process, at_ns, wake_ns, &mut proc.stats.cpu);
+        self.set_runner(core, process, start_ns, end_ns);
+        let booked = super::CpuBooking {
+            core,
+            start_ns,
+            end_ns,
+        };
+        self.woken_up(booked, wake_ns)
     }
 
     /// Wake the threads of the bios a freed tag woke (`woken`, taken from `woken_bios`, whose allocation it gives
@@ -110,8 +152,13 @@ impl Simulation<'_> {
             let s = &self.slots[io as usize];
             (s.device, s.hctx, s.kind, s.process)
         };
+        let worker = self.slots[io as usize].io_wq_worker != 0;
         let (core, hctx) = if kind == BioKind::Fio {
-            let core = self.processes[process as usize].state.core;
+            let core = if worker {
+                self.slots[io as usize].core // where its wake-up put it (`woken_worker_core`)
+            } else {
+                self.processes[process as usize].state.core
+            };
             (core, core % self.queues[device as usize].nr_hw_queues)
         } else {
             (self.slots[io as usize].core, slept_on)
@@ -136,9 +183,11 @@ impl Simulation<'_> {
         let runner = match self.costs.dispatch_context {
             SchedulerDispatch::Kblockd => QueueRunner::Kblockd,
             SchedulerDispatch::Inline => QueueRunner::Thread {
-                core: self.processes[self.slots[io as usize].process as usize]
-                    .state
-                    .core,
+                core: if worker {
+                    self.slots[io as usize].core
+                } else {
+                    self.processes[process as usize].state.core
+                },
                 process: self.slots[io as usize].process,
                 booked_until_ns: 0,
             },
@@ -410,6 +459,40 @@ mod tests {
             (with_workers(&sim), sim.processes[0].state.tag_waits),
             (0, 0)
         );
+    }
+
+    /// A woken io-wq worker is a thread of its own: it runs on the CPU it slept on while that one is idle, so it
+    /// asks the same hardware queue again and wakes nobody on leaving it; on a busy CPU it moves to an idle one;
+    /// with every CPU busy it waits on its own. The 16 reads of `scarce_requests` on the test host's 2 cores: a
+    /// worker that slept on core 1 while its fio process last ran on core 0. Negative control: placed as its
+    /// process would be (the rule before 2026-12-07), it goes to the process's core 0 and changes queue.
+    #[test]
+    fn a_woken_io_wq_worker_runs_on_the_cpu_it_slept_on_while_that_is_idle() {
+        let c = scarce_requests(IoEngine::IoUring, 16);
+        let mut sim = Simulation::new(&c).unwrap();
+        until_all_reached_the_block_layer(&mut sim);
+        let io = (0..sim.slots.len() as u32)
+            .find(|&io| sim.slots[io as usize].live && sim.slots[io as usize].io_wq_worker != 0)
+            .expect("a bio with a worker");
+        sim.slots[io as usize].core = 1;
+        sim.processes[0].state.core = 0;
+        let now = sim.events.now_ns + 1_000_000; // past every piece of work booked so far
+        assert!(sim.core_idle(0, now) && sim.core_idle(1, now));
+        assert_eq!(sim.woken_worker_core(io, now), 1, "idle: where it slept");
+        assert_eq!(
+            sim.woken_core(0, now),
+            0,
+            "control: the process's rule moves it"
+        );
+        let mut account = Default::default();
+        sim.host.run(1, 0, now, 10_000, &mut account);
+        assert_eq!(
+            sim.woken_worker_core(io, now),
+            0,
+            "its CPU busy: the idle one"
+        );
+        sim.host.run(0, 0, now, 10_000, &mut account);
+        assert_eq!(sim.woken_worker_core(io, now), 1, "both busy: its own");
     }
 
     /// Two sequential io_uring writers on one core (so 4 io-wq workers per ring) over the same blocks, 2 command
