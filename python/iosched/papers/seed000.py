@@ -985,25 +985,15 @@ def _bg(rw: str, bs: str) -> dict:
     return fio("t", rw, 128, bs=bs, ssds=8, group_reporting=False)
 
 
-# The artifact launched one fio process per app, the background apps first and the L-app (Fig. 12: the foreground
-# app) last; they ended within 0-2 s of each other (fio_timestamp, 1 s resolution), so the gap is not recorded. It
-# matters to BFQ (5.13+): a process whose first request comes within 180 ms of the last new queue joins that queue
-# (stable merging), and an L-app sharing the writers' queue would wait with them for tags. The artifact's BFQ
-# L-app P99 (2.7-3.0 ms at N = 1-32 in Fig. 11d) shows it had a queue of its own. Ours starts 200 ms after the
-# background apps, which start together and run that much longer, so that they are there until its window ends (in
-# the artifact's 600 s runs the few seconds by which the L-app outlived them did not matter; in our short runs they
-# would).
-LAST_APP_DELAY = "200ms"
-
-
-def _bg_runtime(duration: str) -> str:
-    """The background apps' runtime: the run's duration plus the L-app's start delay."""
-    return f"{(parse_time(duration) + parse_time(LAST_APP_DELAY)) // 1_000_000}ms"
-
-
-def _with_bg(quick: dict) -> dict:
-    """A --quick override for a series with background apps: their longer runtime follows the quick duration."""
-    return {**quick, "job.t.runtime": _bg_runtime(quick["duration"])}
+# The artifact launched one fio process per app, all together, the background apps first and the L-app (Fig. 12: the
+# foreground app) last; they ended within 0-2 s of each other (fio_timestamp, 1 s resolution). To BFQ (5.13+) that
+# makes one queue per drive: a process whose first request comes within 180 ms of the last new queue joins it
+# (stable merging, bfq_do_or_sched_stable_merge), the L-app too. The artifact's data shows it where it matters:
+# beside 64 KiB readers BFQ's foreground gets what each background app gets (Fig. 12a: 57 / 29 / 14.5 K at N = 4 /
+# 8 / 16, as under none) and its L-app's P99 grows with N while the slow drive's requests stay at BFQ's limit of 255
+# (Fig. 11b, disk_util.csv): it waits for a request among the background apps' sleepers. Beside writers sharing the
+# queue costs the L-app nothing in the kernel (Fig. 11d: 2.9 ms at every N), since the queue holds ~25-45 requests
+# per drive there, far below the 256 its sync reads may use. So every app starts at once (docs/papers.md).
 
 
 def _interference_spec(fg: dict, bg: dict | None, writers: bool) -> dict:
@@ -1013,9 +1003,6 @@ def _interference_spec(fg: dict, bg: dict | None, writers: bool) -> dict:
     # same random offsets in the same order, so the background apps write (or read) in lockstep.
     fg = {**fg, "separate_processes": True}
     bg = {**bg, "separate_processes": True} if bg else None
-    if bg:
-        fg = {**fg, "startdelay": LAST_APP_DELAY}
-        bg = {**bg, "runtime": _bg_runtime(times["duration"])}
     return testbed([fg] + ([bg] if bg else []), sweep, ssds=8, **times)
 
 
@@ -1140,12 +1127,12 @@ def interference_why(v: Values) -> dict[str, str]:
                 "young and garbage collection copies less the more writers there are (device/young_rewrites.rs; the "
                 "drives in seed 000's documented state, nothing fitted): where the rates differ, the backlog the "
                 "reads wait behind differs")
-    hold = ("; BFQ merges the writers, started together, into one queue (stable merging) and holds it to one "
-            "weight's share of the tags, ~190 requests per drive in the model (above the drive's 128 waiting-write "
-            "slots, so the rest hold its front end and reads queue behind them) where the artifact's disk stats show "
-            "~25-45 (why the kernel's share is that much smaller is not established: Linux 6.12 and 6.1 in the VM "
-            "lab hold such writers on a drive-bound null_blk to about the model's share (model over kernel "
-            "0.89-1.21x); a weight-raised L-app would give it, but would also get far more service than the "
+    hold = ("; BFQ merges the writers and the L-app, started together, into one queue (stable merging) and holds "
+            "it to one weight's share of the tags, ~190 requests per drive in the model (above the drive's 128 "
+            "waiting-write slots, so the rest hold its front end and reads queue behind them) where the artifact's "
+            "disk stats show ~25-45 (why the kernel's share is that much smaller is not established: Linux 6.12 and "
+            "6.1 in the VM lab hold such writers on a drive-bound null_blk to about the model's share (model over "
+            "kernel 0.89-1.21x); a weight-raised L-app would give it, but would also get far more service than the "
             "artifact's, docs/papers.md), and Kyber, seeing writes above their 10 ms target, never throttles them")
     one_slow_drive = ("the artifact's per-drive counters (disk_util.csv) show one drive, D5, holding the backlog: with "
                       "64 KiB readers its time per request grows from 2.2 ms (N = 1, none) to 136 ms (N = 32) while the "
@@ -1157,8 +1144,10 @@ def interference_why(v: Values) -> dict[str, str]:
                  "holds the backlog too; the L-app's read there waits behind the 128 reads it holds off its front "
                  "end, then a round of the submission queues (none at N = 8: P99 "
                  f"{v[Key('fig-11b', 'none', '8', 'lapp_read_clat_p99')]:.1f} ms against 38.5), where the "
-                 "artifact's waited about as long as the readers' own I/Os (their P99 43.8 ms); under BFQ the model "
-                 "serves the L-app's queue its share of D5 while the merged readers wait in the scheduler (N = 32: "
+                 "artifact's waited about as long as the readers' own I/Os (their P99 43.8 ms); under BFQ the L-app "
+                 "shares the readers' queue, which holds D5's 255 requests (its limit, as in the artifact), so its "
+                 "read there waits for a request among the readers' sleepers, in the kernel longer the more readers "
+                 "there are (61 to 300 ms at N = 4 to 32), in the model less long (N = 32: "
                  f"{v[Key('fig-11b', 'bfq', '32', 'lapp_read_clat_p99')]:.0f} ms against 300). With one reader the "
                  "artifact's is CPU-bound under the schedulers (4.8-5.8 µs per 64 KiB read, 172-206 K, below D5's "
                  "rate), so D5 holds no backlog and the L-app's P99 is 0.25-0.31 ms; the model's reader costs as much "
@@ -1167,19 +1156,13 @@ def interference_why(v: Values) -> dict[str, str]:
                  f"{v[Key('fig-11b', 'kyber', '1', 'lapp_read_clat_p99')]:.2f} ms under Kyber)")
     big_reads_split = (one_slow_drive + ", 4 KiB reads behind 64 KiB ones alike, as in the model, where each "
                        "drive holds at most 1 MiB of reads in flight and takes the rest in order (read_buffer_bytes): "
-                       "equal IOPS per process under none, mq-deadline and Kyber. BFQ at N >= 8: the model's BFQ merges "
-                       "the background readers, started together, into one queue (stable merging) and holds that "
-                       "queue to its weight's share of the tags, so the 4 KiB reader, 200 ms later with a queue of "
-                       "its own, gets more than an equal split (N = 16: "
-                       f"{v[Key('fig-12a', 'bfq', '16', 'fg_read_kiops')]:.1f} K, the artifact's 14.5 K is one). "
-                       "Started within BFQ's 180 ms burst interval it joins their queue, and a probe gave 31.1 and "
-                       "15.1 K at N = 8 and 16 (the artifact's 29.4 and 14.5 K); the artifact does not record the gap, "
-                       "and Fig. 11d's BFQ L-app P99 says its L-app had a queue of its own, so the setup keeps 200 ms "
-                       "for both. At N = 32 the artifact's BFQ gives the reader 1.8 K, far less than an equal split: "
-                       "its background readers' own rates split there, 26 at 2.0-2.1 K and 6 at 30.1-30.3 K, as when "
-                       "6 of them start too late to join the shared queue and the reader joins it, over its share of "
-                       "the tags (docs/papers.md; the model given that start gives 2.1 K); with the setup's start the "
-                       "model's reader has a queue of its own ("
+                       "equal IOPS per process under none, mq-deadline and Kyber, and under BFQ, whose one queue "
+                       "per drive (every app started together: stable merging) is held to its share of the tags on "
+                       "D5, where the reader's requests wait with the background readers' (N = 16: "
+                       f"{v[Key('fig-12a', 'bfq', '16', 'fg_read_kiops')]:.1f} K, the artifact's 14.5 K). At N = 32 "
+                       "the artifact's BFQ gives the reader 1.8 K, far less than an equal split: its background "
+                       "readers' own rates split there, 26 at 2.0-2.1 K and 6 at 30.1-30.3 K, as when 6 of them start "
+                       "too late to join the shared queue (docs/papers.md); the model starts all 33 at once ("
                        f"{v[Key('fig-12a', 'bfq', '32', 'fg_read_kiops')]:.1f} K)")
     return {
         "fig-11a": ("with 16-32 background readers (17-33 processes on 10 cores) the L-app's P99 falls below the "
@@ -1205,11 +1188,11 @@ INTERFERENCE = PaperExperiment(
     "foreground T-4KiB-app reader (QD 128) against 0-32 T-64KiB-apps.",
     series=(Series("fig11-alone", _interference_spec(fio("l", R, 1, ssds=8), None, False)),
             *(Series(_series(fig), _interference_spec(fio("l", R, 1, ssds=8), _bg(rw, bs), rw == W),
-                     quick=_with_bg(WRITE_QUICK if rw == W else BG_READ_QUICK),
+                     quick=WRITE_QUICK if rw == W else BG_READ_QUICK,
                      quick_split=QUICK_SHORT_RAMP if fig == "fig-11a" else None) for fig, (rw, bs) in FIG11.items()),
             Series("fig12-alone", _interference_spec(fio("f", R, 128, ssds=8), None, False)),
             *(Series(_series(fig), _interference_spec(fio("f", R, 128, ssds=8), _bg(rw, "64k"), rw == W),
-                     quick=_with_bg(WRITE_QUICK if rw == W else BG_READ_QUICK)) for fig, rw in FIG12.items())),
+                     quick=WRITE_QUICK if rw == W else BG_READ_QUICK) for fig, rw in FIG12.items())),
     quick=READ_QUICK, checks=interference_checks, figures=interference_figures,
     points=scoring.PointScoring(reference, tuple(FIG11) + tuple(FIG12),
                                 lambda res: res.memo("values", measure_interference), classify, interference_why),

@@ -37,3 +37,28 @@ def test_clones_started_together_share_a_queue_and_a_later_reader_keeps_its_own(
 def test_nothing_merges_before_5_13():
     assert merged_processes("5.12", "0s") == 0
     assert merged_processes("5.13", "0s") == 4
+
+
+def test_every_app_of_seed000_fig11b_shares_one_bfq_queue():
+    """The artifact started each figure's apps together (icpe24-artifact README), so BFQ merges the L-app with the
+    background apps, as its Figs. 11b and 12a show (the L-app waits among the readers' sleepers; the foreground
+    gets an equal split). Fig. 11b's spec as `iosched reproduce` runs it, with 2 background readers for 100 ms:
+    readers 2 and the L-app join reader 1's queue on every drive, 2 merged processes each. Negative control: the
+    L-app started 250 ms after them (the setup before 2026-12-07) keeps a queue of its own, 1 each."""
+    from iosched.papers.seed000 import INTERFERENCE
+
+    native_or_skip()
+    series = next(s for s in INTERFERENCE.series if s.name == "fig11b")
+
+    def merged(lapp_delay: str) -> list[float]:
+        spec = {**series.spec, "duration": "100ms", "ramp": "0s", "sample_interval": "50ms",
+                "sweep": {"job.t.numjobs": [2], "scheduler.name": ["bfq"]},
+                "job": [{**j, "runtime": "100ms", **({"startdelay": lapp_delay} if j["name"] == "l" else {})}
+                        for j in series.spec["job"]]}
+        result = native.simulate(run_config(expand_runs(experiment_from_data("fig11b", spec))[0]))
+        last = max(x["t_ns"] for x in result["timeseries"])
+        return [x["value"] for x in result["timeseries"]
+                if x["metric"] == "stably_merged_processes" and x["t_ns"] == last]
+
+    assert merged("0s") == [2.0] * 8
+    assert merged("250ms") == [1.0] * 8
