@@ -29,7 +29,6 @@ from .. import native
 from ..report.figures import Figure, Heat, Panel, Table, Trace, cdf, fmt, merge_bins
 from ..results import METRICS
 from ..simconfig import Job, testbed_config
-from ..units import parse_time
 from . import scoring
 from .registry import Check, Number, PaperExperiment, QuickSplit, Results, Series, one_row, register
 from .scoring import CALIBRATION, CONSTRUCTION, FINDING, NOT_SIMULATED, Key, RefPoint, Values

@@ -77,8 +77,8 @@ impl Simulation<'_> {
     /// asks another queue and, leaving, wakes a sleeper of the old one (`Blk::retry_tag`), which may move in turn.
     /// Until 2026-12-07 the model woke it where its fio process would run (the process's core, if idle): 98% of
     /// the retries of Fig. 11b's BFQ run with 16 readers moved, and every move woke another sleeper, ~1.1 M
-    /// wake-ups a second on the slow drive for its ~29 K freed requests, so the order in which the kernel's
-    /// sleepers get requests was lost (docs/validation.md).
+    /// wake-ups a second on the slow drive for its ~26 K freed requests, so the order in which the kernel's
+    /// sleepers get requests was lost (docs/papers.md, "Every app of Figs. 11-12 starts together").
     fn woken_worker_core(&self, io: u32, at_ns: u64) -> u32 {
         let slot = &self.slots[io as usize];
         let allowed = &self.processes[slot.process as usize].params.allowed_cores;
