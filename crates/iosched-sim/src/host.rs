@@ -150,12 +150,13 @@ impl Host {
         work_ns: u64,
         account: &mut CpuAccount,
     ) -> (u64, u64) {
+        let switch_in = self.counts_switch_in(core, process);
         let c = &mut self.cores[core as usize];
         let mut cost = work_ns;
         if c.last_process != process {
             let kernel_thread = process >= self.user_processes;
             let back_after_kernel_thread = !kernel_thread && c.mm_owner == process;
-            if c.last_process != u32::MAX && !back_after_kernel_thread {
+            if switch_in {
                 cost += self.context_switch_ns;
                 account.context_switches += 1;
             }
@@ -304,6 +305,15 @@ impl Host {
     #[inline]
     pub fn idle_at(&self, core: u32, at_ns: u64) -> bool {
         self.cores[core as usize].free_at_ns <= at_ns
+    }
+
+    /// Whether booking `process`'s work on `core` now pays and counts a context switch (`run`): another user
+    /// process ran there last, or a kernel thread on another process's address space.
+    pub fn counts_switch_in(&self, core: u32, process: u32) -> bool {
+        let c = &self.cores[core as usize];
+        c.last_process != process
+            && c.last_process != u32::MAX
+            && (process >= self.user_processes || c.mm_owner != process)
     }
 
     /// Whether the work booked last on `core` is `process`'s (its own, such as a completion's path, ends the
