@@ -70,9 +70,13 @@ pub(super) struct YoungRewrites {
     window_pages: u64,
     written_pages: u64,
     young_rewrites: u64,
+    /// `last_written`'s size at which stale entries go: twice what the last sweep kept, and at most a window and a
+    /// half. A drive's map then stays near what the window holds (a window of pages for a writer of uniform random
+    /// offsets; a small share of it for writers that rewrite the same pages), as when each entry went on time.
+    sweep_at: u64,
     /// Each page written with the sequence number of its last write. An entry older than the window is stale: a
-    /// rewrite that finds one is not young, as if it were absent, so stale entries are dropped in bulk only once the
-    /// map holds half a window more than a window's pages (`record`). The map is a drive's largest structure (8 MiB
+    /// rewrite that finds one is not young, as if it were absent, so stale entries are dropped in bulk, once the map
+    /// holds `sweep_at` pages (`record`). The map is a drive's largest structure (8 MiB
     /// on the 980 PRO) and each access to it a cache miss: dropping each entry as it left the window, from a queue
     /// of the window's pages, took two more accesses per page, and hashing pages apart one per page of a 64 KiB
     /// write; on Fig. 11d's 8 drives with 32 writers under none (its run at 0.3 of its length, `perf`) they made
@@ -86,6 +90,7 @@ impl YoungRewrites {
             window_pages: window_pages.max(1),
             written_pages: 0,
             young_rewrites: 0,
+            sweep_at: Self::sweep_at(window_pages.max(1), 0),
             last_written: HashMap::default(),
         }
     }
@@ -104,10 +109,15 @@ impl YoungRewrites {
             }
         }
         // Keep what the next write can find young: entries of the last `window_pages` writes (at most that many).
-        if self.last_written.len() as u64 > self.window_pages + self.window_pages / 2 {
+        if self.last_written.len() as u64 > self.sweep_at {
             let oldest_kept = self.written_pages.saturating_sub(self.window_pages);
             self.last_written.retain(|_, seq| *seq >= oldest_kept);
+            self.sweep_at = Self::sweep_at(self.window_pages, self.last_written.len() as u64);
         }
+    }
+
+    fn sweep_at(window_pages: u64, kept: u64) -> u64 {
+        (2 * kept + 1024).min(window_pages + window_pages / 2)
     }
 
     /// Logical pages written, and the young rewrites among them.
@@ -205,9 +215,10 @@ mod tests {
 
     /// The map drops stale entries in bulk, not each as it leaves the window; whether a rewrite is young must not
     /// depend on that. Against the definition kept literally (a queue of the window's last pages, each page's entry
-    /// dropped as it leaves), 20,000 writes of 4-64 KiB over 2 MiB (512 pages, a window of 100: many rewrites fall
-    /// just inside, at or just past the window's edge) give the same count after every write. Negative control: the
-    /// same reference with a window of 99 counts differently.
+    /// dropped as it leaves), 20,000 writes of 4-64 KiB give the same count after every write: over 2 MiB (512
+    /// pages) with a window of 100, so that many rewrites fall just inside, at or just past the window's edge, and
+    /// with a window of 4,096 over a mostly hot range, where the map sweeps before it holds a window and a half.
+    /// Negative control: the same reference with a window one page shorter counts differently.
     #[test]
     fn dropping_stale_entries_in_bulk_counts_what_the_window_defines() {
         use std::collections::VecDeque;
@@ -247,20 +258,33 @@ mod tests {
             last: HashMap::new(),
             recent: VecDeque::new(),
         };
-        let (mut reference, mut narrower) = (literal(100), literal(99));
-        let mut rewrites = YoungRewrites::new(100);
-        let mut state = 7u64;
-        for _ in 0..20_000 {
-            state = crate::mix(state);
-            let bytes = 4096 << (state % 5); // 4-64 KiB
-            let offset = (state >> 8) % (512 - bytes as u64 / 4096 + 1) * 4096;
-            rewrites.record(offset, bytes as u32);
-            reference.record(offset, bytes as u32);
-            narrower.record(offset, bytes as u32);
-            assert_eq!(rewrites.counts(), (reference.written, reference.young));
+        // A window of 100 over 512 pages of writes anywhere; then one of 4,096 where 9 writes in 10 go to a hot
+        // 512 pages (so the map keeps ~1,000 pages and sweeps at ~3,000, below a window and a half, 6,144).
+        for (window, pages, hot_share) in [(100, 512, 0), (4096, 65_536, 90)] {
+            let (mut reference, mut narrower) = (literal(window), literal(window - 1));
+            let mut rewrites = YoungRewrites::new(window);
+            let mut state = 7u64;
+            let mut smallest_sweep = u64::MAX;
+            for _ in 0..20_000 {
+                state = crate::mix(state);
+                let bytes = 4096 << (state % 5); // 4-64 KiB
+                let range = if state % 100 < hot_share { 512 } else { pages };
+                let offset = (state >> 8) % (range - bytes as u64 / 4096 + 1) * 4096;
+                rewrites.record(offset, bytes as u32);
+                reference.record(offset, bytes as u32);
+                narrower.record(offset, bytes as u32);
+                assert_eq!(rewrites.counts(), (reference.written, reference.young));
+                smallest_sweep = smallest_sweep.min(rewrites.sweep_at);
+            }
+            assert!(rewrites.last_written.len() as u64 <= window + window / 2 + 16);
+            assert_ne!(reference.young, narrower.young, "window {window}");
+            if hot_share > 0 {
+                assert!(
+                    smallest_sweep < window + window / 2 - 1000,
+                    "{smallest_sweep}"
+                );
+            }
         }
-        assert!(rewrites.last_written.len() <= 150 + 16);
-        assert_ne!(reference.young, narrower.young);
     }
 
     /// Two writers of the same 16 pages (a 64 KiB write each, in turn) with a window of 64 pages: the second copy
