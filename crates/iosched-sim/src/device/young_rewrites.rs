@@ -76,11 +76,12 @@ pub(super) struct YoungRewrites {
     sweep_at: u64,
     /// Each page written with the sequence number of its last write. An entry older than the window is stale: a
     /// rewrite that finds one is not young, as if it were absent, so stale entries are dropped in bulk, once the map
-    /// holds `sweep_at` pages (`record`). The map is a drive's largest structure (8 MiB
-    /// on the 980 PRO) and each access to it a cache miss: dropping each entry as it left the window, from a queue
-    /// of the window's pages, took two more accesses per page, and hashing pages apart one per page of a 64 KiB
-    /// write; on Fig. 11d's 8 drives with 32 writers under none (its run at 0.3 of its length, `perf`) they made
-    /// `send_to_driver`, where this is inlined, 42% of the cycles, and the run took 5.4 s; now 4.2 s (29%).
+    /// holds `sweep_at` pages (`record`). The map is a drive's largest structure (8 MiB on the 980 PRO) and each
+    /// access to it a cache miss: dropping each entry as it left the window, from a queue of the window's pages,
+    /// took two more accesses per page, and hashing pages apart one per page of a 64 KiB write; on Fig. 11d's 8
+    /// drives with 32 writers under none (its run at 0.3 of its length, `perf`) they made `send_to_driver`, where
+    /// this is inlined, 42% of the cycles. Now that run takes 0.70x the time, in 48 MiB instead of 74
+    /// (docs/simulator.md, "Performance").
     last_written: HashMap<u64, u64, BuildHasherDefault<PageHasher>>,
 }
 
