@@ -87,11 +87,12 @@ pub(super) struct YoungRewrites {
 
 impl YoungRewrites {
     pub fn new(window_pages: u64) -> Self {
+        let window_pages = window_pages.max(1);
         Self {
-            window_pages: window_pages.max(1),
+            window_pages,
             written_pages: 0,
             young_rewrites: 0,
-            sweep_at: Self::sweep_at(window_pages.max(1), 0),
+            sweep_at: Self::sweep_at(window_pages, 0),
             last_written: HashMap::default(),
         }
     }
@@ -117,6 +118,8 @@ impl YoungRewrites {
         }
     }
 
+    /// The size that triggers the next sweep after one that kept `kept` pages: the 1,024 spare keeps a small map
+    /// (the first writes, a few hot pages) from sweeping at almost every write.
     fn sweep_at(window_pages: u64, kept: u64) -> u64 {
         (2 * kept + 1024).min(window_pages + window_pages / 2)
     }
