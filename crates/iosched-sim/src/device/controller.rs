@@ -73,6 +73,14 @@ impl Device {
         self.feed_front_end(events);
     }
 
+    /// The host has just made a write of `bytes` at `offset_bytes` that will reach this device after its
+    /// submission path: warm the cache for the record `submit` keeps of it (a hint; nothing it counts changes).
+    pub fn prefetch_write(&self, offset_bytes: u64, bytes: u32) {
+        if let Some(rewrites) = &self.young_rewrites {
+            rewrites.prefetch(offset_bytes, bytes);
+        }
+    }
+
     /// Give idle, non-stalled front-end cores the next commands by round-robin arbitration.
     pub(super) fn feed_front_end(&mut self, events: &mut EventQueue) {
         let mut core = 0;

@@ -33,35 +33,150 @@
 //! 0.968 to 0.936). A single writer of uniform random offsets rewrites within it with a probability of window / live
 //! pages (0.1% on a 1 TB drive), so its cost is unchanged.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 /// The FTL's mapping unit: what one rewrite invalidates.
 pub const LOGICAL_PAGE_BYTES: u64 = 4096;
 /// The young window is the raw flash's bytes over this (module notes).
 pub const YOUNG_WINDOW_SHARE_OF_RAW: u64 = 1024;
 
-/// Hashes a page number with the crate's mixer (the map's keys are page numbers, not attacker input), all but its
-/// low 4 bits: the 16 pages of an aligned 64 KiB write then sit in 16 neighbouring slots of the map, a few cache
-/// lines, where a hash of each page spread them over 16 random ones (`YoungRewrites::last_written`).
-#[derive(Default)]
-struct PageHasher(u64);
+/// Each page written, with the sequence number of its last write: an open-addressing table with the keys beside
+/// their values, so a lookup reads one place where a `HashMap` reads its control bytes and then its slot (two cache
+/// misses in a table of a drive's size), and whose slot for a page is known before the write arrives
+/// (`prefetch`). A page's slot is its 64 KiB group's bucket of 16 slots and its place in the group, probing on to
+/// the next slot: the 16 pages of an aligned 64 KiB write sit in 256 bytes. Which pages it holds is all that is
+/// read of it (never an order), so it answers as a map would.
+struct PageTable {
+    /// `[page + 1, sequence]`; a key of 0 is an empty slot.
+    slots: Vec<[u64; 2]>,
+    len: usize,
+}
 
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = crate::mix(self.0 ^ b as u64);
+/// Pages per bucket: a 64 KiB group.
+const BUCKET_PAGES: u64 = 16;
+const MIN_SLOTS: usize = 1024;
+
+impl PageTable {
+    fn with_capacity(entries: usize) -> Self {
+        // At most three quarters full, about as full as a `HashMap` keeps itself, so the table takes about the
+        // memory the map took; at half full it took a third more and was no faster (Fig. 11c, 16 writers).
+        let slots = (4 * entries / 3 + 1).max(MIN_SLOTS).next_power_of_two();
+        Self {
+            slots: vec![[0, 0]; slots],
+            len: 0,
         }
     }
-    fn write_u64(&mut self, value: u64) {
-        // hashbrown places a key by the hash's low bits and tells keys apart in a probe by its top 7: the group's
-        // hash places the page, the page's own tells it from its neighbours.
-        const TOP_7: u64 = 0x7f << 57;
-        self.0 =
-            (crate::mix(value) & TOP_7) | (crate::mix(value >> 4) & !TOP_7 & !15) | (value & 15);
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn home(&self, page: u64) -> usize {
+        let mask = self.slots.len() as u64 - 1;
+        ((crate::mix(page / BUCKET_PAGES) * BUCKET_PAGES + page % BUCKET_PAGES) & mask) as usize
+    }
+
+    /// Sets `page`'s sequence number; returns the one it replaced.
+    #[inline]
+    fn insert(&mut self, page: u64, seq: u64) -> Option<u64> {
+        if 4 * (self.len + 1) > 3 * self.slots.len() {
+            self.rebuild(2 * (self.len + 1)); // twice the room: growth stays rare, as a `Vec`'s
+        }
+        let (key, mask) = (page + 1, self.slots.len() - 1);
+        let mut i = self.home(page);
+        loop {
+            let slot = &mut self.slots[i];
+            if slot[0] == key {
+                return Some(std::mem::replace(&mut slot[1], seq));
+            }
+            if slot[0] == 0 {
+                *slot = [key, seq];
+                self.len += 1;
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The same entries in a table sized for `entries` (growing: a new table, as a `Vec` grows).
+    fn rebuild(&mut self, entries: usize) {
+        let old = std::mem::replace(self, Self::with_capacity(entries));
+        for [key, seq] in old.slots {
+            if key != 0 {
+                self.insert(key - 1, seq);
+            }
+        }
+    }
+
+    /// Drops the entries whose sequence number `keep` refuses, in place: each leaves a hole that the entries after
+    /// it in its run move back into where their home allows (linear probing's deletion by backward shift), so no
+    /// probe ever stops early. In place because a new table at every sweep left the allocator's heap holding the
+    /// old ones (Fig. 11d, 32 writers on 8 drives, at 0.1 of its length: peak 73 MiB against 45).
+    fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        let mask = self.slots.len() - 1;
+        // Start after an empty slot (there is one: the table is never full), so no run wraps past the start.
+        let start = self
+            .slots
+            .iter()
+            .position(|slot| slot[0] == 0)
+            .expect("a slot left empty");
+        for step in 1..=self.slots.len() {
+            let i = (start + step) & mask;
+            while self.slots[i][0] != 0 && !keep(self.slots[i][1]) {
+                self.remove_at(i); // an entry may move into `i`: look at it too
+            }
+        }
+    }
+
+    fn remove_at(&mut self, slot: usize) {
+        let mask = self.slots.len() - 1;
+        let (mut hole, mut next) = (slot, slot);
+        self.slots[hole] = [0, 0];
+        self.len -= 1;
+        loop {
+            next = (next + 1) & mask;
+            let [key, _] = self.slots[next];
+            if key == 0 {
+                return;
+            }
+            // It may fill the hole unless its home lies after the hole (cyclically), up to where it sits.
+            let home = self.home(key - 1);
+            if (next.wrapping_sub(home) & mask) >= (next.wrapping_sub(hole) & mask) {
+                self.slots[hole] = self.slots[next];
+                self.slots[next] = [0, 0];
+                hole = next;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn get(&self, page: u64) -> Option<u64> {
+        let (key, mask) = (page + 1, self.slots.len() - 1);
+        let mut i = self.home(page);
+        while self.slots[i][0] != 0 {
+            if self.slots[i][0] == key {
+                return Some(self.slots[i][1]);
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    /// Asks the CPU to bring the slots of pages `first..end` into its cache, where a later `insert` will find them.
+    #[inline]
+    fn prefetch(&self, first: u64, end: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            const SLOTS_PER_LINE: u64 = 64 / 16;
+            for page in (first..end).filter(|&p| p == first || p % SLOTS_PER_LINE == 0) {
+                let slot = &self.slots[self.home(page)] as *const [u64; 2] as *const i8;
+                // SAFETY: a prefetch only hints at an address (here a slot of the table); it reads nothing.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot)
+                };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (first, end);
     }
 }
 
@@ -80,9 +195,11 @@ pub(super) struct YoungRewrites {
     /// access to it a cache miss: dropping each entry as it left the window, from a queue of the window's pages,
     /// took two more accesses per page, and hashing pages apart one per page of a 64 KiB write; on Fig. 11d's 8
     /// drives with 32 writers under none (its run at 0.3 of its length, `perf`) they made `send_to_driver`, where
-    /// this is inlined, 42% of the cycles. Now that run takes 0.70x the time, in 48 MiB instead of 74
-    /// (docs/simulator.md, "Performance").
-    last_written: HashMap<u64, u64, BuildHasherDefault<PageHasher>>,
+    /// this is inlined, 42% of the cycles, and that run then took 0.70x the time. A `HashMap` still missed twice
+    /// per page of a 4 KiB writer, where the table misses once and the miss is asked for ahead (`prefetch`): Fig.
+    /// 11c's 16 writers on 8 drives under none spent 14% of their cycles on those misses; docs/simulator.md,
+    /// "Performance", has what it bought.
+    last_written: PageTable,
 }
 
 impl YoungRewrites {
@@ -93,7 +210,7 @@ impl YoungRewrites {
             written_pages: 0,
             young_rewrites: 0,
             sweep_at: Self::sweep_at(window_pages, 0),
-            last_written: HashMap::default(),
+            last_written: PageTable::with_capacity(0),
         }
     }
 
@@ -113,7 +230,7 @@ impl YoungRewrites {
         // Keep what the next write can find young: entries of the last `window_pages` writes (at most that many).
         if self.last_written.len() as u64 > self.sweep_at {
             let oldest_kept = self.written_pages.saturating_sub(self.window_pages);
-            self.last_written.retain(|_, seq| *seq >= oldest_kept);
+            self.last_written.retain(|seq| seq >= oldest_kept);
             self.sweep_at = Self::sweep_at(self.window_pages, self.last_written.len() as u64);
         }
     }
@@ -122,6 +239,14 @@ impl YoungRewrites {
     /// (the first writes, a few hot pages) from sweeping at almost every write.
     fn sweep_at(window_pages: u64, kept: u64) -> u64 {
         (2 * kept + 1024).min(window_pages + window_pages / 2)
+    }
+
+    /// A host write of `bytes` at `offset_bytes` is on its way: bring its pages' entries into the cache (a hint,
+    /// with no effect on what `record` counts).
+    pub fn prefetch(&self, offset_bytes: u64, bytes: u32) {
+        let first = offset_bytes / LOGICAL_PAGE_BYTES;
+        let end = (offset_bytes + bytes.max(1) as u64).div_ceil(LOGICAL_PAGE_BYTES);
+        self.last_written.prefetch(first, end);
     }
 
     /// Logical pages written, and the young rewrites among them.
@@ -176,6 +301,7 @@ pub fn copies_per_host_page(rho: f64, u1: f64, long_lived: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::device::fifo_victim_valid_fraction;
+    use std::collections::HashMap;
 
     fn write_amplification(rho: f64, writers: u32) -> f64 {
         1.0 + copies_per_host_page(rho, fifo_victim_valid_fraction(rho), 1.0 / writers as f64)
@@ -289,6 +415,62 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The table against a `HashMap` over 200,000 random steps: inserts of single pages and of 64 KiB groups (so
+    /// runs of neighbouring slots form and collide), growth, and every 5,000 steps a sweep that drops about half
+    /// (by sequence number, as `record` does). After every step each of the touched pages reads back what the map
+    /// holds, and the lengths agree. Negative control: an entry dropped from both, from the table by emptying its
+    /// slot without moving the entries after it back (deletion without the shift), leaves an entry the map still
+    /// has that the table no longer finds.
+    #[test]
+    fn the_page_table_answers_as_a_map_does() {
+        let mut table = PageTable::with_capacity(0);
+        let mut map: HashMap<u64, u64> = HashMap::new();
+        let mut state = 11u64;
+        for step in 0..200_000u64 {
+            state = crate::mix(state);
+            let (first, pages) = if state % 4 == 0 {
+                ((state >> 8) % 4096 * BUCKET_PAGES, BUCKET_PAGES)
+            } else {
+                ((state >> 8) % 65_536, 1)
+            };
+            for page in first..first + pages {
+                assert_eq!(table.insert(page, step), map.insert(page, step));
+            }
+            if step % 5_000 == 4_999 {
+                let oldest_kept = step - 2_500;
+                table.retain(|seq| seq >= oldest_kept);
+                map.retain(|_, seq| *seq >= oldest_kept);
+                for (&page, &seq) in &map {
+                    assert_eq!(
+                        table.get(page),
+                        Some(seq),
+                        "page {page} after the sweep at {step}"
+                    );
+                }
+            }
+            for page in first..first + pages {
+                assert_eq!(table.get(page), map.get(&page).copied());
+            }
+            assert_eq!(table.len(), map.len());
+        }
+        assert!(table.slots.len() >= 4096, "it grew: {}", table.slots.len());
+        // Negative control: drop an entry from both, the table's by emptying its slot alone, where the entry after
+        // it sits away from its home (it probed past the emptied slot); that entry is then no longer found.
+        let hole = (0..table.slots.len() - 1)
+            .find(|&i| {
+                let [next_key, _] = table.slots[i + 1];
+                table.slots[i][0] != 0 && next_key != 0 && table.home(next_key - 1) <= i
+            })
+            .expect("an entry displaced past another");
+        map.remove(&(table.slots[hole][0] - 1));
+        table.slots[hole] = [0, 0];
+        let lost = map
+            .iter()
+            .filter(|(&page, &seq)| table.get(page) != Some(seq))
+            .count();
+        assert!(lost >= 1, "deleting without the shift lost nothing");
     }
 
     /// Two writers of the same 16 pages (a 64 KiB write each, in turn) with a window of 64 pages: the second copy

@@ -262,6 +262,12 @@ impl Simulation<'_> {
                 .next_io(),
         };
         let device = proc.params.devices[plan.device_slot];
+        if plan.write {
+            // The drive looks this write's pages up when it arrives, after the submission path's events: a
+            // cache miss per page in a drive-sized table, most of it hidden if asked for now.
+            self.devices[device as usize].prefetch_write(plan.offset_bytes, plan.bytes);
+        }
+        let proc = &mut self.processes[process as usize];
         proc.state.inflight += 1;
         if proc.state.ramp == Ramp::Over && issue_ns >= proc.state.stats_start_ns {
             proc.stats.depth_tables.depth_levels[depth_level(proc.state.inflight)] += 1;
