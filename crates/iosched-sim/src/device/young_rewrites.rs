@@ -72,7 +72,8 @@ impl PageTable {
     #[inline]
     fn home(&self, page: u64) -> usize {
         let mask = self.slots.len() as u64 - 1;
-        ((crate::mix(page / BUCKET_PAGES) * BUCKET_PAGES + page % BUCKET_PAGES) & mask) as usize
+        ((crate::mix(page / BUCKET_PAGES).wrapping_mul(BUCKET_PAGES) + page % BUCKET_PAGES) & mask)
+            as usize
     }
 
     /// Sets `page`'s sequence number; returns the one it replaced.

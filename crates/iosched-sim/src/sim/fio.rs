@@ -264,7 +264,8 @@ impl Simulation<'_> {
         let device = proc.params.devices[plan.device_slot];
         if plan.write {
             // The drive looks this write's pages up when it arrives, after the submission path's events: a
-            // cache miss per page in a drive-sized table, most of it hidden if asked for now.
+            // cache miss per page in a drive-sized table, partly hidden if asked for now (Fig. 11c's 4 KiB
+            // writers: 0.96x the time; docs/simulator.md, "Performance").
             self.devices[device as usize].prefetch_write(plan.offset_bytes, plan.bytes);
         }
         let proc = &mut self.processes[process as usize];
