@@ -23,16 +23,39 @@ CALLGRIND_FUNCTION = "iosched_sim::sim::Simulation::run"
 CALLGRIND_MS = (10, 30)
 
 
+# The writers' scenario: where a reproduction spends its time (Figs. 11c-12b's writers on 8 drives; one run of
+# Fig. 11c's 16 writers of 4 KiB takes over a minute), a path the readers' scenarios do not take (the drive's write
+# buffer, garbage collection, its record of young rewrites). Fig. 11c's setup at N = 16 under none, without the L-app.
+WRITERS = 16
+WRITERS_SSDS = 8
+
+
+def writers_scenario(name: str, duration_ns: int) -> spec_mod.ResolvedRun:
+    """WRITERS unpinned processes of 4 KiB randwrite at QD 128 over WRITERS_SSDS drives, each clone a fio process of
+    its own (so they write the same offsets, as the artifact's separate apps did), scheduler none."""
+    data = _data(name, WRITERS_SSDS, duration_ns, "none")
+    files = ":".join(spec_mod.device_names(["nvme"] * WRITERS_SSDS))
+    jobs = [RawJob(name="w", options={"rw": "randwrite", "bs": "4k", "iodepth": 128, "ioengine": "io_uring",
+                                      "numjobs": WRITERS, "separate_processes": True, "filename": files},
+                   file="bench", label='job "w"', origin="toml")]
+    exp = spec_mod.Experiment(file="bench", data=data, jobs=jobs, kind="toml")
+    return spec_mod.resolve(exp, data, jobs, {}, 0)
+
+
 def scenario(name: str, ssds: int, duration_ns: int, scheduler: str = "none") -> spec_mod.ResolvedRun:
     """10 processes, one per core, 4 KiB randread QD128 io_uring; each on all `ssds` devices."""
     return spec_mod.resolve(*_experiment(name, ssds, duration_ns, scheduler), {}, 0)
 
 
-def _experiment(name: str, ssds: int, duration_ns: int, scheduler: str):
-    files = ":".join(spec_mod.device_names(["nvme"] * ssds))
-    data = {"name": f"bench-{name}", "duration": f"{duration_ns}ns", "seed": 1,
+def _data(name: str, ssds: int, duration_ns: int, scheduler: str) -> dict[str, Any]:
+    return {"name": f"bench-{name}", "duration": f"{duration_ns}ns", "seed": 1,
             "host": {"preset": "xeon-silver-4210r-10c"},
             "devices": [{"preset": "samsung-980pro-1tb", "count": ssds}], "scheduler": {"name": scheduler}}
+
+
+def _experiment(name: str, ssds: int, duration_ns: int, scheduler: str):
+    files = ":".join(spec_mod.device_names(["nvme"] * ssds))
+    data = _data(name, ssds, duration_ns, scheduler)
     jobs = [RawJob(name=f"p{i}", options={"rw": "randread", "bs": "4k", "iodepth": 128, "ioengine": "io_uring",
                                           "cpus_allowed": str(i), "filename": files},
                    file="bench", label=f'job "p{i}"', origin="toml") for i in range(10)]
@@ -49,15 +72,18 @@ def spec_toml(ssds: int, duration_ns: int, scheduler: str = "none") -> str:
 
 
 def _callgrind_script(ssds: int, scheduler: str, ms: int) -> str:
+    make = (f"bench.writers_scenario('cg', {ms * 1_000_000})" if scheduler == "writers"
+            else f"bench.scenario('cg', {ssds}, {ms * 1_000_000}, {scheduler!r})")
     return ("import json, sys\nfrom iosched import bench, native\nfrom iosched.simconfig import run_config\n"
-            f"run = bench.scenario('cg', {ssds}, {ms * 1_000_000}, {scheduler!r})\n"
+            f"run = {make}\n"
             "r = json.loads(native.simulate_json(native.canonical_json(run_config(run))))\n"
             "print(r['ios_completed'])\n")
 
 
 def instructions_per_io(ssds: int, scheduler: str) -> float | None:
     """Instructions the simulation's event loop executes per simulated I/O, by callgrind (repeatable where wall
-    times are not); None when valgrind is not installed or the loop's symbol is not found."""
+    times are not); None when valgrind is not installed or the loop's symbol is not found. `scheduler` "writers":
+    the writers' scenario (`ssds` is then its own)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         return None
@@ -120,12 +146,21 @@ def run_bench(quick: bool = False, echo: Callable[[str], None] | None = print, *
             rows.append(row)
             if echo:
                 echo(_row_line(row))
+    run = writers_scenario("writers", duration)
+    result, wall = simulate_config(run_config(run))
+    ios = result["ios_completed"]
+    writers = {"processes": WRITERS, "ssds": WRITERS_SSDS, "simulated_s": result["sim_time_ns"] / 1e9, "ios": ios,
+               "wall_s": wall, "ios_per_wall_s": ios / wall if wall > 0 else 0.0,
+               "events_per_io": result["events"] / ios if ios else 0.0,
+               "instructions_per_io": instructions_per_io(WRITERS_SSDS, "writers") if callgrind else None}
+    if echo:
+        echo(_writers_line(writers))
     none = {r["ssds"]: r for r in rows if r["scheduler"] == "none"}
     for r in rows:
         base = none.get(r["ssds"])
         r["instructions_vs_none"] = (r["instructions_per_io"] / base["instructions_per_io"]
                                      if base and r["instructions_per_io"] and base["instructions_per_io"] else None)
-    out: dict[str, Any] = {"scenarios": rows, "cli": None}
+    out: dict[str, Any] = {"scenarios": rows, "writers": writers, "cli": None}
     if cli:
         costs = cli_costs(duration)
         b8 = none.get(8)
@@ -147,6 +182,13 @@ def _row_line(row: dict[str, Any]) -> str:
             + (f"; {ins:,.0f} instructions per I/O" if ins else ""))
 
 
+def _writers_line(row: dict[str, Any]) -> str:
+    ins = row["instructions_per_io"]
+    return (f"writers      {row['ssds']} SSD(s), {row['processes']} processes of 4 KiB randwrite, none: {row['ios']} "
+            f"I/Os in {row['wall_s']:.2f} s wall = {row['ios_per_wall_s'] / 1e6:.2f} M I/Os per wall s; "
+            f"{row['events_per_io']:.2f} events per I/O" + (f"; {ins:,.0f} instructions per I/O" if ins else ""))
+
+
 def markdown_table(out: dict[str, Any]) -> str:
     """The results as the table docs/simulator.md shows."""
     lines = ["| scheduler | SSDs | M I/Os per wall s | events per I/O | instructions per I/O | vs none |",
@@ -156,4 +198,10 @@ def markdown_table(out: dict[str, Any]) -> str:
         lines.append(f"| {r['scheduler']} | {r['ssds']} | {r['ios_per_wall_s'] / 1e6:.2f} | "
                      f"{r['events_per_io']:.2f} | {f'{ins:,.0f}' if ins else 'n/a'} | "
                      f"{f'{rel:.2f}x' if rel else 'n/a'} |")
+    w = out.get("writers")
+    if w:
+        ins = w["instructions_per_io"]
+        lines += ["", f"Writers ({w['processes']} processes of 4 KiB random writes at QD 128 over {w['ssds']} SSDs, "
+                      f"none): {w['ios_per_wall_s'] / 1e6:.2f} M I/Os per wall s, {w['events_per_io']:.2f} events "
+                      f"per I/O" + (f", {ins:,.0f} instructions per I/O." if ins else ".")]
     return "\n".join(lines)

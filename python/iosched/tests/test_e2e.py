@@ -114,6 +114,13 @@ def test_bench_quick_json():
     assert out["cli"] is None
     assert b.scenario("B", 8, 1).jobs[0].config["devices"] == list(range(8))
     assert "| none | 8 |" in b.markdown_table(out)
+    # The writers' scenario: 16 processes writing the same offsets on 8 drives, as in the Fig. 11c runs it stands
+    # for (the drives' write path and their record of young rewrites, which the readers never reach).
+    w = out["writers"]
+    assert (w["processes"], w["ssds"]) == (b.WRITERS, 8) and w["ios"] > 0 and w["events_per_io"] > 1
+    assert "Writers (16 processes" in b.markdown_table(out)
+    config = b.writers_scenario("W", 1).jobs[0].config
+    assert config["separate_processes"] and config["numjobs"] == 16 and config["rw"] == "randwrite"
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind (callgrind) is not installed")
