@@ -125,8 +125,8 @@ def cli_costs(duration_ns: int) -> dict[str, Any]:
 def run_bench(quick: bool = False, echo: Callable[[str], None] | None = print, *, schedulers=SCHEDULERS,
               ssds=SSDS, callgrind: bool | None = None, cli: bool = True) -> dict[str, Any]:
     """Every scheduler x SSD count: simulated I/Os per wall second, events per I/O, and (callgrind: None = when
-    valgrind is installed and not quick) instructions per I/O; then the CLI's costs. Returns {"scenarios": [...],
-    "cli": {...}}."""
+    valgrind is installed and not quick) instructions per I/O; then the writers' scenario, measured alike; then the
+    CLI's costs. Returns {"scenarios": [...], "writers": {...}, "cli": {...}}."""
     from .backends.sim import simulate_config
     from .simconfig import run_config
 
