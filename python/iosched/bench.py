@@ -127,31 +127,19 @@ def run_bench(quick: bool = False, echo: Callable[[str], None] | None = print, *
     """Every scheduler x SSD count: simulated I/Os per wall second, events per I/O, and (callgrind: None = when
     valgrind is installed and not quick) instructions per I/O; then the writers' scenario, measured alike; then the
     CLI's costs. Returns {"scenarios": [...], "writers": {...}, "cli": {...}}."""
-    from .backends.sim import simulate_config
-    from .simconfig import run_config
-
     duration = 200_000_000 if quick else 1_000_000_000
     if callgrind is None:
         callgrind = not quick and shutil.which("valgrind") is not None
     rows = []
     for scheduler in schedulers:
         for n in ssds:
-            run = scenario(f"{scheduler}-{n}", n, duration, scheduler)
-            result, wall = simulate_config(run_config(run))
-            ios, events = result["ios_completed"], result["events"]
-            row = {"scheduler": scheduler, "ssds": n, "simulated_s": result["sim_time_ns"] / 1e9, "ios": ios,
-                   "wall_s": wall, "ios_per_wall_s": ios / wall if wall > 0 else 0.0,
-                   "events_per_io": events / ios if ios else 0.0,
+            row = {"scheduler": scheduler, "ssds": n,
+                   **_speed(scenario(f"{scheduler}-{n}", n, duration, scheduler)),
                    "instructions_per_io": instructions_per_io(n, scheduler) if callgrind else None}
             rows.append(row)
             if echo:
                 echo(_row_line(row))
-    run = writers_scenario("writers", duration)
-    result, wall = simulate_config(run_config(run))
-    ios = result["ios_completed"]
-    writers = {"processes": WRITERS, "ssds": WRITERS_SSDS, "simulated_s": result["sim_time_ns"] / 1e9, "ios": ios,
-               "wall_s": wall, "ios_per_wall_s": ios / wall if wall > 0 else 0.0,
-               "events_per_io": result["events"] / ios if ios else 0.0,
+    writers = {"processes": WRITERS, "ssds": WRITERS_SSDS, **_speed(writers_scenario("writers", duration)),
                "instructions_per_io": instructions_per_io(WRITERS_SSDS, "writers") if callgrind else None}
     if echo:
         echo(_writers_line(writers))
@@ -173,6 +161,18 @@ def run_bench(quick: bool = False, echo: Callable[[str], None] | None = print, *
                  + (f" = {costs['run_ios_per_wall_s'] / 1e6:.2f} M I/Os per wall s including start-up"
                     if costs["run_ios_per_wall_s"] else ""))
     return out
+
+
+def _speed(run: spec_mod.ResolvedRun) -> dict[str, Any]:
+    """Simulate `run` once: simulated and wall time, I/Os, I/Os per wall second, events per I/O."""
+    from .backends.sim import simulate_config
+    from .simconfig import run_config
+
+    result, wall = simulate_config(run_config(run))
+    ios = result["ios_completed"]
+    return {"simulated_s": result["sim_time_ns"] / 1e9, "ios": ios, "wall_s": wall,
+            "ios_per_wall_s": ios / wall if wall > 0 else 0.0,
+            "events_per_io": result["events"] / ios if ios else 0.0}
 
 
 def _row_line(row: dict[str, Any]) -> str:

@@ -76,26 +76,31 @@ impl PageTable {
             as usize
     }
 
+    /// The slot that holds `page`, else the empty one where its probe ends (there is one: never full).
+    #[inline]
+    fn probe(&self, page: u64) -> usize {
+        let (key, mask) = (page + 1, self.slots.len() - 1);
+        let mut i = self.home(page);
+        while self.slots[i][0] != key && self.slots[i][0] != 0 {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
     /// Sets `page`'s sequence number; returns the one it replaced.
     #[inline]
     fn insert(&mut self, page: u64, seq: u64) -> Option<u64> {
         if 4 * (self.len + 1) > 3 * self.slots.len() {
             self.rebuild(2 * (self.len + 1)); // twice the room: growth stays rare, as a `Vec`'s
         }
-        let (key, mask) = (page + 1, self.slots.len() - 1);
-        let mut i = self.home(page);
-        loop {
-            let slot = &mut self.slots[i];
-            if slot[0] == key {
-                return Some(std::mem::replace(&mut slot[1], seq));
-            }
-            if slot[0] == 0 {
-                *slot = [key, seq];
-                self.len += 1;
-                return None;
-            }
-            i = (i + 1) & mask;
+        let i = self.probe(page);
+        let slot = &mut self.slots[i];
+        if slot[0] != 0 {
+            return Some(std::mem::replace(&mut slot[1], seq));
         }
+        *slot = [page + 1, seq];
+        self.len += 1;
+        None
     }
 
     /// The same entries in a table sized for `entries` (growing: a new table, as a `Vec` grows).
@@ -151,15 +156,8 @@ impl PageTable {
 
     #[cfg(test)]
     fn get(&self, page: u64) -> Option<u64> {
-        let (key, mask) = (page + 1, self.slots.len() - 1);
-        let mut i = self.home(page);
-        while self.slots[i][0] != 0 {
-            if self.slots[i][0] == key {
-                return Some(self.slots[i][1]);
-            }
-            i = (i + 1) & mask;
-        }
-        None
+        let [key, seq] = self.slots[self.probe(page)];
+        (key != 0).then_some(seq)
     }
 
     /// Asks the CPU to bring the slots of pages `first..end` into its cache, where a later `insert` will find them.
