@@ -965,12 +965,12 @@ WRITE_FULL = {"duration": "20s", "ramp": "60s"}
 WRITE_QUICK = {"duration": "4s", "ramp": "6s"}
 # Background readers: BFQ's L-app P99 with 32 of them moves by 20% from 1 s to 2 s, 6% from 2 s to 4 s.
 BG_READ_FULL = {"duration": "2s", "ramp": "6s"}
-# Beside 64 KiB readers (Fig. 11b) the L-app completes only 40-120 reads a second, so 2 s give its P99 from a
-# handful of reads: BFQ's at N = 32 was its one slowest read, 1,471 ms, and 482 / 457 / 468 ms with 8 / 20 / 40 s
-# (docs/papers.md, convergence). 20 s: ~1,000 reads and more per point.
+BG_READ_QUICK = {"duration": "200ms", "ramp": "6s"}
+# Beside 64 KiB readers (Fig. 11b) the L-app completes only 40-120 reads a second, so 2 s give its P99 from 80-240
+# reads: BFQ's at N = 32 was its one slowest read, 1,471 ms, and 482 / 457 / 468 ms with 8 / 20 / 40 s
+# (docs/papers.md, convergence). 20 s: 800-2,400 reads per point.
 SLOW_LAPP_FULL = {"duration": "20s", "ramp": "6s"}
 SLOW_LAPP_QUICK = {"duration": "2s", "ramp": "6s"}   # 200 ms gave BFQ's L-app at N = 32 no read at all
-BG_READ_QUICK = {"duration": "200ms", "ramp": "6s"}
 # --quick, Fig. 11a: the 6 s ramp is for BFQ's weight raising; beside 4 KiB readers nothing else needs it, and those
 # runs simulate ~6 M reads per second on 8 drives. With a 1 s ramp none's, Kyber's and MQ-Deadline's 18 runs took
 # 56 s of CPU instead of ~260 s, and their L-app P99s moved by 0-10% (median 4%; 200 ms windows; at N = 32 168 -> 172,
