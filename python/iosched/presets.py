@@ -36,11 +36,11 @@ ENGINES = ("io_uring", "libaio", "psync")
 HOST_FIELDS = ("cores", "context_switch_ns", "lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns",
                "package_idle_wake_ns", "package_idle_ns", "io_page_ns", "core_cache_bytes", "process_cache_bytes",
                "cache_refill_ns", "io_uring", "libaio", "psync", "scheduler_costs", "filesystems", "page_cache",
-               "kernel", "scheduler_dispatch", "timer_lateness", "wake_lateness", "hz")
+               "kernel", "scheduler_dispatch", "timer_lateness", "timer_irq_ns", "wake_lateness", "hz")
 HOST_OPTIONAL = ("lock_handoff_ns", "uncontended_lock_ns", "completion_irq_ns", "package_idle_wake_ns", "package_idle_ns",
                  "io_page_ns", "core_cache_bytes", "process_cache_bytes", "cache_refill_ns",
-                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness", "wake_lateness",
-                 "hz")
+                 "scheduler_costs", "filesystems", "page_cache", "scheduler_dispatch", "timer_lateness", "timer_irq_ns",
+                 "wake_lateness", "hz")
 # HostConfig.timer_lateness and wake_lateness (config.rs TimerLateness): how late the host's timers fire, and how
 # late a thread woken on an idle core starts, by quantile and duration.
 TIMER_LATENESS_FIELDS = ("quantiles", "durations_ns", "late_ns")

@@ -101,6 +101,7 @@ pub fn host(cores: u32) -> HostConfig {
         kernel: iosched_policy::KernelVersion::NEWEST.to_string(),
         scheduler_dispatch: SchedulerDispatch::Inline,
         timer_lateness: None,
+        timer_irq_ns: 0,
         wake_lateness: None,
         hz: 1000,
     }

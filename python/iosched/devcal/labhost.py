@@ -411,6 +411,22 @@ def lab_kernel_hz() -> int | None:
     return Lab(folder, info).config_hz() if isinstance(info, dict) and "key" in info else None
 
 
+def _keep_timer_irq(out: Path, params: dict, prov: dict) -> None:
+    """Carry the timer interrupt's time per completion (HostConfig.timer_irq_ns) over from the preset being
+    rewritten: the lab-host runs do not measure it (it takes an elevator's completions coalesced into one late
+    interrupt, and traced: docs/validation.md)."""
+    import tomllib
+
+    try:
+        old = tomllib.loads(Path(out).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return
+    value = old.get("params", {}).get("timer_irq_ns")
+    if isinstance(value, int):
+        params["timer_irq_ns"] = value
+        prov["timer_irq_ns"] = old.get("provenance", {}).get("timer_irq_ns", "kept from the preset this replaced")
+
+
 def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dict:
     rows = _vm_rows(results)
     params, prov, figures = lab_host_params(rows, cores, _named(results))
@@ -424,6 +440,7 @@ def write_lab_host(results: Path | list[Path], out: Path, cores: int = 2) -> dic
         params["filesystems"], fs_prov, more = fs
         prov.update(fs_prov)
         figures.update(more)
+    _keep_timer_irq(out, params, prov)
     hz = lab_kernel_hz()
     if hz is not None:
         params["hz"], prov["hz"] = hz, ("the lab guest kernel's CONFIG_HZ (its build configuration in the lab's "

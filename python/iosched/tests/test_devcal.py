@@ -363,3 +363,22 @@ def test_the_lab_hosts_file_system_costs_are_updated_alone(tmp_path):
     assert {k: v for k, v in after.params.items() if k != "filesystems"} == \
         {k: v for k, v in base.params.items() if k != "filesystems"}
     assert "fs-dio-cost" in after.provenance["filesystems.ext4"]
+
+
+def test_rewriting_the_lab_host_keeps_its_timer_interrupt_time(tmp_path):
+    """The lab-host runs do not measure `timer_irq_ns`: a preset rewritten over the shipped one keeps its value and
+    provenance; over no preset (or one without it) nothing is made up."""
+    from iosched import presets
+
+    shipped = presets.load_preset("host", "lab-tcg-2vcpu")
+    old = tmp_path / "lab-tcg-2vcpu.toml"
+    old.write_text((presets.preset_roots()[-1] / "hosts" / "lab-tcg-2vcpu.toml").read_text())
+    params, prov = {"cores": 2}, {}
+    labhost._keep_timer_irq(old, params, prov)
+    assert params["timer_irq_ns"] == shipped.params["timer_irq_ns"] == 9_000
+    assert prov["timer_irq_ns"] == shipped.provenance["timer_irq_ns"]
+    params, prov = {"cores": 2}, {}
+    labhost._keep_timer_irq(tmp_path / "absent.toml", params, prov)
+    old.write_text(old.read_text().replace("timer_irq_ns = 9000\n", ""))
+    labhost._keep_timer_irq(old, params, prov)
+    assert "timer_irq_ns" not in params and "timer_irq_ns" not in prov

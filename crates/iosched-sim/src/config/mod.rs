@@ -155,6 +155,13 @@ pub struct HostConfig {
     /// How late the host handles a timer's expiry (see [`TimerLateness`]); None: on time.
     #[serde(default)]
     pub timer_lateness: Option<TimerLateness>,
+    /// The time a late timer interrupt spends on each null_blk timer completion it handles (the request's end in
+    /// interrupt context: its tags' release with their wake-ups, the bio's end), before the elevator's completion
+    /// hook. `hrtimer_interrupt` runs the expired timers one after another and looks again before it returns, so a
+    /// timer that expires while it runs is handled by the same interrupt: the completions of requests dispatched
+    /// together stay together. 0: a late interrupt handles only the timers expired when it starts.
+    #[serde(default)]
+    pub timer_irq_ns: u64,
     /// How late a thread woken on an idle (halted) core starts to run, beyond its wake-up's CPU work
     /// (`sleep_wake_ns`): a table as [`TimerLateness`]'s, its durations how long the core had been idle (for the
     /// reaper of a late timer's request: that timer's duration, at the timer's own quantile). None: at once.

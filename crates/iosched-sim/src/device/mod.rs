@@ -85,6 +85,11 @@ pub struct Device {
     /// The uniform draw that made that interrupt late, and per request (by id; NaN: none) the draw of the interrupt
     /// that ends it: the wake-up of its reaper is as late in its own distribution (`take_timer_draw`).
     timer_handled_u: f64,
+    /// How many timers that interrupt has handled so far, and how long it takes for each (the host's
+    /// `timer_irq_ns` plus the elevator's completion hook): the next one joins it if it expires before the
+    /// interrupt is done with those.
+    timer_handled_count: u32,
+    timer_irq_ns: u64,
     timer_draws: Vec<f64>,
     hw_queues: u32,
     /// Commands waiting in each submission queue, in doorbell order; the front end takes them round-robin.
@@ -318,6 +323,8 @@ impl Device {
             timer_lateness: None,
             timer_handled_at_ns: 0,
             timer_handled_u: 0.0,
+            timer_handled_count: 0,
+            timer_irq_ns: 0,
             timer_draws: Vec::new(),
             hw_queues: hw_queues.max(1),
             submission_queues: (0..hw_queues.max(1)).map(|_| VecDeque::new()).collect(),
@@ -361,8 +368,13 @@ impl Device {
     }
 
     /// The host's timers fire this late: null_blk's timer completions (irqmode 2) end that much later.
-    pub fn set_timer_lateness(&mut self, lateness: Option<crate::config::TimerLateness>) {
+    pub fn set_timer_lateness(
+        &mut self,
+        lateness: Option<crate::config::TimerLateness>,
+        irq_ns: u64,
+    ) {
         self.timer_lateness = lateness;
+        self.timer_irq_ns = irq_ns;
     }
 
     /// The uniform draw of the late timer interrupt that ended `request` (None if no late timer did), once.

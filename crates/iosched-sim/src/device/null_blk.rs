@@ -77,15 +77,21 @@ impl Device {
         let mut done_ns = events.now_ns + service_ns;
         if null_blk.irqmode == 2 {
             if let Some(lateness) = &self.timer_lateness {
-                // One late interrupt handles every timer expired by then (hrtimer_interrupt runs all expired
-                // timers): a timer expiring before the pending handling joins it; a later one waits its own
-                // lateness. Every timer here has the same duration, so expiries come in submission order.
-                if done_ns <= self.timer_handled_at_ns {
-                    done_ns = self.timer_handled_at_ns;
+                // One late interrupt handles every timer expired by then, one after another, and those that
+                // expire while it works (hrtimer_interrupt looks again before it returns): a timer expiring before
+                // the pending interrupt is done with the ones it has joins it, ended `timer_irq_ns` after the one
+                // before; a later one waits its own lateness. Every timer here has the same duration, so expiries
+                // come in submission order.
+                let busy_until =
+                    self.timer_handled_at_ns + self.timer_handled_count as u64 * self.timer_irq_ns;
+                if done_ns <= busy_until {
+                    done_ns = busy_until;
+                    self.timer_handled_count += 1;
                 } else {
                     let u = self.rng.random_range(0.0..1.0);
                     done_ns += lateness.late_ns(service_ns, u);
                     (self.timer_handled_at_ns, self.timer_handled_u) = (done_ns, u);
+                    self.timer_handled_count = 1;
                 }
                 let request = command.request as usize;
                 if self.timer_draws.len() <= request {
@@ -150,7 +156,7 @@ mod tests {
             late_ns: vec![vec![100_000, 200_000, 300_000]],
         };
         let mut device = null_blk_device(2, 500_000);
-        device.set_timer_lateness(Some(lateness.clone()));
+        device.set_timer_lateness(Some(lateness.clone()), 0);
         let mut events = EventQueue::new();
         let mut took = Vec::new();
         for request in 0..1_000u32 {
@@ -167,7 +173,7 @@ mod tests {
         let within_700 = took.iter().filter(|&&t| t <= 700_000).count();
         assert!((450..=550).contains(&within_700), "{within_700}");
         let mut device = null_blk_device(0, 500_000);
-        device.set_timer_lateness(Some(lateness));
+        device.set_timer_lateness(Some(lateness), 0);
         device.submit(0, read(1, 0), &mut events);
         let now = events.now_ns;
         assert_eq!(run_until_idle(&mut device, &mut events), vec![(now, 1)]);
@@ -178,11 +184,7 @@ mod tests {
         // Timers always 200 us late. A at 0 expires at 500 and is handled at 700; B at 100 expires at 600, before
         // that handling, so the same interrupt ends it at 700; C at 300 expires at 800, after it: its own, at 1,000.
         let mut device = null_blk_device(2, 500_000);
-        device.set_timer_lateness(Some(crate::config::TimerLateness {
-            quantiles: vec![0.5],
-            durations_ns: vec![500_000],
-            late_ns: vec![vec![200_000]],
-        }));
+        device.set_timer_lateness(Some(always_late(200_000)), 0);
         let mut events = EventQueue::new();
         for (request, at) in [(0, 0), (1, 100_000), (2, 300_000)] {
             events.now_ns = at;
@@ -192,6 +194,48 @@ mod tests {
             run_until_idle(&mut device, &mut events),
             vec![(700_000, 0), (700_000, 1), (1_000_000, 2)]
         );
+    }
+
+    fn always_late(late_ns: u64) -> crate::config::TimerLateness {
+        crate::config::TimerLateness {
+            quantiles: vec![0.5],
+            durations_ns: vec![500_000],
+            late_ns: vec![vec![late_ns]],
+        }
+    }
+
+    #[test]
+    fn a_timer_that_expires_while_the_interrupt_works_is_ended_by_it() {
+        // Timers always 100 us late, the interrupt 10 us per completion. Sixteen requests dispatched 8 us apart
+        // (0, 8, ..., 120 us) expire at 500-620 us. The first's interrupt comes at 600 and ends one every 10 us:
+        // request k at 600 + 10k, as long as it has expired by then (k = 15 expires at 620 and is ended at 750).
+        // Seventeenth, dispatched at 300 (expiring at 800, after the interrupt's last at 750): its own, at 900.
+        let mut device = null_blk_device(2, 500_000);
+        device.set_timer_lateness(Some(always_late(100_000)), 10_000);
+        let mut events = EventQueue::new();
+        for request in 0..16u32 {
+            events.now_ns = 8_000 * request as u64;
+            device.submit(0, read(request, 0), &mut events);
+        }
+        events.now_ns = 300_000;
+        device.submit(0, read(16, 0), &mut events);
+        let mut want: Vec<(u64, u32)> = (0..16u32)
+            .map(|k| (600_000 + 10_000 * k as u64, k))
+            .collect();
+        want.push((900_000, 16));
+        assert_eq!(run_until_idle(&mut device, &mut events), want);
+        // The negative control: an interrupt that takes no time ends only what expired when it came, 500-600 us
+        // (requests 0-12, at 600); 13-15 (expiring 604-620) wait for one of their own, 100 us after 604.
+        let mut device = null_blk_device(2, 500_000);
+        device.set_timer_lateness(Some(always_late(100_000)), 0);
+        let mut events = EventQueue::new();
+        for request in 0..16u32 {
+            events.now_ns = 8_000 * request as u64;
+            device.submit(0, read(request, 0), &mut events);
+        }
+        let done = run_until_idle(&mut device, &mut events);
+        assert!(done[..13].iter().all(|&(at, _)| at == 600_000), "{done:?}");
+        assert!(done[13..].iter().all(|&(at, _)| at == 704_000), "{done:?}");
     }
 
     #[test]
