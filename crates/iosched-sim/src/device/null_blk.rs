@@ -81,7 +81,9 @@ impl Device {
                 // expire while it works (hrtimer_interrupt looks again before it returns): a timer expiring before
                 // the pending interrupt is done with the ones it has joins it, ended `timer_irq_ns` after the one
                 // before; a later one waits its own lateness. Every timer here has the same duration, so expiries
-                // come in submission order.
+                // come in submission order. Simplification: the interrupt looks again as long as timers keep
+                // expiring, where the kernel's gives up after three passes and defers the rest (a device whose
+                // completion_nsec is shorter than its queue depth times `timer_irq_ns` would show the difference).
                 let busy_until =
                     self.timer_handled_at_ns + self.timer_handled_count as u64 * self.timer_irq_ns;
                 if done_ns <= busy_until {
