@@ -206,19 +206,26 @@ mod tests {
         }
     }
 
+    /// 500 us timers, always 100 us late, the interrupt `irq_ns` per completion; requests 0-15 submitted 8 us apart
+    /// from 0.
+    fn sixteen_timers_8us_apart(irq_ns: u64) -> (Device, EventQueue) {
+        let mut device = null_blk_device(2, 500_000);
+        device.set_timer_lateness(Some(always_late(100_000)), irq_ns);
+        let mut events = EventQueue::new();
+        for request in 0..16u32 {
+            events.now_ns = 8_000 * request as u64;
+            device.submit(0, read(request, 0), &mut events);
+        }
+        (device, events)
+    }
+
     #[test]
     fn a_timer_that_expires_while_the_interrupt_works_is_ended_by_it() {
         // Timers always 100 us late, the interrupt 10 us per completion. Sixteen requests dispatched 8 us apart
         // (0, 8, ..., 120 us) expire at 500-620 us. The first's interrupt comes at 600 and ends one every 10 us:
         // request k at 600 + 10k, as long as it has expired by then (k = 15 expires at 620 and is ended at 750).
         // Seventeenth, dispatched at 300 (expiring at 800, after the interrupt's last at 750): its own, at 900.
-        let mut device = null_blk_device(2, 500_000);
-        device.set_timer_lateness(Some(always_late(100_000)), 10_000);
-        let mut events = EventQueue::new();
-        for request in 0..16u32 {
-            events.now_ns = 8_000 * request as u64;
-            device.submit(0, read(request, 0), &mut events);
-        }
+        let (mut device, mut events) = sixteen_timers_8us_apart(10_000);
         events.now_ns = 300_000;
         device.submit(0, read(16, 0), &mut events);
         let mut want: Vec<(u64, u32)> = (0..16u32)
@@ -228,13 +235,7 @@ mod tests {
         assert_eq!(run_until_idle(&mut device, &mut events), want);
         // The negative control: an interrupt that takes no time ends only what expired when it came, 500-600 us
         // (requests 0-12, at 600); 13-15 (expiring 604-620) wait for one of their own, 100 us after 604.
-        let mut device = null_blk_device(2, 500_000);
-        device.set_timer_lateness(Some(always_late(100_000)), 0);
-        let mut events = EventQueue::new();
-        for request in 0..16u32 {
-            events.now_ns = 8_000 * request as u64;
-            device.submit(0, read(request, 0), &mut events);
-        }
+        let (mut device, mut events) = sixteen_timers_8us_apart(0);
         let done = run_until_idle(&mut device, &mut events);
         assert!(done[..13].iter().all(|&(at, _)| at == 600_000), "{done:?}");
         assert!(done[13..].iter().all(|&(at, _)| at == 704_000), "{done:?}");
