@@ -29,6 +29,7 @@ from .. import native
 from ..report.figures import Figure, Heat, Panel, Table, Trace, cdf, fmt, merge_bins
 from ..results import METRICS
 from ..simconfig import Job, testbed_config
+from ..units import parse_time
 from . import scoring
 from .registry import Check, Number, PaperExperiment, QuickSplit, Results, Series, one_row, register
 from .scoring import CALIBRATION, CONSTRUCTION, FINDING, NOT_SIMULATED, Key, RefPoint, Values
@@ -989,24 +990,44 @@ def _bg(rw: str, bs: str) -> dict:
     return fio("t", rw, 128, bs=bs, ssds=8, group_reporting=False)
 
 
-# The artifact launched one fio process per app, all together, the background apps first and the L-app (Fig. 12: the
-# foreground app) last; they ended within 0-2 s of each other (fio_timestamp, 1 s resolution). To BFQ (5.13+) that
-# makes one queue per drive: a process whose first request comes within 180 ms of the last new queue joins it
-# (stable merging, bfq_do_or_sched_stable_merge), the L-app too. The artifact's data shows it where it matters:
-# beside 64 KiB readers BFQ's foreground gets what each background app gets (Fig. 12a: 57 / 29 / 14.5 K at N = 4 /
-# 8 / 16, as under none) and its L-app's P99 grows with N while the slow drive's requests stay at BFQ's limit of 255
-# (Fig. 11b, disk_util.csv): it waits for a request among the background apps' sleepers. Beside writers sharing the
-# queue costs the L-app nothing in the kernel (Fig. 11d: 2.9 ms at every N), since the queue holds ~25-45 requests
-# per drive there, far below the 256 its sync reads may use. So every app starts at once (docs/papers.md).
+# The artifact launched one fio process per app, the background apps first and the L-app (Fig. 12: the foreground
+# app) last. Each ran exactly its ramp + runtime, so when its I/O began shows in when it ended (fio_timestamp, 1 s
+# resolution): in Figs. 11a, 11c and 11d the L-app ended after its background apps in most runs (24 each: 100%, 92%,
+# 67%; by 1.5, 2.9 and 0.8 s on average), in Figs. 11b, 12a and 12b in the same second as them (88%, 100%, 100%;
+# 0.17, 0.00 and -0.04 s). fio's elapsed times agree (the L-app's longer by the same). So the L-app starts 1 s (the
+# data's resolution) after the background apps in Figs. 11a, 11c and 11d, which then run 1 s longer so that its
+# window stays inside theirs, and with them elsewhere. To BFQ (5.13+) the gap decides the queues: a process whose
+# first request comes within 180 ms of the last new queue joins it (stable merging, bfq_do_or_sched_stable_merge),
+# so where every app starts together all share one queue per drive, as Figs. 11b and 12a show (the foreground gets
+# what each background app gets: 57 / 29 / 14.5 K at N = 4 / 8 / 16; the L-app waits for a request among the
+# readers' sleepers while the slow drive's requests stay at BFQ's limit of 255, disk_util.csv), and a late L-app
+# has a queue of its own (docs/papers.md, "When each app began").
+LAPP_LAG = {"fig-11a": "1s", "fig-11c": "1s", "fig-11d": "1s"}
 
 
-def _interference_spec(fg: dict, bg: dict | None, writers: bool, slow_lapp: bool = False) -> dict:
+def _bg_runtime(duration: str, lag: str) -> str:
+    """The background apps' runtime: the run's duration plus the L-app's start lag."""
+    return f"{(parse_time(duration) + parse_time(lag)) // 1_000_000}ms"
+
+
+def _with_lag(quick: dict, fig: str) -> dict:
+    """A --quick override: where the L-app starts late, the background apps' longer runtime follows the quick
+    duration."""
+    lag = LAPP_LAG.get(fig)
+    return {**quick, "job.t.runtime": _bg_runtime(quick["duration"], lag)} if lag else quick
+
+
+def _interference_spec(fg: dict, bg: dict | None, writers: bool, slow_lapp: bool = False,
+                       lapp_lag: str | None = None) -> dict:
     sweep = {**({"job.t.numjobs": BG_N} if bg else {}), **SCHED}
     times = WRITE_FULL if writers else SLOW_LAPP_FULL if slow_lapp else BG_READ_FULL if bg else READ_FULL
     # Every app a fio process of its own (icpe24-artifact README, Figs. 11/12): each is fio's thread 1 and draws the
     # same random offsets in the same order, so the background apps write (or read) in lockstep.
     fg = {**fg, "separate_processes": True}
     bg = {**bg, "separate_processes": True} if bg else None
+    if bg and lapp_lag:
+        fg = {**fg, "startdelay": lapp_lag}
+        bg = {**bg, "runtime": _bg_runtime(times["duration"], lapp_lag)}
     return testbed([fg] + ([bg] if bg else []), sweep, ssds=8, **times)
 
 
@@ -1131,13 +1152,22 @@ def interference_why(v: Values) -> dict[str, str]:
                 "young and garbage collection copies less the more writers there are (device/young_rewrites.rs; the "
                 "drives in seed 000's documented state, nothing fitted): where the rates differ, the backlog the "
                 "reads wait behind differs")
-    hold = ("; BFQ merges the writers and the L-app, started together, into one queue (stable merging) and holds "
-            "it to one weight's share of the tags, ~190 requests per drive in the model (above the drive's 128 "
-            "waiting-write slots, so the rest hold its front end and reads queue behind them) where the artifact's "
-            "disk stats show ~25-45 (why the kernel's share is that much smaller is not established: Linux 6.12 and "
-            "6.1 in the VM lab hold such writers on a drive-bound null_blk to about the model's share (model over "
-            "kernel 0.89-1.21x); a weight-raised L-app would give it, but would also get far more service than the "
-            "artifact's, docs/papers.md), and Kyber, seeing writes above their 10 ms target, never throttles them")
+    def hold(fig: str) -> str:
+        who = ("the writers, started together, into one queue (stable merging; the L-app, started 1 s later, has "
+               "its own)" if fig in LAPP_LAG else "the writers and the foreground app, started together, into one "
+               "queue (stable merging)")
+        if fig == "fig-11c":
+            return ("; BFQ merges " + who + ", which holds 2-4 requests per drive at N = 4-32 in the model's full "
+                    "runs (the artifact's disk stats: 2-3 at N = 4, 7-14 at 16, 23-110 at 32), and Kyber, seeing "
+                    "writes above their 10 ms target, never throttles them")
+        return ("; BFQ merges " + who + " and holds it to one weight's share of the tags, ~110-170 requests per "
+                "drive at N = 16-32 in the model's full runs (above the drive's 128 waiting-write slots, so the rest "
+                "hold its front end and reads queue behind them) where the artifact's disk stats show ~25-45 (why "
+                "the kernel's share is that much smaller is not established: Linux 6.12 and 6.1 in the VM lab hold "
+                "such writers on a drive-bound null_blk to about the model's share (model over kernel 0.89-1.21x); "
+                "a weight-raised L-app would give it, but would also get far more service than the artifact's, "
+                "docs/papers.md), and Kyber, seeing writes above their 10 ms target, never throttles them")
+
     one_slow_drive = ("the artifact's per-drive counters (disk_util.csv) show one drive, D5, holding the backlog: with "
                       "64 KiB readers its time per request grows from 2.2 ms (N = 1, none) to 136 ms (N = 32) while the "
                       "other seven stay at 0.2-0.9 ms. Every process spreads its I/O round-robin over the 8 drives, so "
@@ -1177,10 +1207,10 @@ def interference_why(v: Values) -> dict[str, str]:
                     f"{lapp_p99_ratio('fig-11a', 'mq-deadline', 32):.2f}x), for a reason not established "
                     "(MQ-Deadline's was 0.88x before woken processes waited in CFS's run queues)"),
         "fig-11b": big_reads,
-        "fig-11c": writes("fig-11c") + hold,
-        "fig-11d": writes("fig-11d") + hold,
+        "fig-11c": writes("fig-11c") + hold("fig-11c"),
+        "fig-11d": writes("fig-11d") + hold("fig-11d"),
         "fig-12a": big_reads_split,
-        "fig-12b": writes("fig-12b") + hold,
+        "fig-12b": writes("fig-12b") + hold("fig-12b"),
     }
 
 
@@ -1192,8 +1222,9 @@ INTERFERENCE = PaperExperiment(
     "foreground T-4KiB-app reader (QD 128) against 0-32 T-64KiB-apps.",
     series=(Series("fig11-alone", _interference_spec(fio("l", R, 1, ssds=8), None, False)),
             *(Series(_series(fig), _interference_spec(fio("l", R, 1, ssds=8), _bg(rw, bs), rw == W,
-                                                      slow_lapp=fig == "fig-11b"),
-                     quick=WRITE_QUICK if rw == W else SLOW_LAPP_QUICK if fig == "fig-11b" else BG_READ_QUICK,
+                                                      slow_lapp=fig == "fig-11b", lapp_lag=LAPP_LAG.get(fig)),
+                     quick=_with_lag(WRITE_QUICK if rw == W else SLOW_LAPP_QUICK if fig == "fig-11b"
+                                     else BG_READ_QUICK, fig),
                      quick_split=QUICK_SHORT_RAMP if fig == "fig-11a" else None) for fig, (rw, bs) in FIG11.items()),
             Series("fig12-alone", _interference_spec(fio("f", R, 128, ssds=8), None, False)),
             *(Series(_series(fig), _interference_spec(fio("f", R, 128, ssds=8), _bg(rw, "64k"), rw == W),
@@ -1207,13 +1238,14 @@ INTERFERENCE = PaperExperiment(
            Number("Fig. 12b (O-18)", "BFQ foreground read, 16 -> 32 writers", "147.7 -> 1.2", "KIOPS")),
     notes=("The N = 0 points (the L-app or the foreground app alone) are one run per scheduler, shared by the "
            "panels, as their setups are the same.",
-           "Runs with background writers: 6 s ramp, 20 s measured (quick: 4 s) instead of 600 s + 600 s; with "
-           "background readers 6 s ramp, 2 s measured (quick: 0.2 s) instead of 30 s + 120 s; the ramps outlast "
-           "BFQ's weight raising of the late-started L-app (3 s here), as the artifact's did. docs/papers.md has "
-           "the convergence check.",
-           "The L-app (the foreground app) starts 200 ms after the background apps, which start together and run "
-           "200 ms longer: the artifact launched it last, and BFQ (5.13+) merges the queues of processes that start "
-           "I/O within 180 ms of each other."),
+           "Runs with background writers: 60 s ramp, 20 s measured (quick: 6 s + 4 s) instead of 600 s + 600 s; "
+           "with background readers 6 s ramp, 2 s measured (Fig. 11b: 20 s; quick: 0.2 s and 2 s) instead of 30 s + "
+           "120 s; the ramps outlast BFQ's weight raising of a late-started L-app (3 s here), as the artifact's did. "
+           "docs/papers.md has the convergence check.",
+           "When each app began follows the artifact's fio end times (every app ran exactly its ramp + runtime): "
+           "in Figs. 11a, 11c and 11d the L-app starts 1 s after the background apps, which run 1 s longer; in Figs. "
+           "11b, 12a and 12b every app starts at once. BFQ (5.13+) merges the queues of processes that start I/O "
+           "within 180 ms of each other, so only the late L-app has a queue of its own."),
 )
 
 

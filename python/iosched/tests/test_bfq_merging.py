@@ -39,26 +39,44 @@ def test_nothing_merges_before_5_13():
     assert merged_processes("5.13", "0s") == 4
 
 
-def test_every_app_of_seed000_fig11b_shares_one_bfq_queue():
-    """The artifact started each figure's apps together (icpe24-artifact README), so BFQ merges the L-app with the
-    background apps, as its Figs. 11b and 12a show (the L-app waits among the readers' sleepers; the foreground
-    gets an equal split). Fig. 11b's spec as `iosched reproduce` runs it, with 2 background readers for 100 ms:
-    readers 2 and the L-app join reader 1's queue on every drive, 2 merged processes each. Negative control: the
-    L-app started 250 ms after them (the setup before 2026-12-07) keeps a queue of its own, 1 each."""
+def _seed000_merged(fig: str, n_background: int, duration_ms: int, lapp_delay: str | None = None) -> list[float]:
+    """Each drive's count of processes that joined another's BFQ queue at the end of seed 000's `fig` spec as
+    `iosched reproduce` runs it, shortened to `duration_ms` without a ramp; `lapp_delay` replaces the L-app's
+    start delay."""
     from iosched.papers.seed000 import INTERFERENCE
 
     native_or_skip()
-    series = next(s for s in INTERFERENCE.series if s.name == "fig11b")
+    series = next(s for s in INTERFERENCE.series if s.name == fig.replace("fig-", "fig"))
 
-    def merged(lapp_delay: str) -> list[float]:
-        spec = {**series.spec, "duration": "100ms", "ramp": "0s", "sample_interval": "50ms",
-                "sweep": {"job.t.numjobs": [2], "scheduler.name": ["bfq"]},
-                "job": [{**j, "runtime": "100ms", **({"startdelay": lapp_delay} if j["name"] == "l" else {})}
-                        for j in series.spec["job"]]}
-        result = native.simulate(run_config(expand_runs(experiment_from_data("fig11b", spec))[0]))
-        last = max(x["t_ns"] for x in result["timeseries"])
-        return [x["value"] for x in result["timeseries"]
-                if x["metric"] == "stably_merged_processes" and x["t_ns"] == last]
+    def job(j: dict) -> dict:
+        j = {**j, "runtime": f"{duration_ms}ms"}
+        if j["name"] == "l" and lapp_delay is not None:
+            j["startdelay"] = lapp_delay
+        return j
 
-    assert merged("0s") == [2.0] * 8
-    assert merged("250ms") == [1.0] * 8
+    spec = {**series.spec, "duration": f"{duration_ms}ms", "ramp": "0s", "sample_interval": "50ms",
+            "sweep": {"job.t.numjobs": [n_background], "scheduler.name": ["bfq"]},
+            "job": [job(j) for j in series.spec["job"]]}
+    result = native.simulate(run_config(expand_runs(experiment_from_data(fig, spec))[0]))
+    last = max(x["t_ns"] for x in result["timeseries"])
+    return [x["value"] for x in result["timeseries"]
+            if x["metric"] == "stably_merged_processes" and x["t_ns"] == last]
+
+
+def test_every_app_of_seed000_fig11b_shares_one_bfq_queue():
+    """In Fig. 11b the artifact's L-app ended in the same second as its background apps (fio_timestamp), so it
+    started with them and BFQ merges it with them, as Figs. 11b and 12a show (the L-app waits among the readers'
+    sleepers; the foreground gets an equal split). Fig. 11b's spec as `iosched reproduce` runs it, with 2 background
+    readers for 100 ms: readers 2 and the L-app join reader 1's queue on every drive, 2 merged processes each.
+    Negative control: the L-app started 250 ms after them keeps a queue of its own, 1 each."""
+    assert _seed000_merged("fig-11b", 2, 100) == [2.0] * 8
+    assert _seed000_merged("fig-11b", 2, 100, lapp_delay="250ms") == [1.0] * 8
+
+
+def test_seed000_fig11d_l_app_starts_late_with_a_queue_of_its_own():
+    """In Fig. 11d the artifact's L-app ended ~1 s after its background writers (0.8 s on average over its 24 runs,
+    fio_timestamp), so it began its I/O that much later, past BFQ's 180 ms merging window. Fig. 11d's spec as
+    `iosched reproduce` runs it (the L-app 1 s late), 2 writers for 1.2 s: writer 2 joins writer 1's queue on every
+    drive and the L-app does not, 1 merged process each. Negative control: the L-app with them joins too, 2 each."""
+    assert _seed000_merged("fig-11d", 2, 1200) == [1.0] * 8
+    assert _seed000_merged("fig-11d", 2, 1200, lapp_delay="0s") == [2.0] * 8

@@ -204,6 +204,11 @@ def test_setups_follow_the_artifact():
     inter = spec("seed000-interference", "fig11d")
     assert inter["sweep"]["job.t.numjobs"] == [1, 2, 4, 8, 16, 32] and one(inter, "t")["bs"] == "64k"
     assert one(inter, "t")["group_reporting"] == 0 and "cpus_allowed" not in one(inter, "t")
+    # The L-app began its I/O ~1 s after the background apps in Figs. 11a, 11c and 11d, with them in 11b, 12a and 12b
+    # (fio_timestamp); the background apps run that much longer.
+    assert (one(inter, "l")["startdelay"], one(inter, "t")["runtime"], inter["duration"]) == ("1s", "21000ms", "20s")
+    for series in ("fig11b", "fig12a", "fig12b"):
+        assert all("startdelay" not in j and "runtime" not in j for j in spec("seed000-interference", series)["job"])
     k = spec("seed000-kyber", "grid")
     assert (one(k, "l")["cpus_allowed"], one(k, "w")["cpus_allowed"], one(k, "l")["iodepth"]) == ("1", "2", 1)
     runs = registry.get("seed000-throughput").runs(False)
