@@ -1153,20 +1153,20 @@ def interference_why(v: Values) -> dict[str, str]:
                 "drives in seed 000's documented state, nothing fitted): where the rates differ, the backlog the "
                 "reads wait behind differs")
     def hold(fig: str) -> str:
-        who = ("the writers, started together, into one queue (stable merging; the L-app, started 1 s later, has "
-               "its own)" if fig in LAPP_LAG else "the writers and the foreground app, started together, into one "
-               "queue (stable merging)")
+        who = ("the writers, started together, into one queue (stable merging; the L-app, started "
+               f"{parse_time(LAPP_LAG[fig]) / 1e9:g} s later, has its own)" if fig in LAPP_LAG
+               else "the writers and the foreground app, started together, into one queue (stable merging)")
+        kyber = ", and Kyber, seeing writes above their 10 ms target, never throttles them"
         if fig == "fig-11c":
             return ("; BFQ merges " + who + ", which holds 2-4 requests per drive at N = 4-32 in the model's full "
-                    "runs (the artifact's disk stats: 2-3 at N = 4, 7-14 at 16, 23-110 at 32), and Kyber, seeing "
-                    "writes above their 10 ms target, never throttles them")
+                    "runs (the artifact's disk stats: 2-3 at N = 4, 7-14 at 16, 23-110 at 32)" + kyber)
         return ("; BFQ merges " + who + " and holds it to one weight's share of the tags, ~110-170 requests per "
                 "drive at N = 16-32 in the model's full runs (above the drive's 128 waiting-write slots, so the rest "
                 "hold its front end and reads queue behind them) where the artifact's disk stats show ~25-45 (why "
                 "the kernel's share is that much smaller is not established: Linux 6.12 and 6.1 in the VM lab hold "
                 "such writers on a drive-bound null_blk to about the model's share (model over kernel 0.89-1.21x); "
                 "a weight-raised L-app would give it, but would also get far more service than the artifact's, "
-                "docs/papers.md), and Kyber, seeing writes above their 10 ms target, never throttles them")
+                "docs/papers.md)" + kyber)
 
     one_slow_drive = ("the artifact's per-drive counters (disk_util.csv) show one drive, D5, holding the backlog: with "
                       "64 KiB readers its time per request grows from 2.2 ms (N = 1, none) to 136 ms (N = 32) while the "
