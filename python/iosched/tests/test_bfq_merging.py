@@ -65,9 +65,10 @@ def _seed000_merged(fig: str, n_background: int, duration_ms: int, lapp_delay: s
 
 def test_every_app_of_seed000_fig11b_shares_one_bfq_queue():
     """In Fig. 11b the artifact's L-app ended in the same second as its background apps (fio_timestamp; every BFQ
-    run from N = 2), so it started with them and BFQ merges it with them, as Figs. 11b and 12a show (the L-app waits among the readers'
-    sleepers; the foreground gets an equal split). Fig. 11b's spec as `iosched reproduce` runs it, with 2 background
-    readers for 100 ms: readers 2 and the L-app join reader 1's queue on every drive, 2 merged processes each.
+    run from N = 2), so it started with them and BFQ merges it with them, as Figs. 11b and 12a show (the L-app waits
+    among the readers' sleepers; the foreground gets an equal split). Fig. 11b's spec as `iosched reproduce` runs it,
+    with 2 background readers for 100 ms: readers 2 and the L-app join reader 1's queue on every drive, 2 merged
+    processes each.
     Negative control: the L-app started 250 ms after them keeps a queue of its own, 1 each."""
     assert _seed000_merged("fig-11b", 2, 100) == [2.0] * 8
     assert _seed000_merged("fig-11b", 2, 100, lapp_delay="250ms") == [1.0] * 8
