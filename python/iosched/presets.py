@@ -23,12 +23,14 @@ DEVICE_FIELDS = (
     "channel_bytes_per_s", "flash_page_bytes", "read_ns_by_page_type", "read_jitter_ns", "program_unit_bytes",
     "program_ns", "erase_ns", "read_suspend_ns", "read_suspend_limit", "block_program_units", "write_buffer_bytes",
     "overprovision_bytes", "gc_free_units_low", "condition", "trimmed_fraction", "max_sectors_kb", "write_command_ns", "gc_step_copies",
+    "gc_step_units",
     "read_out_ns", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns", "scattered_piece_bytes",
     "read_buffer_bytes", "waiting_read_slots", "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns",
     "cache_program",
 )
 DEVICE_OPTIONAL: tuple[str, ...] = ("read_suspend_ns", "read_suspend_limit", "max_sectors_kb", "write_command_ns", "read_out_ns",
-                                    "gc_step_copies", "waiting_write_slots", "buffer_fill_bytes_per_s", "page_read_extra_ns",
+                                    "gc_step_copies", "gc_step_units", "waiting_write_slots", "buffer_fill_bytes_per_s",
+                                    "page_read_extra_ns",
                                     "scattered_piece_bytes", "read_buffer_bytes", "waiting_read_slots",
                                     "slc_static_bytes", "slc_dynamic_bytes", "slc_program_ns", "cache_program")
 ENGINE_FIELDS = ("submit_ns", "complete_ns", "usr_fraction", "sleep_wake_ns")
@@ -163,8 +165,8 @@ def _check_types(file: str, kind: str, params: dict[str, Any]) -> None:
                     need_int(k, x)
             else:
                 # Optional features that are off when left out, never 0 (the simulator refuses 0 too).
-                need_int(k, v, 1 if k in ("gc_step_copies", "buffer_fill_bytes_per_s", "read_buffer_bytes",
-                                          "read_suspend_limit", "slc_static_bytes") else 0)
+                need_int(k, v, 1 if k in ("gc_step_copies", "gc_step_units", "buffer_fill_bytes_per_s",
+                                          "read_buffer_bytes", "read_suspend_limit", "slc_static_bytes") else 0)
     else:
         for k, v in params.items():
             if k in ENGINES:

@@ -46,6 +46,7 @@ pub fn small_device(condition: Condition) -> DeviceConfig {
         overprovision_bytes: 1 << 26,
         gc_free_units_low: 4,
         gc_step_copies: None,
+        gc_step_units: None,
         condition,
         trimmed_fraction: 0.0,
         slc_static_bytes: None,

@@ -280,6 +280,15 @@ impl DeviceConfig {
         check(self.gc_step_copies != Some(0), || {
             at("gc_step_copies must be >= 1 (leave it out for paced garbage collection)")
         })?;
+        check(self.gc_step_units != Some(0), || {
+            at("gc_step_units must be >= 1 (leave it out for every reclaiming unit)")
+        })?;
+        check(
+            self.gc_step_units.is_none() || self.gc_step_copies.is_some(),
+            || {
+                at("gc_step_units needs gc_step_copies (it limits the units of a garbage-collection step)")
+            },
+        )?;
         check(self.read_suspend_limit != Some(0), || {
             at("read_suspend_limit must be >= 1 (leave it out for no bound; read_suspend_ns = 0 for no suspend)")
         })?;
@@ -481,6 +490,17 @@ mod tests {
             (
                 |c| c.devices[0].logical_block_bytes = 256,
                 "device /dev/nvme0n1: logical_block_bytes must be >= 512",
+            ),
+            (
+                |c| {
+                    c.devices[0].gc_step_copies = Some(8);
+                    c.devices[0].gc_step_units = Some(0);
+                },
+                "device /dev/nvme0n1: gc_step_units must be >= 1 (leave it out for every reclaiming unit)",
+            ),
+            (
+                |c| c.devices[0].gc_step_units = Some(4),
+                "device /dev/nvme0n1: gc_step_units needs gc_step_copies (it limits the units of a garbage-collection step)",
             ),
         ];
         for (change, want) in cases {

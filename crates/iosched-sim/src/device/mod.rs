@@ -139,6 +139,8 @@ pub struct Device {
     /// programs wait on every unit while any has), and the host program units the steps so far have paid for.
     gc_step_units_copying: u32,
     gc_step_credit: f64,
+    /// With `gc_step_units`: the unit the next step's turn starts from.
+    gc_step_next_unit: usize,
     mean_read_ns: u64,
     /// Commands submitted and not yet completed to the host (what a device-wide in-flight bound limits).
     outstanding_commands: u32,
@@ -359,6 +361,7 @@ impl Device {
             victim_copy_carry: 0.0,
             host_programs_per_copy,
             gc_step_units_copying: 0,
+            gc_step_next_unit: 0,
             gc_step_credit,
             mean_read_ns,
             outstanding_commands: 0,
