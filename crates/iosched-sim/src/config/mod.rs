@@ -500,10 +500,10 @@ pub struct DeviceConfig {
     /// copies, at a random place in its cycle, so the drive frees buffer space steadily.
     #[serde(default)]
     pub gc_step_copies: Option<u32>,
-    /// With steps: how many reclaiming units copy in one step, taking turns over the units (the FTL relocates a
-    /// victim's valid data through a few dies at a time while the host's data waits for it). None: every reclaiming
+    /// With steps: how many reclaiming units copy in one step, taking turns over the units; None: every reclaiming
     /// unit. The units that do not copy stay free for reads, so a drive can hold its writes in a step while most of
-    /// its flash is idle.
+    /// its flash is idle: a model of an FTL that relocates a victim's data through a few dies at a time while the
+    /// host's data waits (no preset sets it; docs/papers.md says what it did to the 980 PRO's findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gc_step_units: Option<u32>,
     pub condition: Condition,

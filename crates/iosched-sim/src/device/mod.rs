@@ -28,9 +28,9 @@
 //!   victim frees space. The victims' valid fraction follows from the spare area of a preconditioned drive (see
 //!   `victim_valid_fraction`) and the share of host writes that rewrite young data (`young_rewrites.rs`). Paced (the default), each unit interleaves its host programs with its own copies from
 //!   a random place in its cycle, so units do not program host data in step. In drive-wide steps
-//!   (`gc_step_copies`), every reclaiming unit copies that many program units while no unit programs host data,
-//!   whenever the steps so far have paid for no more host programs; each drive starts at a random place in that
-//!   cycle.
+//!   (`gc_step_copies`), every reclaiming unit (or `gc_step_units` of them, in turn) copies that many program units
+//!   while no unit programs host data, whenever the steps so far have paid for no more host programs; each drive
+//!   starts at a random place in that cycle.
 //!
 //! Where each part lives: this file holds the device's state, its construction and its interface to the block layer;
 //! `controller.rs` the front end, `flash.rs` the flash units (reads, programs, garbage collection), `write_buffer.rs`
