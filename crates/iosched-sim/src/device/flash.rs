@@ -832,9 +832,7 @@ mod tests {
         let done = run_until_idle(&mut device, &mut events);
         assert_eq!(done.len(), 2048);
         assert!(device.stats.erases > 0 && device.stats.gc_program_units > 0);
-        let amplification = (device.stats.host_program_units + device.stats.gc_program_units)
-            as f64
-            / device.stats.host_program_units as f64;
+        let amplification = write_amplification(&device);
         assert!(amplification > 3.0, "write amplification {amplification}");
     }
 
@@ -1293,18 +1291,34 @@ mod tests {
         host_program_ends_on(gc_step_copies, None, writes)
     }
 
+    /// (Host and garbage-collection program units) / host program units, over the device's run.
+    fn write_amplification(device: &Device) -> f64 {
+        (device.stats.host_program_units + device.stats.gc_program_units) as f64
+            / device.stats.host_program_units as f64
+    }
+
+    /// The small device with 4 x 4 units and victims half valid (`host_program_ends`), garbage collection in steps
+    /// of `gc_step_copies` on at most `gc_step_units` units.
+    fn half_valid_device(
+        gc_step_copies: Option<u32>,
+        gc_step_units: Option<u32>,
+    ) -> crate::config::DeviceConfig {
+        let mut config = small_device(Condition::Preconditioned);
+        config.trimmed_fraction = 1.0 - 1088.0 / 1024.0 / (2.0 * std::f64::consts::LN_2);
+        config.channels = 4;
+        config.units_per_channel = 4;
+        config.gc_step_copies = gc_step_copies;
+        config.gc_step_units = gc_step_units;
+        config
+    }
+
     /// `host_program_ends` with at most `gc_step_units` units copying in a step.
     fn host_program_ends_on(
         gc_step_copies: Option<u32>,
         gc_step_units: Option<u32>,
         writes: u32,
     ) -> (Vec<u64>, Device) {
-        let mut config = small_device(Condition::Preconditioned);
-        config.gc_step_units = gc_step_units;
-        config.trimmed_fraction = 1.0 - 1088.0 / 1024.0 / (2.0 * std::f64::consts::LN_2);
-        config.channels = 4;
-        config.units_per_channel = 4;
-        config.gc_step_copies = gc_step_copies;
+        let config = half_valid_device(gc_step_copies, gc_step_units);
         let mut device = Device::new(config, 0, 1, 1);
         assert!((device.victim_valid_fraction - 0.5).abs() < 1e-9);
         let mut events = EventQueue::new();
@@ -1332,9 +1346,7 @@ mod tests {
         let (ends, device) = host_program_ends(Some(8), 80_000);
         assert_eq!(device.stats.gc_steps, 38);
         assert_eq!(silent_gaps(&ends), 29);
-        let amplification = (device.stats.host_program_units + device.stats.gc_program_units)
-            as f64
-            / device.stats.host_program_units as f64;
+        let amplification = write_amplification(&device);
         assert!(
             (amplification - 2.0).abs() < 0.1,
             "write amplification {amplification}"
@@ -1351,9 +1363,7 @@ mod tests {
         assert_eq!(device.stats.gc_steps, 147);
         assert_eq!(silent_gaps(&ends), 112);
         assert!((1_000_000_000..1_200_000_000).contains(ends.last().unwrap()));
-        let amplification = (device.stats.host_program_units + device.stats.gc_program_units)
-            as f64
-            / device.stats.host_program_units as f64;
+        let amplification = write_amplification(&device);
         assert!(
             (amplification - 2.0).abs() < 0.1,
             "write amplification {amplification}"
@@ -1363,12 +1373,7 @@ mod tests {
     /// The first step on the 4 x 4 drive of `host_program_ends` with at most `gc_step_units` copying: returns the
     /// device at the step's start, with its event queue.
     fn at_first_step(gc_step_units: Option<u32>) -> (Device, EventQueue) {
-        let mut config = small_device(Condition::Preconditioned);
-        config.trimmed_fraction = 1.0 - 1088.0 / 1024.0 / (2.0 * std::f64::consts::LN_2);
-        config.channels = 4;
-        config.units_per_channel = 4;
-        config.gc_step_copies = Some(8);
-        config.gc_step_units = gc_step_units;
+        let mut config = half_valid_device(Some(8), gc_step_units);
         // The writes that find the buffer full wait off the front end, so a read on the second queue is fetched.
         config.waiting_write_slots = 100_000;
         let mut device = Device::new(config, 0, 2, 1);
