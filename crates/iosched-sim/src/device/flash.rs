@@ -473,9 +473,6 @@ impl Device {
         let n = self.units.len();
         let mut copying = 0;
         for i in 0..n {
-            if copying == most {
-                break;
-            }
             let u = (self.gc_step_next_unit + i) % n;
             let state = &mut self.units[u];
             if state.gc_active && state.gc_copies_left > 0 {
@@ -483,6 +480,7 @@ impl Device {
                 copying += 1;
                 if copying == most {
                     self.gc_step_next_unit = (u + 1) % n;
+                    break;
                 }
             }
         }
