@@ -63,7 +63,8 @@ def test_unknown_param_and_stray_provenance(tmp_path):
 
 def test_device_features_that_are_off_when_left_out_refuse_zero(tmp_path):
     """gc_step_copies, gc_step_units, buffer_fill_bytes_per_s, read_buffer_bytes and read_suspend_limit switch a
-    mechanism on; 0 would mean nothing sensible, so the preset names the parameter and the file (the simulator refuses it too)."""
+    mechanism on; 0 would mean nothing sensible, so the preset names the parameter and the file (the simulator
+    refuses it too)."""
     dst = tmp_path / "presets"
     shutil.copytree(DATA / "presets", dst)
     f = dst / "devices" / "samsung-980pro-1tb.toml"
